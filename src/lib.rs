@@ -1,0 +1,16 @@
+//! pubjson: a PostgreSQL logical decoding output plugin that emits
+//! wal2json-compatible JSON.
+//!
+//! Layout: `plugin` holds the callbacks and everything that touches
+//! PostgreSQL during decoding; `output` holds the pure JSON encoders.
+
+#[cfg(not(panic = "unwind"))]
+compile_error!("pubjson must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL ERRORs");
+
+pub mod output;
+pub mod plugin;
+
+pgrx::pg_module_magic!(name, version);
+
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {}

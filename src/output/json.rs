@@ -1,0 +1,281 @@
+//! JSON building blocks: a byte buffer and PostgreSQL-compatible string escaping.
+//!
+//! Pure code: no PostgreSQL calls, unit-tested with plain `cargo test`.
+//! The escaping is byte-for-byte what PostgreSQL's `escape_json()` produces
+//! (which is what wal2json uses), so pubjson's output matches wal2json's.
+
+/// Bytes that `escape_json` must rewrite: control characters, `"` and `\`.
+const fn needs_escape_table() -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        table[i] = true;
+        i += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+}
+static NEEDS_ESCAPE: [bool; 256] = needs_escape_table();
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `s` as a JSON string literal (with the surrounding quotes).
+///
+/// Runs of plain bytes are copied in one `extend_from_slice`; only the bytes
+/// PostgreSQL's `escape_json` rewrites are handled one at a time. A NUL byte
+/// becomes `\u0000` (PostgreSQL's C strings cannot carry one, so this only
+/// matters for message contents, where wal2json would truncate instead).
+pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if !NEEDS_ESCAPE[b as usize] {
+            continue;
+        }
+        out.extend_from_slice(&s[start..i]);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 0xf) as usize],
+            ]),
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&s[start..]);
+    out.push(b'"');
+}
+
+/// Returns `s` rendered as a JSON string literal.
+pub fn json_string(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    push_json_string(&mut out, s);
+    out
+}
+
+/// Renders a type name the way wal2json does, but always as valid JSON.
+///
+/// `format_type()` already double-quotes identifiers that need it
+/// (`"MyType"`); wal2json then emits such a name as it is instead of escaping
+/// it. pubjson does the same whenever that raw form is a valid JSON string
+/// (so the bytes match wal2json's), and escapes the whole name otherwise
+/// (`"My""Type"`, `"S".t`, `"T"[]`), where wal2json would emit invalid JSON.
+pub fn type_name_json(type_name: &[u8]) -> Vec<u8> {
+    if is_plain_quoted(type_name) {
+        type_name.to_vec()
+    } else {
+        json_string(type_name)
+    }
+}
+
+/// True for `"..."` whose inside needs no JSON escaping at all.
+fn is_plain_quoted(s: &[u8]) -> bool {
+    s.len() >= 2
+        && s[0] == b'"'
+        && s[s.len() - 1] == b'"'
+        && !s[1..s.len() - 1].iter().any(|&b| NEEDS_ESCAPE[b as usize])
+}
+
+/// Appends the decimal form of an unsigned integer.
+pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Appends the decimal form of a signed integer.
+pub fn push_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, v.unsigned_abs());
+}
+
+/// Appends an LSN as PostgreSQL prints it (`%X/%X`), without quotes.
+pub fn push_lsn(out: &mut Vec<u8>, lsn: u64) {
+    push_hex_upper(out, (lsn >> 32) as u32);
+    out.push(b'/');
+    push_hex_upper(out, lsn as u32);
+}
+
+fn push_hex_upper(out: &mut Vec<u8>, v: u32) {
+    const UPPER: &[u8; 16] = b"0123456789ABCDEF";
+    let mut buf = [0u8; 8];
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        buf[i] = UPPER[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// How wal2json classifies a numeric type's text output.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NumberText {
+    /// Digits, signs, exponent and point only: emitted unquoted.
+    Plain,
+    /// NaN, Infinity or -Infinity (any case): not a JSON number.
+    Special,
+    /// Anything else: wal2json raises "... is not a number".
+    Invalid,
+}
+
+/// Classifies the output of int2/int4/int8/oid/float4/float8/numeric
+/// exactly as wal2json does (`strspn(s, "0123456789+-eE.")` and
+/// case-insensitive prefix checks for NaN/Infinity).
+pub fn classify_number(s: &[u8]) -> NumberText {
+    fn starts_with_ci(s: &[u8], prefix: &[u8]) -> bool {
+        s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+    }
+    if starts_with_ci(s, b"NaN") || starts_with_ci(s, b"Infinity") || starts_with_ci(s, b"-Infinity")
+    {
+        return NumberText::Special;
+    }
+    if s.iter().all(|b| b"0123456789+-eE.".contains(b)) {
+        NumberText::Plain
+    } else {
+        NumberText::Invalid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn esc(s: &[u8]) -> String {
+        String::from_utf8(json_string(s)).unwrap()
+    }
+
+    #[test]
+    fn escapes_like_postgres_escape_json() {
+        assert_eq!(esc(b"plain"), "\"plain\"");
+        assert_eq!(esc(b""), "\"\"");
+        assert_eq!(esc(b"a\"b"), "\"a\\\"b\"");
+        assert_eq!(esc(b"back\\slash"), "\"back\\\\slash\"");
+        assert_eq!(esc(b"\x08\x0c\n\r\t"), "\"\\b\\f\\n\\r\\t\"");
+        assert_eq!(esc(b"\x01\x1f"), "\"\\u0001\\u001f\"");
+        assert_eq!(esc(b"\x00"), "\"\\u0000\"");
+        // DEL and non-ASCII bytes pass through untouched, as in PostgreSQL.
+        assert_eq!(esc(b"\x7f"), "\"\x7f\"");
+        assert_eq!(esc("ção €".as_bytes()), "\"ção €\"");
+        assert_eq!(esc(b"/"), "\"/\"");
+    }
+
+    #[test]
+    fn escaped_output_is_valid_json_for_every_byte() {
+        for b in 0u8..0x80 {
+            let s = [b'x', b, b'y'];
+            let out = json_string(&s);
+            let parsed: String = serde_json_lite_parse(&out);
+            assert_eq!(parsed.as_bytes(), &s, "byte {b:#x}");
+        }
+    }
+
+    /// Minimal JSON string decoder for the round-trip test (ASCII only).
+    fn serde_json_lite_parse(s: &[u8]) -> String {
+        assert_eq!(s[0], b'"');
+        assert_eq!(s[s.len() - 1], b'"');
+        let inner = &s[1..s.len() - 1];
+        let mut out = String::new();
+        let mut i = 0;
+        while i < inner.len() {
+            let c = inner[i];
+            assert!(c >= 0x20, "raw control char in output");
+            if c == b'\\' {
+                i += 1;
+                match inner[i] {
+                    b'"' => out.push('"'),
+                    b'\\' => out.push('\\'),
+                    b'b' => out.push('\x08'),
+                    b'f' => out.push('\x0c'),
+                    b'n' => out.push('\n'),
+                    b'r' => out.push('\r'),
+                    b't' => out.push('\t'),
+                    b'u' => {
+                        let hex = std::str::from_utf8(&inner[i + 1..i + 5]).unwrap();
+                        out.push(char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap());
+                        i += 4;
+                    }
+                    other => panic!("bad escape {other}"),
+                }
+            } else {
+                assert_ne!(c, b'"', "unescaped quote");
+                out.push(c as char);
+            }
+            i += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn type_names_stay_valid_json() {
+        let t = |s: &str| String::from_utf8(type_name_json(s.as_bytes())).unwrap();
+        assert_eq!(t("integer"), "\"integer\"");
+        assert_eq!(t("character varying(10)"), "\"character varying(10)\"");
+        assert_eq!(t("\"MyType\""), "\"MyType\"");
+        assert_eq!(t("\"MyType\"[]"), "\"\\\"MyType\\\"[]\"");
+        assert_eq!(t("\"My\"\"Type\""), "\"\\\"My\\\"\\\"Type\\\"\"");
+        assert_eq!(t("\"S\".t"), "\"\\\"S\\\".t\"");
+        assert_eq!(t("\""), "\"\\\"\"");
+        assert_eq!(t("\"a\\b\""), "\"\\\"a\\\\b\\\"\"");
+    }
+
+    #[test]
+    fn integers_and_lsns() {
+        let mut v = Vec::new();
+        push_u64(&mut v, 0);
+        v.push(b' ');
+        push_u64(&mut v, u64::MAX);
+        v.push(b' ');
+        push_i64(&mut v, i64::MIN);
+        v.push(b' ');
+        push_i64(&mut v, -7);
+        v.push(b' ');
+        push_lsn(&mut v, 0x0000_0001_0A2B_3C4D);
+        v.push(b' ');
+        push_lsn(&mut v, 0);
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            "0 18446744073709551615 -9223372036854775808 -7 1/A2B3C4D 0/0"
+        );
+    }
+
+    #[test]
+    fn number_classification_matches_wal2json() {
+        assert_eq!(classify_number(b"42"), NumberText::Plain);
+        assert_eq!(classify_number(b"-1.5e+100"), NumberText::Plain);
+        assert_eq!(classify_number(b"1E-05"), NumberText::Plain);
+        assert_eq!(classify_number(b"NaN"), NumberText::Special);
+        assert_eq!(classify_number(b"nan"), NumberText::Special);
+        assert_eq!(classify_number(b"Infinity"), NumberText::Special);
+        assert_eq!(classify_number(b"-Infinity"), NumberText::Special);
+        assert_eq!(classify_number(b"-inf"), NumberText::Invalid);
+        assert_eq!(classify_number(b"12 3"), NumberText::Invalid);
+        assert_eq!(classify_number(b"0x1f"), NumberText::Invalid);
+    }
+}

@@ -1,0 +1,3 @@
+//! Output encoding: JSON primitives and the wal2json formats (pure code).
+pub mod json;
+pub mod wal2json;

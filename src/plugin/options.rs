@@ -1,0 +1,639 @@
+//! Output plugin options: wal2json's full set plus pubjson's own.
+//!
+//! Pure code (no PostgreSQL calls): the startup callback turns the DefElem
+//! list into `(name, value)` pairs and calls [`Options::parse`]; any error is
+//! raised there, before a byte is written, so a bad option never advances or
+//! damages the slot. Names, defaults, accepted spellings and error texts are
+//! wal2json 2.6's, so a consumer can switch plugins by changing the name only.
+
+use std::fmt;
+
+/// The SQLSTATE class of an option error (PostgreSQL's codes, as wal2json uses them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionErrorKind {
+    /// 22023 `invalid_parameter_value`.
+    InvalidParameterValue,
+    /// 42602 `invalid_name`.
+    InvalidName,
+    /// 0A000 `feature_not_supported`.
+    FeatureNotSupported,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError {
+    pub kind: OptionErrorKind,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl OptionError {
+    fn new(kind: OptionErrorKind, message: String) -> Self {
+        OptionError { kind, message, hint: None }
+    }
+
+    fn bad_value(kind: OptionErrorKind, value: &[u8], name: &str) -> Self {
+        Self::new(
+            kind,
+            format!(
+                "could not parse value \"{}\" for parameter \"{}\"",
+                String::from_utf8_lossy(value),
+                name
+            ),
+        )
+    }
+}
+
+/// Which change kinds are emitted (`actions` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actions {
+    pub insert: bool,
+    pub update: bool,
+    pub delete: bool,
+    pub truncate: bool,
+}
+
+/// One entry of `add-tables` / `filter-tables`: `schema.table`, either part `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSelector {
+    pub schema: Vec<u8>,
+    pub table: Vec<u8>,
+    pub all_schemas: bool,
+    pub all_tables: bool,
+}
+
+impl TableSelector {
+    pub fn matches(&self, schema: &[u8], table: &[u8]) -> bool {
+        (self.all_schemas || self.schema == schema) && (self.all_tables || self.table == table)
+    }
+}
+
+/// Everything the consumer asked for. Field names follow the option names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub format_version: u8,
+    pub include_transaction: bool,
+    pub include_xids: bool,
+    pub include_timestamp: bool,
+    pub include_origin: bool,
+    pub include_schemas: bool,
+    pub include_types: bool,
+    pub include_type_oids: bool,
+    pub include_typmod: bool,
+    pub include_domain_data_type: bool,
+    pub include_column_positions: bool,
+    pub include_not_null: bool,
+    pub include_default: bool,
+    pub include_pk: bool,
+    pub include_lsn: bool,
+    pub pretty_print: bool,
+    pub write_in_chunks: bool,
+    pub numeric_data_types_as_string: bool,
+    pub actions: Actions,
+    pub filter_origins: Vec<u32>,
+    pub filter_tables: Vec<TableSelector>,
+    pub add_tables: Vec<TableSelector>,
+    pub filter_msg_prefixes: Vec<Vec<u8>>,
+    pub add_msg_prefixes: Vec<Vec<u8>>,
+    /// pubjson: emit nothing for a transaction none of whose changes is emitted.
+    pub skip_empty_xacts: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            format_version: 1,
+            include_transaction: true,
+            include_xids: false,
+            include_timestamp: false,
+            include_origin: false,
+            include_schemas: true,
+            include_types: true,
+            include_type_oids: false,
+            include_typmod: true,
+            include_domain_data_type: false,
+            include_column_positions: false,
+            include_not_null: false,
+            include_default: false,
+            include_pk: false,
+            include_lsn: false,
+            pretty_print: false,
+            write_in_chunks: false,
+            numeric_data_types_as_string: false,
+            actions: Actions { insert: true, update: true, delete: true, truncate: true },
+            filter_origins: Vec::new(),
+            filter_tables: Vec::new(),
+            add_tables: vec![TableSelector {
+                schema: Vec::new(),
+                table: Vec::new(),
+                all_schemas: true,
+                all_tables: true,
+            }],
+            filter_msg_prefixes: Vec::new(),
+            add_msg_prefixes: Vec::new(),
+            skip_empty_xacts: true,
+        }
+    }
+}
+
+/// Highest and lowest `format-version` understood.
+pub const MAX_FORMAT_VERSION: i64 = 2;
+pub const MIN_FORMAT_VERSION: i64 = 1;
+
+impl Options {
+    /// Parses the options in the order given; later ones override earlier
+    /// ones, as in wal2json. A missing value (`-o name` in pg_recvlogical)
+    /// means true for booleans.
+    pub fn parse<'a, I>(options: I) -> Result<Options, OptionError>
+    where
+        I: IntoIterator<Item = (&'a str, Option<&'a [u8]>)>,
+    {
+        let mut o = Options::default();
+        for (name, value) in options {
+            o.apply(name, value)?;
+        }
+        Ok(o)
+    }
+
+    fn apply(&mut self, name: &str, value: Option<&[u8]>) -> Result<(), OptionError> {
+        use OptionErrorKind::*;
+        let flag = match name {
+            "include-transaction" => Some(&mut self.include_transaction),
+            "include-xids" => Some(&mut self.include_xids),
+            "include-timestamp" => Some(&mut self.include_timestamp),
+            "include-pk" => Some(&mut self.include_pk),
+            "include-origin" => Some(&mut self.include_origin),
+            "include-schemas" => Some(&mut self.include_schemas),
+            "include-types" => Some(&mut self.include_types),
+            "include-type-oids" => Some(&mut self.include_type_oids),
+            "include-typmod" => Some(&mut self.include_typmod),
+            "include-domain-data-type" => Some(&mut self.include_domain_data_type),
+            "include-column-positions" => Some(&mut self.include_column_positions),
+            "include-not-null" => Some(&mut self.include_not_null),
+            "include-default" => Some(&mut self.include_default),
+            "numeric-data-types-as-string" => Some(&mut self.numeric_data_types_as_string),
+            "pretty-print" => Some(&mut self.pretty_print),
+            "write-in-chunks" => Some(&mut self.write_in_chunks),
+            "include-lsn" => Some(&mut self.include_lsn),
+            "skip-empty-xacts" => Some(&mut self.skip_empty_xacts),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            *flag = match value {
+                None => true,
+                Some(v) => parse_bool(v)
+                    .ok_or_else(|| OptionError::bad_value(InvalidParameterValue, v, name))?,
+            };
+            return Ok(());
+        }
+
+        match name {
+            "include-unchanged-toast" => Err(OptionError::new(
+                InvalidName,
+                format!("parameter \"{name}\" was deprecated"),
+            )),
+            "actions" => {
+                let Some(v) = value else { return Ok(()) };
+                let list =
+                    split_list(v).ok_or_else(|| OptionError::bad_value(InvalidName, v, name))?;
+                let mut actions =
+                    Actions { insert: false, update: false, delete: false, truncate: false };
+                for action in list {
+                    match action.as_slice() {
+                        b"insert" => actions.insert = true,
+                        b"update" => actions.update = true,
+                        b"delete" => actions.delete = true,
+                        b"truncate" => actions.truncate = true,
+                        other => {
+                            return Err(OptionError::bad_value(InvalidParameterValue, other, name))
+                        }
+                    }
+                }
+                self.actions = actions;
+                Ok(())
+            }
+            "filter-origins" => {
+                self.filter_origins = match value {
+                    None => Vec::new(),
+                    Some(v) => split_oid_list(v)
+                        .ok_or_else(|| OptionError::bad_value(InvalidName, v, name))?,
+                };
+                Ok(())
+            }
+            "filter-tables" => {
+                match value {
+                    None => self.filter_tables.clear(),
+                    // wal2json appends to the list when the option is repeated.
+                    Some(v) => self.filter_tables.extend(
+                        parse_table_list(v)
+                            .ok_or_else(|| OptionError::bad_value(InvalidName, v, name))?,
+                    ),
+                }
+                Ok(())
+            }
+            "add-tables" => {
+                // Giving add-tables at all drops the default "every table".
+                self.add_tables = match value {
+                    None => Vec::new(),
+                    Some(v) => parse_table_list(v)
+                        .ok_or_else(|| OptionError::bad_value(InvalidName, v, name))?,
+                };
+                Ok(())
+            }
+            "filter-msg-prefixes" | "add-msg-prefixes" => {
+                let list = match value {
+                    None => Vec::new(),
+                    Some(v) => {
+                        split_list(v).ok_or_else(|| OptionError::bad_value(InvalidName, v, name))?
+                    }
+                };
+                if name == "filter-msg-prefixes" {
+                    self.filter_msg_prefixes = list;
+                } else {
+                    self.add_msg_prefixes = list;
+                }
+                Ok(())
+            }
+            "format-version" => {
+                let version = match value {
+                    None => MAX_FORMAT_VERSION,
+                    Some(v) => parse_int(v)
+                        .ok_or_else(|| OptionError::bad_value(InvalidParameterValue, v, name))?,
+                };
+                if version > MAX_FORMAT_VERSION {
+                    return Err(OptionError::new(
+                        FeatureNotSupported,
+                        format!(
+                            "client sent format_version={version} but we only support format {MAX_FORMAT_VERSION} or lower"
+                        ),
+                    ));
+                }
+                if version < MIN_FORMAT_VERSION {
+                    return Err(OptionError::new(
+                        FeatureNotSupported,
+                        format!(
+                            "client sent format_version={version} but we only support format {MIN_FORMAT_VERSION} or higher"
+                        ),
+                    ));
+                }
+                self.format_version = version as u8;
+                Ok(())
+            }
+            _ => {
+                let shown = match value {
+                    Some(v) => String::from_utf8_lossy(v).into_owned(),
+                    None => "(null)".to_owned(),
+                };
+                let mut err = OptionError::new(
+                    InvalidParameterValue,
+                    format!("option \"{name}\" = \"{shown}\" is unknown"),
+                );
+                err.hint = Some("See the option table in pubjson's README.".to_owned());
+                Err(err)
+            }
+        }
+    }
+
+    /// True when a message with this prefix passes filter-msg-prefixes and add-msg-prefixes.
+    pub fn message_prefix_wanted(&self, prefix: &[u8]) -> bool {
+        if self.filter_msg_prefixes.iter().any(|p| p == prefix) {
+            return false;
+        }
+        self.add_msg_prefixes.is_empty() || self.add_msg_prefixes.iter().any(|p| p == prefix)
+    }
+
+    /// True when a table passes filter-tables and add-tables.
+    pub fn table_wanted(&self, schema: &[u8], table: &[u8]) -> bool {
+        !self.filter_tables.iter().any(|t| t.matches(schema, table))
+            && self.add_tables.iter().any(|t| t.matches(schema, table))
+    }
+}
+
+/// PostgreSQL's `parse_bool`: case-insensitive prefixes of true/false/yes/no,
+/// "on"/"off" (at least two letters), "1"/"0". No surrounding whitespace.
+pub fn parse_bool(value: &[u8]) -> Option<bool> {
+    let prefix_of = |word: &[u8], min: usize| {
+        value.len() >= min && value.len() <= word.len() && word[..value.len()].eq_ignore_ascii_case(value)
+    };
+    match value.first()?.to_ascii_lowercase() {
+        b't' if prefix_of(b"true", 1) => Some(true),
+        b'f' if prefix_of(b"false", 1) => Some(false),
+        b'y' if prefix_of(b"yes", 1) => Some(true),
+        b'n' if prefix_of(b"no", 1) => Some(false),
+        b'o' if prefix_of(b"on", 2) => Some(true),
+        b'o' if prefix_of(b"off", 2) => Some(false),
+        b'1' if value.len() == 1 => Some(true),
+        b'0' if value.len() == 1 => Some(false),
+        _ => None,
+    }
+}
+
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// PostgreSQL's GUC `parse_int` without units: `strtol(s, 0)` (decimal,
+/// 0x hex, 0 octal), a float fallback rounded to nearest-even for "1.5"/"2e0",
+/// surrounding whitespace allowed.
+pub fn parse_int(value: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(value).ok()?;
+    let t = s.trim_matches(|c: char| c.is_ascii() && is_c_space(c as u8));
+    if t.is_empty() {
+        return None;
+    }
+    let (negative, digits) = match t.as_bytes()[0] {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let parsed = if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        i64::from_str_radix(hex, 16).ok()
+    } else if digits.len() > 1 && digits.starts_with('0') && digits.bytes().all(|b| b.is_ascii_digit()) {
+        i64::from_str_radix(&digits[1..], 8).ok()
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        digits.parse::<i64>().ok()
+    } else {
+        None
+    };
+    let v = match parsed {
+        Some(v) => if negative { -v } else { v },
+        None => {
+            // "1.5", "2e0": PostgreSQL retries as a double and rounds.
+            if !t.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+                return None;
+            }
+            let d: f64 = t.parse().ok()?;
+            if !d.is_finite() {
+                return None;
+            }
+            let r = d.round_ties_even();
+            if r < i32::MIN as f64 || r > i32::MAX as f64 {
+                return None;
+            }
+            r as i64
+        }
+    };
+    // GUC integers are int32.
+    if v < i32::MIN as i64 || v > i32::MAX as i64 {
+        return None;
+    }
+    Some(v)
+}
+
+/// wal2json's `split_string_to_list`: comma-separated names, whitespace
+/// around them ignored, a backslash protects the next byte from being read
+/// as a separator (and is kept). Empty input is an empty list; an empty
+/// element or a space inside a name is an error.
+pub fn split_list(raw: &[u8]) -> Option<Vec<Vec<u8>>> {
+    split_tokens(raw, false)
+}
+
+fn split_tokens(raw: &[u8], allow_empty: bool) -> Option<Vec<Vec<u8>>> {
+    let mut items = Vec::new();
+    let mut i = 0;
+    while i < raw.len() && is_c_space(raw[i]) {
+        i += 1;
+    }
+    if i == raw.len() {
+        return Some(items);
+    }
+    loop {
+        let start = i;
+        while i < raw.len() && raw[i] != b',' && !is_c_space(raw[i]) {
+            if raw[i] == b'\\' {
+                i += 1;
+                if i == raw.len() {
+                    // A trailing backslash escapes nothing (wal2json reads past the end).
+                    return None;
+                }
+            }
+            i += 1;
+        }
+        let end = i;
+        if start == end && !allow_empty {
+            return None;
+        }
+        while i < raw.len() && is_c_space(raw[i]) {
+            i += 1;
+        }
+        items.push(raw[start..end].to_vec());
+        if i == raw.len() {
+            return Some(items);
+        }
+        if raw[i] != b',' {
+            return None;
+        }
+        i += 1;
+        while i < raw.len() && is_c_space(raw[i]) {
+            i += 1;
+        }
+    }
+}
+
+/// wal2json's `split_string_to_oid_list`: like [`split_list`], each element
+/// read with C `atoi` (so junk reads as 0, as in wal2json).
+pub fn split_oid_list(raw: &[u8]) -> Option<Vec<u32>> {
+    Some(split_tokens(raw, true)?.iter().map(|t| atoi(t) as u32).collect())
+}
+
+fn atoi(s: &[u8]) -> i32 {
+    let mut i = 0;
+    while i < s.len() && is_c_space(s[i]) {
+        i += 1;
+    }
+    let mut negative = false;
+    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
+        negative = s[i] == b'-';
+        i += 1;
+    }
+    let mut v: i64 = 0;
+    while i < s.len() && s[i].is_ascii_digit() {
+        v = (v * 10 + (s[i] - b'0') as i64) % (1 << 32);
+        i += 1;
+    }
+    let v = if negative { -v } else { v };
+    v as i32
+}
+
+/// wal2json's `add-tables`/`filter-tables` syntax: `schema.table` items,
+/// comma-separated; `*` for every schema (`*.t`) or every table (`s.*`); a
+/// backslash makes the next character literal (`a\.b.c` is schema "a.b",
+/// `s.\*` is the table named "*").
+pub fn parse_table_list(raw: &[u8]) -> Option<Vec<TableSelector>> {
+    split_list(raw)?.iter().map(|item| parse_table_item(item)).collect()
+}
+
+fn parse_table_item(item: &[u8]) -> Option<TableSelector> {
+    let all_schemas = item.len() >= 2 && item[0] == b'*' && item[1] == b'.';
+    let mut schema = Vec::new();
+    let mut i = 0;
+    while i < item.len() && item[i] != b'.' {
+        if item[i] == b'\\' {
+            i += 1;
+            if i == item.len() {
+                return None;
+            }
+        }
+        schema.push(item[i]);
+        i += 1;
+    }
+    if i == item.len() {
+        // No separator: the schema is mandatory.
+        return None;
+    }
+    i += 1;
+    let rest = &item[i..];
+    let all_tables = rest == b"*";
+    let mut table = Vec::new();
+    let mut j = 0;
+    while j < rest.len() {
+        if rest[j] == b'\\' {
+            j += 1;
+            if j == rest.len() {
+                return None;
+            }
+        }
+        table.push(rest[j]);
+        j += 1;
+    }
+    Some(TableSelector { schema, table, all_schemas, all_tables })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(opts: &[(&str, Option<&str>)]) -> Result<Options, OptionError> {
+        Options::parse(opts.iter().map(|(n, v)| (*n, v.map(|s| s.as_bytes()))))
+    }
+
+    #[test]
+    fn defaults_are_wal2json_defaults() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.format_version, 1);
+        assert!(o.include_transaction && o.include_schemas && o.include_types && o.include_typmod);
+        assert!(!o.include_xids && !o.include_timestamp && !o.include_lsn && !o.include_pk);
+        assert!(o.actions.insert && o.actions.update && o.actions.delete && o.actions.truncate);
+        assert!(o.table_wanted(b"public", b"t"));
+        assert!(o.skip_empty_xacts);
+    }
+
+    #[test]
+    fn booleans_accept_postgres_spellings_and_null() {
+        for v in ["1", "t", "TRUE", "tr", "y", "yes", "on", "On"] {
+            assert!(parse(&[("include-xids", Some(v))]).unwrap().include_xids, "{v}");
+        }
+        for v in ["0", "f", "false", "n", "no", "off", "of"] {
+            assert!(!parse(&[("include-schemas", Some(v))]).unwrap().include_schemas, "{v}");
+        }
+        assert!(parse(&[("include-lsn", None)]).unwrap().include_lsn);
+        for v in ["", "2", "o", "truex", " true", "yess", "10"] {
+            let e = parse(&[("pretty-print", Some(v))]).unwrap_err();
+            assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+            assert_eq!(
+                e.message,
+                format!("could not parse value \"{v}\" for parameter \"pretty-print\"")
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_and_deprecated_options() {
+        let e = parse(&[("x", Some("y"))]).unwrap_err();
+        assert_eq!(e.message, "option \"x\" = \"y\" is unknown");
+        assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+        let e = parse(&[("x", None)]).unwrap_err();
+        assert_eq!(e.message, "option \"x\" = \"(null)\" is unknown");
+        let e = parse(&[("include-unchanged-toast", Some("1"))]).unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::InvalidName);
+        assert_eq!(e.message, "parameter \"include-unchanged-toast\" was deprecated");
+    }
+
+    #[test]
+    fn format_version() {
+        assert_eq!(parse(&[("format-version", Some("2"))]).unwrap().format_version, 2);
+        assert_eq!(parse(&[("format-version", None)]).unwrap().format_version, 2);
+        assert_eq!(parse(&[("format-version", Some(" 1 "))]).unwrap().format_version, 1);
+        assert_eq!(parse(&[("format-version", Some("0x2"))]).unwrap().format_version, 2);
+        assert_eq!(parse(&[("format-version", Some("1.5"))]).unwrap().format_version, 2);
+        let e = parse(&[("format-version", Some("3"))]).unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::FeatureNotSupported);
+        assert_eq!(e.message, "client sent format_version=3 but we only support format 2 or lower");
+        let e = parse(&[("format-version", Some("0"))]).unwrap_err();
+        assert_eq!(e.message, "client sent format_version=0 but we only support format 1 or higher");
+        let e = parse(&[("format-version", Some("two"))]).unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+        assert!(parse(&[("format-version", Some("99999999999"))]).is_err());
+    }
+
+    #[test]
+    fn actions() {
+        let o = parse(&[("actions", Some(" insert , delete"))]).unwrap();
+        assert_eq!(o.actions, Actions { insert: true, update: false, delete: true, truncate: false });
+        let o = parse(&[("actions", Some(""))]).unwrap();
+        assert_eq!(o.actions, Actions { insert: false, update: false, delete: false, truncate: false });
+        let e = parse(&[("actions", Some("insert,upsert"))]).unwrap_err();
+        assert_eq!(e.message, "could not parse value \"upsert\" for parameter \"actions\"");
+        assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+        let e = parse(&[("actions", Some("insert,,delete"))]).unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::InvalidName);
+        let e = parse(&[("actions", Some("insert delete"))]).unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::InvalidName);
+    }
+
+    #[test]
+    fn table_lists() {
+        let o = parse(&[("add-tables", Some("public.a, *.b, s.*, x\\.y.z\\,w, q.\\*"))]).unwrap();
+        assert!(o.table_wanted(b"public", b"a"));
+        assert!(!o.table_wanted(b"public", b"c"));
+        assert!(o.table_wanted(b"any", b"b"));
+        assert!(o.table_wanted(b"s", b"whatever"));
+        assert!(o.table_wanted(b"x.y", b"z,w"));
+        assert!(o.table_wanted(b"q", b"*"));
+        assert!(!o.table_wanted(b"q", b"other"));
+
+        let o = parse(&[("filter-tables", Some("public.a")), ("filter-tables", Some("*.b"))]).unwrap();
+        assert!(!o.table_wanted(b"public", b"a"));
+        assert!(!o.table_wanted(b"x", b"b"));
+        assert!(o.table_wanted(b"public", b"c"));
+
+        // add-tables given but empty: nothing is added.
+        let o = parse(&[("add-tables", Some(""))]).unwrap();
+        assert!(!o.table_wanted(b"public", b"a"));
+
+        for bad in ["nodot", "a.b,", "a.b c.d", "a\\", ",a.b"] {
+            let e = parse(&[("add-tables", Some(bad))]).unwrap_err();
+            assert_eq!(e.kind, OptionErrorKind::InvalidName, "{bad}");
+        }
+    }
+
+    #[test]
+    fn message_prefixes_and_origins() {
+        let o = parse(&[("filter-msg-prefixes", Some("a,b")), ("add-msg-prefixes", Some("c, a"))]).unwrap();
+        assert!(!o.message_prefix_wanted(b"a"));
+        assert!(o.message_prefix_wanted(b"c"));
+        assert!(!o.message_prefix_wanted(b"d"));
+        let o = parse(&[("filter-origins", Some("1, 22,x"))]).unwrap();
+        assert_eq!(o.filter_origins, vec![1, 22, 0]);
+        // Backslashes stay in prefixes, as in wal2json.
+        let o = parse(&[("add-msg-prefixes", Some("a\\,b"))]).unwrap();
+        assert_eq!(o.add_msg_prefixes, vec![b"a\\,b".to_vec()]);
+    }
+
+    #[test]
+    fn parse_int_matches_guc_rules() {
+        assert_eq!(parse_int(b"010"), Some(8));
+        assert_eq!(parse_int(b"-3"), Some(-3));
+        assert_eq!(parse_int(b"2.5"), Some(2));
+        assert_eq!(parse_int(b"3.5"), Some(4));
+        assert_eq!(parse_int(b"1e1"), Some(10));
+        assert_eq!(parse_int(b"1 2"), None);
+        assert_eq!(parse_int(b""), None);
+        assert_eq!(parse_int(b"2kB"), None);
+    }
+}

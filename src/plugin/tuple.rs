@@ -1,0 +1,129 @@
+//! A decoded heap tuple as [`TupleValues`]: deformed once, values rendered
+//! straight into the output buffer.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+
+use crate::output::json::{push_i64, push_json_string, push_u64};
+use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
+use crate::plugin::relation::{FastPath, RelationEntry};
+
+/// Reusable `heap_deform_tuple` buffers.
+#[derive(Default)]
+pub struct DeformBuffers {
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+}
+
+pub struct DeformedTuple<'a> {
+    values: &'a [pg_sys::Datum],
+    nulls: &'a [bool],
+    entry: &'a RelationEntry,
+}
+
+impl DeformBuffers {
+    /// Deforms `tuple` with `rel`'s descriptor.
+    ///
+    /// # Safety
+    /// `tuple` must be a valid heap tuple of `rel`, which must be open.
+    pub unsafe fn deform<'a>(
+        &'a mut self,
+        rel: pg_sys::Relation,
+        tuple: pg_sys::HeapTuple,
+        entry: &'a RelationEntry,
+    ) -> DeformedTuple<'a> {
+        // SAFETY: the descriptor belongs to the open relation; the buffers
+        // are sized to its attribute count before heap_deform_tuple fills them.
+        unsafe {
+            let tupdesc = (*rel).rd_att;
+            let natts = (*tupdesc).natts as usize;
+            self.values.clear();
+            self.values.resize(natts, pg_sys::Datum::from(0));
+            self.nulls.clear();
+            self.nulls.resize(natts, true);
+            pg_sys::heap_deform_tuple(tuple, tupdesc, self.values.as_mut_ptr(), self.nulls.as_mut_ptr());
+        }
+        DeformedTuple { values: &self.values, nulls: &self.nulls, entry }
+    }
+}
+
+/// `VARATT_IS_EXTERNAL_ONDISK`: a TOAST pointer the change does not carry.
+///
+/// # Safety
+/// `datum` must point to a varlena.
+unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
+    let p = datum.cast_mut_ptr::<pg_sys::varlena>();
+    // SAFETY: per the contract, `p` is a varlena header.
+    unsafe {
+        pgrx::varlena::varatt_is_1b_e(p)
+            && pgrx::varlena::vartag_external(p) == pg_sys::vartag_external::VARTAG_ONDISK as u8
+    }
+}
+
+fn push_number(out: &mut Vec<u8>, quoted: bool, write: impl FnOnce(&mut Vec<u8>)) {
+    if quoted {
+        out.push(b'"');
+    }
+    write(out);
+    if quoted {
+        out.push(b'"');
+    }
+}
+
+impl TupleValues for DeformedTuple<'_> {
+    fn is_null(&self, column: &ColumnMeta) -> bool {
+        self.nulls[column.attr_index]
+    }
+
+    fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool {
+        // SAFETY: only asked for non-null varlena columns (see the formats).
+        column.is_varlena && unsafe { is_external_ondisk(self.values[column.attr_index]) }
+    }
+
+    fn write_value(
+        &mut self,
+        column: &ColumnMeta,
+        numbers_as_strings: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let datum = self.values[column.attr_index];
+        let Some(output) = self.entry.outputs[column.attr_index].as_ref() else {
+            return Ok(());
+        };
+        let raw = datum.value();
+        // The fast paths print exactly what int2out/int4out/int8out/oidout/
+        // boolout/textout print, without an fmgr call and a palloc'd string.
+        match output.fast_path {
+            FastPath::Int2 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i16 as i64)),
+            FastPath::Int4 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i32 as i64)),
+            FastPath::Int8 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i64)),
+            FastPath::Oid => push_number(out, numbers_as_strings, |o| push_u64(o, raw as u32 as u64)),
+            FastPath::Bool => out.extend_from_slice(if raw & 0xff != 0 { b"true" } else { b"false" }),
+            FastPath::Text => {
+                // SAFETY: a non-null text/varchar/bpchar datum; detoasting
+                // copies into the current (per-change) memory context.
+                let bytes = unsafe {
+                    let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+                    pgrx::varlena::varlena_to_byte_slice(detoasted)
+                };
+                push_json_string(out, bytes);
+            }
+            FastPath::OutputFunction => {
+                // SAFETY: the output function was resolved for this column's
+                // type; varlena values are detoasted first, as wal2json does.
+                let text = unsafe {
+                    let value = if column.is_varlena {
+                        pg_sys::Datum::from(pg_sys::pg_detoast_datum(datum.cast_mut_ptr()))
+                    } else {
+                        datum
+                    };
+                    let finfo = &*output.finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
+                    CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value))
+                };
+                push_text_value(out, column.kind, text.to_bytes(), numbers_as_strings)?;
+            }
+        }
+        Ok(())
+    }
+}
