@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL cluster for pubjson's demo, tests and benchmarks.
+#   scripts/cluster.sh start|stop|restart|status|psql [args]|env
+# Runs as the `postgres` OS user (initdb refuses root). Settings: wal_level =
+# logical, output_plugin_libraries including pubjson and wal2json, a local
+# replication connection for pg_recvlogical, trust authentication (the
+# cluster listens only on a private Unix socket).
+set -euo pipefail
+
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
+PUBJSON_PGDATA=${PUBJSON_PGDATA:-/tmp/pubjson-pg$PG_MAJOR/data}
+PUBJSON_SOCKET=${PUBJSON_SOCKET:-/tmp/pubjson-pg$PG_MAJOR/socket}
+PUBJSON_PORT=${PUBJSON_PORT:-54329}
+PG_USER=postgres
+
+as_pg() {
+  if [ "$(id -un)" = "$PG_USER" ]; then "$@"; elif [ "$(id -u)" -eq 0 ]; then runuser -u "$PG_USER" -- "$@"; else sudo -u "$PG_USER" "$@"; fi
+}
+
+init() {
+  local root
+  root=$(dirname "$PUBJSON_PGDATA")
+  mkdir -p "$root" "$PUBJSON_SOCKET"
+  chown "$PG_USER": "$root" "$PUBJSON_SOCKET" 2>/dev/null || sudo chown "$PG_USER": "$root" "$PUBJSON_SOCKET"
+  if [ ! -f "$PUBJSON_PGDATA/PG_VERSION" ]; then
+    as_pg "$PG_BIN/initdb" -D "$PUBJSON_PGDATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+    cat >> "$PUBJSON_PGDATA/postgresql.conf" <<CONF
+# pubjson test cluster
+listen_addresses = ''
+port = $PUBJSON_PORT
+unix_socket_directories = '$PUBJSON_SOCKET'
+wal_level = logical
+max_replication_slots = 64
+max_wal_senders = 16
+output_plugin_libraries = 'pgoutput, test_decoding, wal2json, pubjson'
+fsync = off
+synchronous_commit = on
+full_page_writes = off
+shared_buffers = 256MB
+max_wal_size = 4GB
+log_min_messages = warning
+log_line_prefix = '%m [%p] '
+CONF
+    printf 'local all all trust\nlocal replication all trust\n' > /tmp/pubjson-hba.conf
+    as_pg cp /tmp/pubjson-hba.conf "$PUBJSON_PGDATA/pg_hba.conf"
+  fi
+}
+
+status() { as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" status >/dev/null 2>&1; }
+
+start() {
+  init
+  if ! status; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" -l "$(dirname "$PUBJSON_PGDATA")/server.log" -w -t 60 start >/dev/null
+  fi
+}
+
+stop() { if status; then as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" -m fast -w stop >/dev/null; fi; }
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  restart) stop; start ;;
+  status) status && echo running || echo stopped ;;
+  destroy) stop; rm -rf "$(dirname "$PUBJSON_PGDATA")" ;;
+  psql) shift; exec "$PG_BIN/psql" -h "$PUBJSON_SOCKET" -p "$PUBJSON_PORT" -U postgres -X "$@" ;;
+  env)
+    echo "export PGHOST=$PUBJSON_SOCKET PGPORT=$PUBJSON_PORT PGUSER=postgres PUBJSON_PG_BIN=$PG_BIN" ;;
+  *) echo "usage: $0 start|stop|restart|status|destroy|psql [args]|env" >&2; exit 2 ;;
+esac
