@@ -52,7 +52,9 @@ status() { as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" status >/dev/null 2>&1; }
 start() {
   init
   if ! status; then
-    as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" -l "$(dirname "$PUBJSON_PGDATA")/server.log" -w -t 60 start >/dev/null
+    # RUST_BACKTRACE would make pgrx attach Rust backtraces to re-raised errors.
+    as_pg env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
+      "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" -l "$(dirname "$PUBJSON_PGDATA")/server.log" -w -t 60 start >/dev/null
   fi
 }
 

@@ -5,7 +5,9 @@
 //! PostgreSQL during decoding; `output` holds the pure JSON encoders.
 
 #[cfg(not(panic = "unwind"))]
-compile_error!("pubjson must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL ERRORs");
+compile_error!(
+    "pubjson must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL ERRORs"
+);
 
 pub mod output;
 pub mod plugin;

@@ -14,8 +14,8 @@ CREATE TABLE "My Schema"."Odd ""Table""" (
 );
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_json', 'pubjson');
 INSERT INTO "My Schema"."Odd ""Table""" VALUES (1, 'sad "very"', ARRAY['ok','sad "very"']::"My Schema"."Mood"[], ROW(5));
-SELECT pg_logical_emit_message(false, 'nul', '\x610062'::bytea);
-SELECT pg_logical_emit_message(true, 'quote"prefix', E'line\nbreak');
+SELECT 'emitted' FROM pg_logical_emit_message(false, 'nul', '\x610062'::bytea);
+SELECT 'emitted' FROM pg_logical_emit_message(true, 'quote"prefix', E'line\nbreak');
 
 SELECT data, data::json IS NOT NULL AS valid
   FROM pg_logical_slot_peek_changes('regress_json', NULL, NULL, 'format-version', '2', 'include-default', '1');

@@ -152,7 +152,9 @@ pub fn classify_number(s: &[u8]) -> NumberText {
     fn starts_with_ci(s: &[u8], prefix: &[u8]) -> bool {
         s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
     }
-    if starts_with_ci(s, b"NaN") || starts_with_ci(s, b"Infinity") || starts_with_ci(s, b"-Infinity")
+    if starts_with_ci(s, b"NaN")
+        || starts_with_ci(s, b"Infinity")
+        || starts_with_ci(s, b"-Infinity")
     {
         return NumberText::Special;
     }

@@ -83,6 +83,10 @@ impl std::fmt::Display for EncodeError {
 
 /// The values of one tuple, indexed like [`RelationMeta::columns`].
 pub trait TupleValues {
+    /// False for columns a publication's column list leaves out.
+    fn is_visible(&self, _column: &ColumnMeta) -> bool {
+        true
+    }
     fn is_null(&self, column: &ColumnMeta) -> bool;
     /// An unchanged TOAST value that logical decoding does not carry.
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool;
@@ -105,7 +109,9 @@ pub fn push_text_value(
     match kind {
         ValueKind::Number => match classify_number(text) {
             NumberText::Invalid => {
-                return Err(EncodeError::NotANumber(String::from_utf8_lossy(text).into_owned()))
+                return Err(EncodeError::NotANumber(
+                    String::from_utf8_lossy(text).into_owned(),
+                ))
             }
             _ if numbers_as_strings => push_json_string(out, text),
             NumberText::Special => out.extend_from_slice(b"null"),
@@ -156,6 +162,13 @@ impl ChangeKind {
             ChangeKind::Delete => b"\"action\":\"D\"",
         }
     }
+    fn v2_letter(self) -> u8 {
+        match self {
+            ChangeKind::Insert => b'I',
+            ChangeKind::Update => b'U',
+            ChangeKind::Delete => b'D',
+        }
+    }
     fn upper(self) -> &'static str {
         match self {
             ChangeKind::Insert => "INSERT",
@@ -201,8 +214,11 @@ pub struct Wal2JsonFormat<'o> {
 
 impl<'o> Wal2JsonFormat<'o> {
     pub fn new(opts: &'o Options) -> Self {
-        let (ht, nl, sp): (&[u8], &[u8], &[u8]) =
-            if opts.pretty_print { (b"\t", b"\n", b" ") } else { (b"", b"", b"") };
+        let (ht, nl, sp): (&[u8], &[u8], &[u8]) = if opts.pretty_print {
+            (b"\t", b"\n", b" ")
+        } else {
+            (b"", b"", b"")
+        };
         Wal2JsonFormat { opts, ht, nl, sp }
     }
 
@@ -305,11 +321,13 @@ impl<'o> Wal2JsonFormat<'o> {
 
     /// Appends one INSERT/UPDATE/DELETE element to a format-1 document.
     /// The caller has already checked [`Self::v1_skip_reason`].
+    #[allow(clippy::too_many_arguments)]
     pub fn v1_change(
         &self,
         out: &mut Vec<u8>,
         nr_changes: u64,
         kind: ChangeKind,
+        transformed_from: Option<ChangeKind>,
         rel: &RelationMeta,
         new: Option<&mut dyn TupleValues>,
         old: Option<&mut dyn TupleValues>,
@@ -321,6 +339,13 @@ impl<'o> Wal2JsonFormat<'o> {
         out.extend_from_slice(kind.v1_name());
         out.extend_from_slice(b"\",");
         out.extend_from_slice(self.nl);
+        if let Some(original) = transformed_from {
+            self.v1_key(out, 3, b"transformedfrom");
+            out.push(b'"');
+            out.extend_from_slice(original.v1_name());
+            out.extend_from_slice(b"\",");
+            out.extend_from_slice(self.nl);
+        }
         if o.include_schemas {
             self.v1_key(out, 3, b"schema");
             out.extend_from_slice(&rel.schema_json);
@@ -350,7 +375,9 @@ impl<'o> Wal2JsonFormat<'o> {
                     }
                     match old {
                         Some(old) => self.v1_tuple(out, rel, old, Selection::All, true, false)?,
-                        None => self.v1_tuple(out, rel, new, Selection::IdentityKey, true, false)?,
+                        None => {
+                            self.v1_tuple(out, rel, new, Selection::IdentityKey, true, false)?
+                        }
                     }
                 }
             }
@@ -380,7 +407,15 @@ impl<'o> Wal2JsonFormat<'o> {
         addcomma: bool,
     ) -> Result<(), EncodeError> {
         let o = self.opts;
-        let (mut names, mut types, mut oids, mut positions, mut optionals, mut defaults, mut values) = (
+        let (
+            mut names,
+            mut types,
+            mut oids,
+            mut positions,
+            mut optionals,
+            mut defaults,
+            mut values,
+        ) = (
             Vec::new(),
             Vec::new(),
             Vec::new(),
@@ -413,7 +448,7 @@ impl<'o> Wal2JsonFormat<'o> {
 
         let mut first = true;
         for col in &rel.columns {
-            if !selected(rel, col, selection) {
+            if !selected(rel, col, selection) || !tuple.is_visible(col) {
                 continue;
             }
             let is_null = tuple.is_null(col);
@@ -517,7 +552,11 @@ impl<'o> Wal2JsonFormat<'o> {
         self.v1_key(&mut types, 4, b"pktypes");
         types.push(b'[');
         let mut first = true;
-        for col in rel.columns.iter().filter(|c| selected(rel, c, Selection::PrimaryKey)) {
+        for col in rel
+            .columns
+            .iter()
+            .filter(|c| selected(rel, c, Selection::PrimaryKey))
+        {
             if !first {
                 out.push(b',');
                 out.extend_from_slice(self.sp);
@@ -661,7 +700,11 @@ impl<'o> Wal2JsonFormat<'o> {
             }
             _ => return None,
         };
-        Some(format!("{what} {} in table {}", kind.upper(), qualified_name(rel)))
+        Some(format!(
+            "{what} {} in table {}",
+            kind.upper(),
+            qualified_name(rel)
+        ))
     }
 
     /// One INSERT/UPDATE/DELETE object in format 2; the caller has already
@@ -674,6 +717,7 @@ impl<'o> Wal2JsonFormat<'o> {
         txn: &TxnInfo,
         lsn: u64,
         kind: ChangeKind,
+        transformed_from: Option<ChangeKind>,
         rel: &RelationMeta,
         mut new: Option<&mut dyn TupleValues>,
         mut old: Option<&mut dyn TupleValues>,
@@ -681,6 +725,11 @@ impl<'o> Wal2JsonFormat<'o> {
         let o = self.opts;
         out.push(b'{');
         out.extend_from_slice(kind.v2_action());
+        if let Some(original) = transformed_from {
+            out.extend_from_slice(b",\"transformedfrom\":\"");
+            out.push(original.v2_letter());
+            out.push(b'"');
+        }
         self.v2_txn_fields(out, txn);
         if o.include_lsn {
             Self::v2_lsn(out, b"lsn", lsn);
@@ -717,14 +766,17 @@ impl<'o> Wal2JsonFormat<'o> {
                 }
             }
         } else if kind == ChangeKind::Delete {
-            warning = Some(format!("no old tuple data for DELETE in table {}", qualified_name(rel)));
+            warning = Some(format!(
+                "no old tuple data for DELETE in table {}",
+                qualified_name(rel)
+            ));
         }
         if o.include_pk {
             out.extend_from_slice(b",\"pk\":[");
             if rel.has_primary_key {
-                if let Some(old) = old.as_deref_mut() {
+                if let Some(old) = old {
                     self.v2_tuple(out, rel, old, V2Section::PrimaryKey)?;
-                } else if let Some(new) = new.as_deref_mut() {
+                } else if let Some(new) = new {
                     self.v2_tuple(out, rel, new, V2Section::PrimaryKey)?;
                 }
             }
@@ -750,7 +802,7 @@ impl<'o> Wal2JsonFormat<'o> {
         let is_change = section == V2Section::Columns;
         let mut need_sep = false;
         for col in &rel.columns {
-            if !selected(rel, col, selection) {
+            if !selected(rel, col, selection) || !tuple.is_visible(col) {
                 continue;
             }
             let is_null = tuple.is_null(col);
@@ -882,8 +934,18 @@ mod tests {
         fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
             self.0[c.attr_index] == Some("<toast>")
         }
-        fn write_value(&mut self, c: &ColumnMeta, s: bool, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-            push_text_value(out, c.kind, self.0[c.attr_index].unwrap_or_default().as_bytes(), s)
+        fn write_value(
+            &mut self,
+            c: &ColumnMeta,
+            s: bool,
+            out: &mut Vec<u8>,
+        ) -> Result<(), EncodeError> {
+            push_text_value(
+                out,
+                c.kind,
+                self.0[c.attr_index].unwrap_or_default().as_bytes(),
+                s,
+            )
         }
     }
 
@@ -926,12 +988,24 @@ mod tests {
 
     #[test]
     fn v2_insert_default_options() {
-        let opts = Options { format_version: 2, ..Options::default() };
+        let opts = Options {
+            format_version: 2,
+            ..Options::default()
+        };
         let f = Wal2JsonFormat::new(&opts);
         let mut out = Vec::new();
         let mut new = Literal(vec![Some("1"), Some("a\"b"), Some("t")]);
         let r = f
-            .v2_change(&mut out, &TxnInfo::default(), 0, ChangeKind::Insert, &relation(), Some(&mut new), None)
+            .v2_change(
+                &mut out,
+                &TxnInfo::default(),
+                0,
+                ChangeKind::Insert,
+                None,
+                &relation(),
+                Some(&mut new),
+                None,
+            )
             .unwrap();
         assert_eq!(r, None);
         assert_eq!(
@@ -942,12 +1016,26 @@ mod tests {
 
     #[test]
     fn v2_update_identity_from_new_tuple_and_pk() {
-        let opts = Options { format_version: 2, include_pk: true, include_types: false, ..Options::default() };
+        let opts = Options {
+            format_version: 2,
+            include_pk: true,
+            include_types: false,
+            ..Options::default()
+        };
         let f = Wal2JsonFormat::new(&opts);
         let mut out = Vec::new();
         let mut new = Literal(vec![Some("1"), Some("<toast>"), None]);
-        f.v2_change(&mut out, &TxnInfo::default(), 0, ChangeKind::Update, &relation(), Some(&mut new), None)
-            .unwrap();
+        f.v2_change(
+            &mut out,
+            &TxnInfo::default(),
+            0,
+            ChangeKind::Update,
+            None,
+            &relation(),
+            Some(&mut new),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             s(&out),
             r#"{"action":"U","schema":"public","table":"t","columns":[{"name":"id","value":1},{"name":"ok","value":null}],"identity":[{"name":"id","value":1}],"pk":[{"name":"id"}]}"#
@@ -956,20 +1044,28 @@ mod tests {
 
     #[test]
     fn v2_delete_without_identity_is_skipped_with_warning() {
-        let opts = Options { format_version: 2, ..Options::default() };
+        let opts = Options {
+            format_version: 2,
+            ..Options::default()
+        };
         let f = Wal2JsonFormat::new(&opts);
         let mut rel = relation();
         rel.has_identity_index = false;
         rel.has_primary_key = false;
         assert_eq!(
-            f.v2_skip_reason(ChangeKind::Delete, &rel, false, false).unwrap(),
+            f.v2_skip_reason(ChangeKind::Delete, &rel, false, false)
+                .unwrap(),
             "no tuple identifier for DELETE in table \"public\".\"t\""
         );
         assert_eq!(
-            f.v2_skip_reason(ChangeKind::Update, &rel, false, false).unwrap(),
+            f.v2_skip_reason(ChangeKind::Update, &rel, false, false)
+                .unwrap(),
             "no tuple data for UPDATE in table \"public\".\"t\""
         );
-        assert_eq!(f.v2_skip_reason(ChangeKind::Insert, &rel, true, false), None);
+        assert_eq!(
+            f.v2_skip_reason(ChangeKind::Insert, &rel, true, false),
+            None
+        );
     }
 
     #[test]
@@ -983,7 +1079,13 @@ mod tests {
             ..Options::default()
         };
         let f = Wal2JsonFormat::new(&opts);
-        let txn = TxnInfo { xid: 7, origin: 0, timestamp: b"2024-01-01 00:00:00+00".to_vec(), final_lsn: 0x10, end_lsn: 0x1_0000_0020 };
+        let txn = TxnInfo {
+            xid: 7,
+            origin: 0,
+            timestamp: b"2024-01-01 00:00:00+00".to_vec(),
+            final_lsn: 0x10,
+            end_lsn: 0x1_0000_0020,
+        };
         let mut out = Vec::new();
         f.v2_begin(&mut out, &txn);
         out.push(b'\n');
@@ -1001,14 +1103,36 @@ mod tests {
     #[test]
     fn v1_document_plain_and_pretty() {
         for pretty in [false, true] {
-            let opts = Options { pretty_print: pretty, include_pk: true, ..Options::default() };
+            let opts = Options {
+                pretty_print: pretty,
+                include_pk: true,
+                ..Options::default()
+            };
             let f = Wal2JsonFormat::new(&opts);
             let mut out = Vec::new();
             f.v1_begin(&mut out, &TxnInfo::default());
             let mut new = Literal(vec![Some("2"), None, Some("f")]);
-            f.v1_change(&mut out, 1, ChangeKind::Insert, &relation(), Some(&mut new), None).unwrap();
+            f.v1_change(
+                &mut out,
+                1,
+                ChangeKind::Insert,
+                None,
+                &relation(),
+                Some(&mut new),
+                None,
+            )
+            .unwrap();
             let mut old = Literal(vec![Some("2"), None, None]);
-            f.v1_change(&mut out, 2, ChangeKind::Delete, &relation(), None, Some(&mut old)).unwrap();
+            f.v1_change(
+                &mut out,
+                2,
+                ChangeKind::Delete,
+                None,
+                &relation(),
+                None,
+                Some(&mut old),
+            )
+            .unwrap();
             f.v1_commit(&mut out);
             let expected = if pretty {
                 "{\n\t\"change\": [\n\t\t{\n\t\t\t\"kind\": \"insert\",\n\t\t\t\"schema\": \"public\",\n\t\t\t\"table\": \"t\",\n\
@@ -1027,19 +1151,97 @@ mod tests {
         }
     }
 
+    /// A tuple whose second column a column list hides.
+    struct Masked(Literal);
+    impl TupleValues for Masked {
+        fn is_visible(&self, c: &ColumnMeta) -> bool {
+            c.attr_index != 1
+        }
+        fn is_null(&self, c: &ColumnMeta) -> bool {
+            self.0.is_null(c)
+        }
+        fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
+            self.0.is_unchanged_toast(c)
+        }
+        fn write_value(
+            &mut self,
+            c: &ColumnMeta,
+            s: bool,
+            out: &mut Vec<u8>,
+        ) -> Result<(), EncodeError> {
+            self.0.write_value(c, s, out)
+        }
+    }
+
+    #[test]
+    fn transformed_changes_are_marked_and_column_lists_apply() {
+        let opts = Options {
+            format_version: 2,
+            include_types: false,
+            ..Options::default()
+        };
+        let f = Wal2JsonFormat::new(&opts);
+        let mut out = Vec::new();
+        let mut new = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+        f.v2_change(
+            &mut out,
+            &TxnInfo::default(),
+            0,
+            ChangeKind::Insert,
+            Some(ChangeKind::Update),
+            &relation(),
+            Some(&mut new),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            s(&out),
+            r#"{"action":"I","transformedfrom":"U","schema":"public","table":"t","columns":[{"name":"id","value":1},{"name":"ok","value":true}]}"#
+        );
+        let opts = Options {
+            include_types: false,
+            ..Options::default()
+        };
+        let f = Wal2JsonFormat::new(&opts);
+        let mut out = Vec::new();
+        let mut old = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+        f.v1_change(
+            &mut out,
+            1,
+            ChangeKind::Delete,
+            Some(ChangeKind::Update),
+            &relation(),
+            None,
+            Some(&mut old),
+        )
+        .unwrap();
+        assert_eq!(
+            s(&out),
+            r#"{"kind":"delete","transformedfrom":"update","schema":"public","table":"t","oldkeys":{"keynames":["id"],"keyvalues":[1]}}"#
+        );
+    }
+
     #[test]
     fn v1_skip_reasons() {
         let opts = Options::default();
         let f = Wal2JsonFormat::new(&opts);
         let mut rel = relation();
-        assert_eq!(f.v1_skip_reason(ChangeKind::Insert, &rel, false, false).unwrap(), "no tuple data for INSERT in table \"t\"");
+        assert_eq!(
+            f.v1_skip_reason(ChangeKind::Insert, &rel, false, false)
+                .unwrap(),
+            "no tuple data for INSERT in table \"t\""
+        );
         rel.has_identity_index = false;
         assert_eq!(
-            f.v1_skip_reason(ChangeKind::Update, &rel, true, false).unwrap(),
+            f.v1_skip_reason(ChangeKind::Update, &rel, true, false)
+                .unwrap(),
             "table \"t\" without primary key or replica identity is nothing"
         );
         rel.identity_full = true;
-        assert_eq!(f.v1_skip_reason(ChangeKind::Delete, &rel, false, true), None);
+        assert_eq!(
+            f.v1_skip_reason(ChangeKind::Delete, &rel, false, true),
+            None
+        );
     }
 
     #[test]

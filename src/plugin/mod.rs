@@ -3,7 +3,9 @@
 
 mod callbacks;
 pub mod options;
+mod publication;
 mod relation;
+pub mod row_filter;
 mod state;
 mod tuple;
 

@@ -17,7 +17,15 @@ pub enum OptionErrorKind {
     InvalidName,
     /// 0A000 `feature_not_supported`.
     FeatureNotSupported,
+    /// 42601 `syntax_error`.
+    SyntaxError,
 }
+
+/// Options that come from pgoutput and, as there, may not be repeated.
+const PGOUTPUT_OPTIONS: &[&str] = &["publication_names", "messages", "origin"];
+
+/// PostgreSQL's identifier length limit (NAMEDATALEN - 1).
+const MAX_IDENTIFIER_BYTES: usize = 63;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionError {
@@ -34,7 +42,11 @@ impl fmt::Display for OptionError {
 
 impl OptionError {
     fn new(kind: OptionErrorKind, message: String) -> Self {
-        OptionError { kind, message, hint: None }
+        OptionError {
+            kind,
+            message,
+            hint: None,
+        }
     }
 
     fn bad_value(kind: OptionErrorKind, value: &[u8], name: &str) -> Self {
@@ -73,6 +85,15 @@ impl TableSelector {
     }
 }
 
+/// pgoutput's `origin` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OriginFilter {
+    /// Emit changes whatever their origin (the default).
+    Any,
+    /// Skip changes that arrived through replication (a non-zero origin).
+    None,
+}
+
 /// Everything the consumer asked for. Field names follow the option names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -102,6 +123,13 @@ pub struct Options {
     pub add_msg_prefixes: Vec<Vec<u8>>,
     /// pubjson: emit nothing for a transaction none of whose changes is emitted.
     pub skip_empty_xacts: bool,
+    /// pgoutput: publications whose rules decide what is emitted.
+    pub publication_names: Option<Vec<String>>,
+    /// pgoutput: emit logical decoding messages (default: on without
+    /// publication_names, as wal2json; off with them, as pgoutput).
+    pub messages: Option<bool>,
+    /// pgoutput: `origin` = any | none.
+    pub origin: OriginFilter,
 }
 
 impl Default for Options {
@@ -125,7 +153,12 @@ impl Default for Options {
             pretty_print: false,
             write_in_chunks: false,
             numeric_data_types_as_string: false,
-            actions: Actions { insert: true, update: true, delete: true, truncate: true },
+            actions: Actions {
+                insert: true,
+                update: true,
+                delete: true,
+                truncate: true,
+            },
             filter_origins: Vec::new(),
             filter_tables: Vec::new(),
             add_tables: vec![TableSelector {
@@ -137,6 +170,9 @@ impl Default for Options {
             filter_msg_prefixes: Vec::new(),
             add_msg_prefixes: Vec::new(),
             skip_empty_xacts: true,
+            publication_names: None,
+            messages: None,
+            origin: OriginFilter::Any,
         }
     }
 }
@@ -154,10 +190,26 @@ impl Options {
         I: IntoIterator<Item = (&'a str, Option<&'a [u8]>)>,
     {
         let mut o = Options::default();
+        let mut seen_pgoutput_options: Vec<&str> = Vec::new();
         for (name, value) in options {
+            // pgoutput's own options may be given once, as in pgoutput.
+            if PGOUTPUT_OPTIONS.contains(&name) {
+                if seen_pgoutput_options.contains(&name) {
+                    return Err(OptionError::new(
+                        OptionErrorKind::SyntaxError,
+                        "conflicting or redundant options".to_owned(),
+                    ));
+                }
+                seen_pgoutput_options.push(name);
+            }
             o.apply(name, value)?;
         }
         Ok(o)
+    }
+
+    /// Whether logical decoding messages are emitted.
+    pub fn messages_enabled(&self) -> bool {
+        self.messages.unwrap_or(self.publication_names.is_none())
     }
 
     fn apply(&mut self, name: &str, value: Option<&[u8]>) -> Result<(), OptionError> {
@@ -201,8 +253,12 @@ impl Options {
                 let Some(v) = value else { return Ok(()) };
                 let list =
                     split_list(v).ok_or_else(|| OptionError::bad_value(InvalidName, v, name))?;
-                let mut actions =
-                    Actions { insert: false, update: false, delete: false, truncate: false };
+                let mut actions = Actions {
+                    insert: false,
+                    update: false,
+                    delete: false,
+                    truncate: false,
+                };
                 for action in list {
                     match action.as_slice() {
                         b"insert" => actions.insert = true,
@@ -257,6 +313,50 @@ impl Options {
                 } else {
                     self.add_msg_prefixes = list;
                 }
+                Ok(())
+            }
+            "publication_names" => {
+                let Some(v) = value else {
+                    return Err(OptionError::new(
+                        InvalidParameterValue,
+                        "publication_names parameter missing".to_owned(),
+                    ));
+                };
+                let names = split_identifiers(v).ok_or_else(|| {
+                    OptionError::new(InvalidName, "invalid publication_names syntax".to_owned())
+                })?;
+                if names.is_empty() {
+                    return Err(OptionError::new(
+                        InvalidParameterValue,
+                        "publication_names parameter missing".to_owned(),
+                    ));
+                }
+                self.publication_names = Some(names);
+                Ok(())
+            }
+            "messages" => {
+                self.messages = Some(match value {
+                    None => true,
+                    Some(v) => parse_bool(v)
+                        .ok_or_else(|| OptionError::bad_value(InvalidParameterValue, v, name))?,
+                });
+                Ok(())
+            }
+            "origin" => {
+                let v = value.unwrap_or_default();
+                self.origin = if v.eq_ignore_ascii_case(b"any") {
+                    OriginFilter::Any
+                } else if v.eq_ignore_ascii_case(b"none") {
+                    OriginFilter::None
+                } else {
+                    return Err(OptionError::new(
+                        InvalidParameterValue,
+                        format!(
+                            "unrecognized origin value: \"{}\"",
+                            String::from_utf8_lossy(v)
+                        ),
+                    ));
+                };
                 Ok(())
             }
             "format-version" => {
@@ -318,7 +418,9 @@ impl Options {
 /// "on"/"off" (at least two letters), "1"/"0". No surrounding whitespace.
 pub fn parse_bool(value: &[u8]) -> Option<bool> {
     let prefix_of = |word: &[u8], min: usize| {
-        value.len() >= min && value.len() <= word.len() && word[..value.len()].eq_ignore_ascii_case(value)
+        value.len() >= min
+            && value.len() <= word.len()
+            && word[..value.len()].eq_ignore_ascii_case(value)
     };
     match value.first()?.to_ascii_lowercase() {
         b't' if prefix_of(b"true", 1) => Some(true),
@@ -351,9 +453,15 @@ pub fn parse_int(value: &[u8]) -> Option<i64> {
         b'+' => (false, &t[1..]),
         _ => (false, t),
     };
-    let parsed = if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+    let parsed = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
         i64::from_str_radix(hex, 16).ok()
-    } else if digits.len() > 1 && digits.starts_with('0') && digits.bytes().all(|b| b.is_ascii_digit()) {
+    } else if digits.len() > 1
+        && digits.starts_with('0')
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
         i64::from_str_radix(&digits[1..], 8).ok()
     } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         digits.parse::<i64>().ok()
@@ -361,7 +469,13 @@ pub fn parse_int(value: &[u8]) -> Option<i64> {
         None
     };
     let v = match parsed {
-        Some(v) => if negative { -v } else { v },
+        Some(v) => {
+            if negative {
+                -v
+            } else {
+                v
+            }
+        }
         None => {
             // "1.5", "2e0": PostgreSQL retries as a double and rounds.
             if !t.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
@@ -383,6 +497,72 @@ pub fn parse_int(value: &[u8]) -> Option<i64> {
         return None;
     }
     Some(v)
+}
+
+/// PostgreSQL's `SplitIdentifierString` with a comma: identifiers separated
+/// by commas, unquoted ones folded to lower case, `"quoted"` ones kept as
+/// they are (`""` is a quote), all truncated to 63 bytes. `None` on bad syntax.
+pub fn split_identifiers(raw: &[u8]) -> Option<Vec<String>> {
+    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0c);
+    let mut names = Vec::new();
+    let mut i = 0;
+    while i < raw.len() && is_space(raw[i]) {
+        i += 1;
+    }
+    if i == raw.len() {
+        return Some(names);
+    }
+    loop {
+        let mut name = Vec::new();
+        if raw[i] == b'"' {
+            i += 1;
+            loop {
+                if i == raw.len() {
+                    return None; // unterminated quote
+                }
+                if raw[i] == b'"' {
+                    if raw.get(i + 1) == Some(&b'"') {
+                        name.push(b'"');
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    break;
+                }
+                name.push(raw[i]);
+                i += 1;
+            }
+            if name.is_empty() {
+                return None; // empty quoted name
+            }
+        } else {
+            while i < raw.len() && raw[i] != b',' && !is_space(raw[i]) {
+                name.push(raw[i].to_ascii_lowercase());
+                i += 1;
+            }
+            if name.is_empty() {
+                return None;
+            }
+        }
+        while i < raw.len() && is_space(raw[i]) {
+            i += 1;
+        }
+        name.truncate(MAX_IDENTIFIER_BYTES);
+        names.push(String::from_utf8_lossy(&name).into_owned());
+        if i == raw.len() {
+            return Some(names);
+        }
+        if raw[i] != b',' {
+            return None;
+        }
+        i += 1;
+        while i < raw.len() && is_space(raw[i]) {
+            i += 1;
+        }
+        if i == raw.len() {
+            return None; // trailing separator
+        }
+    }
 }
 
 /// wal2json's `split_string_to_list`: comma-separated names, whitespace
@@ -438,7 +618,12 @@ fn split_tokens(raw: &[u8], allow_empty: bool) -> Option<Vec<Vec<u8>>> {
 /// wal2json's `split_string_to_oid_list`: like [`split_list`], each element
 /// read with C `atoi` (so junk reads as 0, as in wal2json).
 pub fn split_oid_list(raw: &[u8]) -> Option<Vec<u32>> {
-    Some(split_tokens(raw, true)?.iter().map(|t| atoi(t) as u32).collect())
+    Some(
+        split_tokens(raw, true)?
+            .iter()
+            .map(|t| atoi(t) as u32)
+            .collect(),
+    )
 }
 
 fn atoi(s: &[u8]) -> i32 {
@@ -465,7 +650,10 @@ fn atoi(s: &[u8]) -> i32 {
 /// backslash makes the next character literal (`a\.b.c` is schema "a.b",
 /// `s.\*` is the table named "*").
 pub fn parse_table_list(raw: &[u8]) -> Option<Vec<TableSelector>> {
-    split_list(raw)?.iter().map(|item| parse_table_item(item)).collect()
+    split_list(raw)?
+        .iter()
+        .map(|item| parse_table_item(item))
+        .collect()
 }
 
 fn parse_table_item(item: &[u8]) -> Option<TableSelector> {
@@ -501,7 +689,12 @@ fn parse_table_item(item: &[u8]) -> Option<TableSelector> {
         table.push(rest[j]);
         j += 1;
     }
-    Some(TableSelector { schema, table, all_schemas, all_tables })
+    Some(TableSelector {
+        schema,
+        table,
+        all_schemas,
+        all_tables,
+    })
 }
 
 #[cfg(test)]
@@ -526,10 +719,18 @@ mod tests {
     #[test]
     fn booleans_accept_postgres_spellings_and_null() {
         for v in ["1", "t", "TRUE", "tr", "y", "yes", "on", "On"] {
-            assert!(parse(&[("include-xids", Some(v))]).unwrap().include_xids, "{v}");
+            assert!(
+                parse(&[("include-xids", Some(v))]).unwrap().include_xids,
+                "{v}"
+            );
         }
         for v in ["0", "f", "false", "n", "no", "off", "of"] {
-            assert!(!parse(&[("include-schemas", Some(v))]).unwrap().include_schemas, "{v}");
+            assert!(
+                !parse(&[("include-schemas", Some(v))])
+                    .unwrap()
+                    .include_schemas,
+                "{v}"
+            );
         }
         assert!(parse(&[("include-lsn", None)]).unwrap().include_lsn);
         for v in ["", "2", "o", "truex", " true", "yess", "10"] {
@@ -551,21 +752,53 @@ mod tests {
         assert_eq!(e.message, "option \"x\" = \"(null)\" is unknown");
         let e = parse(&[("include-unchanged-toast", Some("1"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::InvalidName);
-        assert_eq!(e.message, "parameter \"include-unchanged-toast\" was deprecated");
+        assert_eq!(
+            e.message,
+            "parameter \"include-unchanged-toast\" was deprecated"
+        );
     }
 
     #[test]
     fn format_version() {
-        assert_eq!(parse(&[("format-version", Some("2"))]).unwrap().format_version, 2);
-        assert_eq!(parse(&[("format-version", None)]).unwrap().format_version, 2);
-        assert_eq!(parse(&[("format-version", Some(" 1 "))]).unwrap().format_version, 1);
-        assert_eq!(parse(&[("format-version", Some("0x2"))]).unwrap().format_version, 2);
-        assert_eq!(parse(&[("format-version", Some("1.5"))]).unwrap().format_version, 2);
+        assert_eq!(
+            parse(&[("format-version", Some("2"))])
+                .unwrap()
+                .format_version,
+            2
+        );
+        assert_eq!(
+            parse(&[("format-version", None)]).unwrap().format_version,
+            2
+        );
+        assert_eq!(
+            parse(&[("format-version", Some(" 1 "))])
+                .unwrap()
+                .format_version,
+            1
+        );
+        assert_eq!(
+            parse(&[("format-version", Some("0x2"))])
+                .unwrap()
+                .format_version,
+            2
+        );
+        assert_eq!(
+            parse(&[("format-version", Some("1.5"))])
+                .unwrap()
+                .format_version,
+            2
+        );
         let e = parse(&[("format-version", Some("3"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::FeatureNotSupported);
-        assert_eq!(e.message, "client sent format_version=3 but we only support format 2 or lower");
+        assert_eq!(
+            e.message,
+            "client sent format_version=3 but we only support format 2 or lower"
+        );
         let e = parse(&[("format-version", Some("0"))]).unwrap_err();
-        assert_eq!(e.message, "client sent format_version=0 but we only support format 1 or higher");
+        assert_eq!(
+            e.message,
+            "client sent format_version=0 but we only support format 1 or higher"
+        );
         let e = parse(&[("format-version", Some("two"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
         assert!(parse(&[("format-version", Some("99999999999"))]).is_err());
@@ -574,11 +807,30 @@ mod tests {
     #[test]
     fn actions() {
         let o = parse(&[("actions", Some(" insert , delete"))]).unwrap();
-        assert_eq!(o.actions, Actions { insert: true, update: false, delete: true, truncate: false });
+        assert_eq!(
+            o.actions,
+            Actions {
+                insert: true,
+                update: false,
+                delete: true,
+                truncate: false
+            }
+        );
         let o = parse(&[("actions", Some(""))]).unwrap();
-        assert_eq!(o.actions, Actions { insert: false, update: false, delete: false, truncate: false });
+        assert_eq!(
+            o.actions,
+            Actions {
+                insert: false,
+                update: false,
+                delete: false,
+                truncate: false
+            }
+        );
         let e = parse(&[("actions", Some("insert,upsert"))]).unwrap_err();
-        assert_eq!(e.message, "could not parse value \"upsert\" for parameter \"actions\"");
+        assert_eq!(
+            e.message,
+            "could not parse value \"upsert\" for parameter \"actions\""
+        );
         assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
         let e = parse(&[("actions", Some("insert,,delete"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::InvalidName);
@@ -597,7 +849,11 @@ mod tests {
         assert!(o.table_wanted(b"q", b"*"));
         assert!(!o.table_wanted(b"q", b"other"));
 
-        let o = parse(&[("filter-tables", Some("public.a")), ("filter-tables", Some("*.b"))]).unwrap();
+        let o = parse(&[
+            ("filter-tables", Some("public.a")),
+            ("filter-tables", Some("*.b")),
+        ])
+        .unwrap();
         assert!(!o.table_wanted(b"public", b"a"));
         assert!(!o.table_wanted(b"x", b"b"));
         assert!(o.table_wanted(b"public", b"c"));
@@ -614,7 +870,11 @@ mod tests {
 
     #[test]
     fn message_prefixes_and_origins() {
-        let o = parse(&[("filter-msg-prefixes", Some("a,b")), ("add-msg-prefixes", Some("c, a"))]).unwrap();
+        let o = parse(&[
+            ("filter-msg-prefixes", Some("a,b")),
+            ("add-msg-prefixes", Some("c, a")),
+        ])
+        .unwrap();
         assert!(!o.message_prefix_wanted(b"a"));
         assert!(o.message_prefix_wanted(b"c"));
         assert!(!o.message_prefix_wanted(b"d"));
@@ -623,6 +883,46 @@ mod tests {
         // Backslashes stay in prefixes, as in wal2json.
         let o = parse(&[("add-msg-prefixes", Some("a\\,b"))]).unwrap();
         assert_eq!(o.add_msg_prefixes, vec![b"a\\,b".to_vec()]);
+    }
+
+    #[test]
+    fn pgoutput_options() {
+        let o = parse(&[("publication_names", Some(" pub_a, \"Pub B\",PUB_C "))]).unwrap();
+        assert_eq!(
+            o.publication_names,
+            Some(vec!["pub_a".into(), "Pub B".into(), "pub_c".into()])
+        );
+        assert!(!o.messages_enabled());
+        assert!(parse(&[]).unwrap().messages_enabled());
+        let o = parse(&[("publication_names", Some("p")), ("messages", Some("on"))]).unwrap();
+        assert!(o.messages_enabled());
+        for bad in ["a,,b", "a b", "\"unterminated", "a,", "\"\""] {
+            let e = parse(&[("publication_names", Some(bad))]).unwrap_err();
+            assert_eq!(e.kind, OptionErrorKind::InvalidName, "{bad}");
+            assert_eq!(e.message, "invalid publication_names syntax");
+        }
+        let e = parse(&[("publication_names", Some(" "))]).unwrap_err();
+        assert_eq!(e.message, "publication_names parameter missing");
+        let e = parse(&[
+            ("publication_names", Some("a")),
+            ("publication_names", Some("b")),
+        ])
+        .unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::SyntaxError);
+        assert_eq!(e.message, "conflicting or redundant options");
+        assert_eq!(
+            parse(&[("origin", Some("NONE"))]).unwrap().origin,
+            OriginFilter::None
+        );
+        assert_eq!(
+            parse(&[("origin", Some("any"))]).unwrap().origin,
+            OriginFilter::Any
+        );
+        let e = parse(&[("origin", Some("local"))]).unwrap_err();
+        assert_eq!(e.message, "unrecognized origin value: \"local\"");
+        let long = "x".repeat(70);
+        let o = parse(&[("publication_names", Some(long.as_str()))]).unwrap();
+        assert_eq!(o.publication_names.unwrap()[0].len(), 63);
     }
 
     #[test]

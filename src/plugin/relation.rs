@@ -21,6 +21,7 @@ use pgrx::prelude::*;
 use crate::output::json::{json_string, type_name_json};
 use crate::output::wal2json::{ColumnMeta, RelationMeta, ValueKind};
 use crate::plugin::options::Options;
+use crate::plugin::publication::{build_publish_info, Publications, PublishInfo};
 
 /// How a column's value is turned into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,9 @@ pub struct RelationEntry {
     pub outputs: Vec<Option<ColumnOutput>>,
     /// Passes add-tables / filter-tables.
     pub wanted: bool,
+    /// With publication_names: what the publications decide (`None`: the
+    /// relation is not published). Always `None` without publication_names.
+    pub publish: Option<PublishInfo>,
 }
 
 #[derive(Default)]
@@ -77,6 +81,11 @@ unsafe extern "C-unwind" fn relcache_invalidated(_arg: pg_sys::Datum, relid: pg_
 #[pg_guard]
 unsafe extern "C-unwind" fn syscache_invalidated(_arg: pg_sys::Datum, _cacheid: i32, _hash: u32) {
     // Types and schemas change rarely: start over.
+    invalidate_all_relations();
+}
+
+/// Queues the invalidation of every cached relation.
+pub fn invalidate_all_relations() {
     PENDING.with(|p| p.borrow_mut().all = true);
 }
 
@@ -105,25 +114,54 @@ pub fn register_invalidation_callbacks() {
 
 pub struct RelationCache {
     entries: HashMap<pg_sys::Oid, Rc<RelationEntry>>,
-    /// Where output functions keep their state (`fn_mcxt`).
+    /// Where output functions and publication executor state live; a child
+    /// of the decoding context, so PostgreSQL frees it with the slot's state.
     memory: pg_sys::MemoryContext,
+    /// Memory of invalidated entries, freed once no callback can still be
+    /// using them (at the start of the next one).
+    retired: Vec<pg_sys::MemoryContext>,
 }
 
 impl RelationCache {
     pub fn new(memory: pg_sys::MemoryContext) -> Self {
         // Invalidations queued for an earlier decoding session are moot.
         PENDING.with(|p| *p.borrow_mut() = PendingInvalidations::default());
-        RelationCache { entries: HashMap::new(), memory }
+        RelationCache {
+            entries: HashMap::new(),
+            memory,
+            retired: Vec::new(),
+        }
+    }
+
+    fn retire(&mut self, entry: Rc<RelationEntry>) {
+        if let Some(info) = &entry.publish {
+            self.retired.push(info.memory);
+        }
     }
 
     fn apply_invalidations(&mut self) {
         let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
         if pending.all {
-            self.entries.clear();
+            let entries: Vec<_> = self.entries.drain().map(|(_, e)| e).collect();
+            for entry in entries {
+                self.retire(entry);
+            }
         } else {
             for relid in pending.relids {
-                self.entries.remove(&relid);
+                if let Some(entry) = self.entries.remove(&relid) {
+                    self.retire(entry);
+                }
             }
+        }
+    }
+
+    /// Frees the memory of invalidated entries. Call only at the start of a
+    /// callback, when no entry from an earlier lookup is in use.
+    pub fn collect_garbage(&mut self) {
+        self.apply_invalidations();
+        for memory in self.retired.drain(..) {
+            // SAFETY: a context this cache created and no longer references.
+            unsafe { pg_sys::MemoryContextDelete(memory) };
         }
     }
 
@@ -131,7 +169,12 @@ impl RelationCache {
     ///
     /// # Safety
     /// `rel` must be a valid open relation handed to a decoding callback.
-    pub unsafe fn get(&mut self, rel: pg_sys::Relation, opts: &Options) -> Rc<RelationEntry> {
+    pub unsafe fn get(
+        &mut self,
+        rel: pg_sys::Relation,
+        opts: &Options,
+        publications: Option<&mut Publications>,
+    ) -> Rc<RelationEntry> {
         self.apply_invalidations();
         // SAFETY: the caller guarantees `rel` is valid.
         let relid = unsafe { (*rel).rd_id };
@@ -139,7 +182,12 @@ impl RelationCache {
             return Rc::clone(entry);
         }
         // SAFETY: as above; building only reads the catalogs.
-        let entry = Rc::new(unsafe { build_entry(rel, opts, self.memory) });
+        let mut entry = unsafe { build_entry(rel, opts, self.memory) };
+        if let Some(publications) = publications {
+            // SAFETY: as above.
+            entry.publish = unsafe { build_publish_info(rel, publications.current(), self.memory) };
+        }
+        let entry = Rc::new(entry);
         self.entries.insert(relid, Rc::clone(&entry));
         entry
     }
@@ -160,7 +208,9 @@ unsafe fn cstr_bytes(p: *const std::ffi::c_char) -> Vec<u8> {
 
 fn name_bytes(name: &pg_sys::NameData) -> Vec<u8> {
     // SAFETY: NameData is a fixed-size, NUL-terminated char array.
-    unsafe { CStr::from_ptr(name.data.as_ptr()) }.to_bytes().to_vec()
+    unsafe { CStr::from_ptr(name.data.as_ptr()) }
+        .to_bytes()
+        .to_vec()
 }
 
 fn value_kind(typid: pg_sys::Oid) -> ValueKind {
@@ -252,8 +302,7 @@ unsafe fn default_expression(rel: pg_sys::Relation, attnum: i16) -> Option<Vec<u
         if constr.is_null() || (*constr).defval.is_null() {
             return None;
         }
-        let defaults =
-            std::slice::from_raw_parts((*constr).defval, (*constr).num_defval as usize);
+        let defaults = std::slice::from_raw_parts((*constr).defval, (*constr).num_defval as usize);
         let def = defaults.iter().find(|d| d.adnum == attnum)?;
         if def.adbin.is_null() {
             return None;
@@ -343,7 +392,11 @@ unsafe fn build_entry(
             }
             let column_type = attr.atttypid;
             let need_type_info = opts.include_types;
-            let info = if need_type_info { Some(type_info(column_type)) } else { None };
+            let info = if need_type_info {
+                Some(type_info(column_type))
+            } else {
+                None
+            };
             let domain_as_base =
                 opts.include_domain_data_type && info.as_ref().is_some_and(|t| t.is_domain);
 
@@ -366,10 +419,17 @@ unsafe fn build_entry(
             // Format 1 classifies (and prints the OID of) the domain's base
             // type when include-domain-data-type applies; format 2 never does.
             let (value_type, type_oid_text) = if opts.format_version == 1 {
-                let t = if domain_as_base { info.as_ref().map_or(column_type, |i| i.base_type) } else { column_type };
+                let t = if domain_as_base {
+                    info.as_ref().map_or(column_type, |i| i.base_type)
+                } else {
+                    column_type
+                };
                 (t, t.to_u32().to_string().into_bytes())
             } else {
-                (column_type, (column_type.to_u32() as i32).to_string().into_bytes())
+                (
+                    column_type,
+                    (column_type.to_u32() as i32).to_string().into_bytes(),
+                )
             };
 
             let default_json = if opts.include_default && attr.atthasdef && attr.attgenerated == 0 {
@@ -397,7 +457,10 @@ unsafe fn build_entry(
                 in_identity_key: bms_contains(identity_attrs, attr.attnum),
                 is_varlena: attr.attlen == -1,
             });
-            outputs.push(Some(ColumnOutput { fast_path: fast_path(value_type), finfo }));
+            outputs.push(Some(ColumnOutput {
+                fast_path: fast_path(value_type),
+                finfo,
+            }));
         }
         if !pk_attrs.is_null() {
             pg_sys::bms_free(pk_attrs);
@@ -420,6 +483,7 @@ unsafe fn build_entry(
             },
             outputs,
             wanted,
+            publish: None,
         }
     }
 }

@@ -10,6 +10,7 @@ use pgrx::pg_sys;
 
 use crate::output::wal2json::TxnInfo;
 use crate::plugin::options::Options;
+use crate::plugin::publication::Publications;
 use crate::plugin::relation::RelationCache;
 use crate::plugin::tuple::DeformBuffers;
 
@@ -39,6 +40,8 @@ pub struct DecodingState {
     pub out: Vec<u8>,
     pub txn: TxnState,
     pub relations: RelationCache,
+    /// The publications named by publication_names, if any.
+    pub publications: Option<Publications>,
     pub new_tuple: DeformBuffers,
     pub old_tuple: DeformBuffers,
     /// Reset after every change, so output functions and detoasting never
@@ -49,16 +52,21 @@ pub struct DecodingState {
 }
 
 impl DecodingState {
-    pub fn new(opts: Options, change_memory: pg_sys::MemoryContext, cache_memory: pg_sys::MemoryContext) -> Self {
+    pub fn new(
+        opts: Options,
+        change_memory: pg_sys::MemoryContext,
+        cache_memory: pg_sys::MemoryContext,
+    ) -> Self {
         DecodingState {
-            opts,
             out: Vec::with_capacity(8192),
             txn: TxnState::default(),
             relations: RelationCache::new(cache_memory),
+            publications: opts.publication_names.as_deref().map(Publications::new),
             new_tuple: DeformBuffers::default(),
             old_tuple: DeformBuffers::default(),
             change_memory,
             changes_since_progress: 0,
+            opts,
         }
     }
 }

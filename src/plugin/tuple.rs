@@ -20,6 +20,8 @@ pub struct DeformedTuple<'a> {
     values: &'a [pg_sys::Datum],
     nulls: &'a [bool],
     entry: &'a RelationEntry,
+    /// Published columns by attribute index (publication column lists).
+    mask: Option<&'a [bool]>,
 }
 
 impl DeformBuffers {
@@ -42,9 +44,49 @@ impl DeformBuffers {
             self.values.resize(natts, pg_sys::Datum::from(0));
             self.nulls.clear();
             self.nulls.resize(natts, true);
-            pg_sys::heap_deform_tuple(tuple, tupdesc, self.values.as_mut_ptr(), self.nulls.as_mut_ptr());
+            pg_sys::heap_deform_tuple(
+                tuple,
+                tupdesc,
+                self.values.as_mut_ptr(),
+                self.nulls.as_mut_ptr(),
+            );
         }
-        DeformedTuple { values: &self.values, nulls: &self.nulls, entry }
+        DeformedTuple {
+            values: &self.values,
+            nulls: &self.nulls,
+            entry,
+            mask: None,
+        }
+    }
+
+    /// Copies the values of a slot (all attributes deformed).
+    ///
+    /// # Safety
+    /// `slot` must hold a tuple with `entry`'s relation's layout.
+    pub unsafe fn load_slot<'a>(
+        &'a mut self,
+        slot: *mut pg_sys::TupleTableSlot,
+        entry: &'a RelationEntry,
+        mask: Option<&'a [bool]>,
+    ) -> DeformedTuple<'a> {
+        // SAFETY: slot_getallattrs fills tts_values/tts_isnull for every
+        // attribute of the slot's descriptor.
+        unsafe {
+            pg_sys::slot_getallattrs(slot);
+            let natts = (*(*slot).tts_tupleDescriptor).natts as usize;
+            self.values.clear();
+            self.values
+                .extend_from_slice(std::slice::from_raw_parts((*slot).tts_values, natts));
+            self.nulls.clear();
+            self.nulls
+                .extend_from_slice(std::slice::from_raw_parts((*slot).tts_isnull, natts));
+        }
+        DeformedTuple {
+            values: &self.values,
+            nulls: &self.nulls,
+            entry,
+            mask,
+        }
     }
 }
 
@@ -52,7 +94,7 @@ impl DeformBuffers {
 ///
 /// # Safety
 /// `datum` must point to a varlena.
-unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
+pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
     let p = datum.cast_mut_ptr::<pg_sys::varlena>();
     // SAFETY: per the contract, `p` is a varlena header.
     unsafe {
@@ -72,6 +114,11 @@ fn push_number(out: &mut Vec<u8>, quoted: bool, write: impl FnOnce(&mut Vec<u8>)
 }
 
 impl TupleValues for DeformedTuple<'_> {
+    fn is_visible(&self, column: &ColumnMeta) -> bool {
+        self.mask
+            .is_none_or(|m| m.get(column.attr_index).copied().unwrap_or(false))
+    }
+
     fn is_null(&self, column: &ColumnMeta) -> bool {
         self.nulls[column.attr_index]
     }
@@ -95,11 +142,19 @@ impl TupleValues for DeformedTuple<'_> {
         // The fast paths print exactly what int2out/int4out/int8out/oidout/
         // boolout/textout print, without an fmgr call and a palloc'd string.
         match output.fast_path {
-            FastPath::Int2 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i16 as i64)),
-            FastPath::Int4 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i32 as i64)),
+            FastPath::Int2 => {
+                push_number(out, numbers_as_strings, |o| push_i64(o, raw as i16 as i64))
+            }
+            FastPath::Int4 => {
+                push_number(out, numbers_as_strings, |o| push_i64(o, raw as i32 as i64))
+            }
             FastPath::Int8 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i64)),
-            FastPath::Oid => push_number(out, numbers_as_strings, |o| push_u64(o, raw as u32 as u64)),
-            FastPath::Bool => out.extend_from_slice(if raw & 0xff != 0 { b"true" } else { b"false" }),
+            FastPath::Oid => {
+                push_number(out, numbers_as_strings, |o| push_u64(o, raw as u32 as u64))
+            }
+            FastPath::Bool => {
+                out.extend_from_slice(if raw & 0xff != 0 { b"true" } else { b"false" })
+            }
             FastPath::Text => {
                 // SAFETY: a non-null text/varchar/bpchar datum; detoasting
                 // copies into the current (per-change) memory context.
