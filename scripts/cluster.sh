@@ -42,6 +42,10 @@ max_wal_size = 4GB
 log_min_messages = warning
 log_line_prefix = '%m [%p] '
 CONF
+    if [ -n "${PUBJSON_LIBDIR:-}" ]; then
+      # Load pubjson from a private directory first (the benchmark's build).
+      echo "dynamic_library_path = '$PUBJSON_LIBDIR:\$libdir'" >> "$PUBJSON_PGDATA/postgresql.conf"
+    fi
     printf 'local all all trust\nlocal replication all trust\n' > /tmp/pubjson-hba.conf
     as_pg cp /tmp/pubjson-hba.conf "$PUBJSON_PGDATA/pg_hba.conf"
   fi

@@ -397,6 +397,10 @@ impl<'o> Wal2JsonFormat<'o> {
 
     /// wal2json's `tuple_to_stringinfo`: the column arrays of a new tuple, or
     /// the `oldkeys` object of an identity (`replident`).
+    ///
+    /// wal2json builds the arrays side by side in scratch buffers; this
+    /// writes them one after the other straight into `out`, one pass over
+    /// the columns per array, which gives the same bytes without allocating.
     fn v1_tuple(
         &self,
         out: &mut Vec<u8>,
@@ -407,127 +411,117 @@ impl<'o> Wal2JsonFormat<'o> {
         addcomma: bool,
     ) -> Result<(), EncodeError> {
         let o = self.opts;
-        let (
-            mut names,
-            mut types,
-            mut oids,
-            mut positions,
-            mut optionals,
-            mut defaults,
-            mut values,
-        ) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::with_capacity(64),
-        );
-        let depth = if replident { 4 } else { 3 };
-        if replident {
-            self.v1_key(&mut names, 3, b"oldkeys");
-            names.push(b'{');
-            names.extend_from_slice(self.nl);
-        }
-        let key = |s: &'static [u8], k: &'static [u8]| if replident { k } else { s };
-        self.v1_key(&mut names, depth, key(b"columnnames", b"keynames"));
-        names.push(b'[');
-        self.v1_key(&mut types, depth, key(b"columntypes", b"keytypes"));
-        types.push(b'[');
-        self.v1_key(&mut oids, depth, key(b"columntypeoids", b"keytypeoids"));
-        oids.push(b'[');
-        self.v1_key(&mut positions, 3, b"columnpositions");
-        positions.push(b'[');
-        self.v1_key(&mut optionals, 3, b"columnoptionals");
-        optionals.push(b'[');
-        self.v1_key(&mut defaults, 3, b"columndefaults");
-        defaults.push(b'[');
-        self.v1_key(&mut values, depth, key(b"columnvalues", b"keyvalues"));
-        values.push(b'[');
-
-        let mut first = true;
-        for col in &rel.columns {
+        // The columns every array lists: nulls are left out of identities,
+        // unchanged TOAST values (not in the WAL) out of everything.
+        let printed = |tuple: &dyn TupleValues, col: &ColumnMeta| {
             if !selected(rel, col, selection) || !tuple.is_visible(col) {
-                continue;
+                return false;
             }
             let is_null = tuple.is_null(col);
-            if is_null && replident {
-                continue;
-            }
-            if !is_null && col.is_varlena && tuple.is_unchanged_toast(col) {
-                continue;
-            }
-            let comma: &[u8] = if first { b"" } else { b"," };
-            let sep = |buf: &mut Vec<u8>| {
-                buf.extend_from_slice(comma);
-                if !first {
-                    buf.extend_from_slice(self.sp);
-                }
-            };
-            sep(&mut names);
-            names.extend_from_slice(&col.name_json);
-            if o.include_types {
-                sep(&mut types);
-                types.extend_from_slice(&col.type_json);
-                if !replident && o.include_not_null {
-                    sep(&mut optionals);
-                    optionals.extend_from_slice(if col.not_null { b"false" } else { b"true" });
-                }
-            }
-            if o.include_type_oids {
-                sep(&mut oids);
-                oids.extend_from_slice(&col.type_oid_text);
-            }
-            if !replident && o.include_column_positions {
-                sep(&mut positions);
-                push_i64(&mut positions, col.attnum as i64);
-            }
-            if !replident && o.include_default {
-                sep(&mut defaults);
-                match &col.default_json {
-                    Some(d) => defaults.extend_from_slice(d),
-                    None => defaults.extend_from_slice(b"null"),
-                }
-            }
-            sep(&mut values);
-            if is_null {
-                values.extend_from_slice(b"null");
-            } else {
-                tuple.write_value(col, o.numeric_data_types_as_string, &mut values)?;
-            }
-            first = false;
-        }
-
-        let close = |buf: &mut Vec<u8>| {
-            buf.extend_from_slice(b"],");
-            buf.extend_from_slice(self.nl);
+            !(is_null && replident)
+                && (is_null || !col.is_varlena || !tuple.is_unchanged_toast(col))
         };
-        close(&mut names);
-        out.extend_from_slice(&names);
+        let depth = if replident { 4 } else { 3 };
+        let key = |s: &'static [u8], k: &'static [u8]| if replident { k } else { s };
+        let separator = |out: &mut Vec<u8>, first: &mut bool| {
+            if !*first {
+                out.push(b',');
+                out.extend_from_slice(self.sp);
+            }
+            *first = false;
+        };
+        // One array of per-column facts that need no tuple value.
+        let array = |out: &mut Vec<u8>,
+                     tuple: &dyn TupleValues,
+                     tabs: usize,
+                     name: &[u8],
+                     item: &dyn Fn(&mut Vec<u8>, &ColumnMeta)| {
+            self.v1_key(out, tabs, name);
+            out.push(b'[');
+            let mut first = true;
+            for col in rel.columns.iter().filter(|c| printed(tuple, c)) {
+                separator(out, &mut first);
+                item(out, col);
+            }
+            out.extend_from_slice(b"],");
+            out.extend_from_slice(self.nl);
+        };
+
+        if replident {
+            self.v1_key(out, 3, b"oldkeys");
+            out.push(b'{');
+            out.extend_from_slice(self.nl);
+        }
+        array(
+            out,
+            tuple,
+            depth,
+            key(b"columnnames", b"keynames"),
+            &|out, c| out.extend_from_slice(&c.name_json),
+        );
         if o.include_types {
-            close(&mut types);
-            out.extend_from_slice(&types);
+            array(
+                out,
+                tuple,
+                depth,
+                key(b"columntypes", b"keytypes"),
+                &|out, c| out.extend_from_slice(&c.type_json),
+            );
         }
         if o.include_type_oids {
-            close(&mut oids);
-            out.extend_from_slice(&oids);
+            array(
+                out,
+                tuple,
+                depth,
+                key(b"columntypeoids", b"keytypeoids"),
+                &|out, c| out.extend_from_slice(&c.type_oid_text),
+            );
         }
         if !replident {
             if o.include_column_positions {
-                close(&mut positions);
-                out.extend_from_slice(&positions);
+                array(out, tuple, 3, b"columnpositions", &|out, c| {
+                    push_i64(out, c.attnum as i64)
+                });
             }
             if o.include_not_null {
-                close(&mut optionals);
-                out.extend_from_slice(&optionals);
+                if o.include_types {
+                    array(out, tuple, 3, b"columnoptionals", &|out, c| {
+                        out.extend_from_slice(if c.not_null { b"false" } else { b"true" })
+                    });
+                } else {
+                    // wal2json fills this array only while printing types.
+                    self.v1_key(out, 3, b"columnoptionals");
+                    out.extend_from_slice(b"[],");
+                    out.extend_from_slice(self.nl);
+                }
             }
             if o.include_default {
-                close(&mut defaults);
-                out.extend_from_slice(&defaults);
+                array(
+                    out,
+                    tuple,
+                    3,
+                    b"columndefaults",
+                    &|out, c| match &c.default_json {
+                        Some(d) => out.extend_from_slice(d),
+                        None => out.extend_from_slice(b"null"),
+                    },
+                );
             }
         }
-        out.extend_from_slice(&values);
+        self.v1_key(out, depth, key(b"columnvalues", b"keyvalues"));
+        out.push(b'[');
+        let mut first = true;
+        for col in &rel.columns {
+            if !printed(&*tuple, col) {
+                continue;
+            }
+            separator(out, &mut first);
+            if tuple.is_null(col) {
+                out.extend_from_slice(b"null");
+            } else {
+                tuple.write_value(col, o.numeric_data_types_as_string, out)?;
+            }
+        }
         out.push(b']');
         if replident {
             out.extend_from_slice(self.nl);
@@ -1218,6 +1212,53 @@ mod tests {
         assert_eq!(
             s(&out),
             r#"{"kind":"delete","transformedfrom":"update","schema":"public","table":"t","oldkeys":{"keynames":["id"],"keyvalues":[1]}}"#
+        );
+    }
+
+    #[test]
+    fn v1_not_null_without_types_is_an_empty_array() {
+        let opts = Options {
+            include_types: false,
+            include_not_null: true,
+            ..Options::default()
+        };
+        let f = Wal2JsonFormat::new(&opts);
+        let mut out = Vec::new();
+        let mut new = Literal(vec![Some("1"), None, Some("t")]);
+        f.v1_change(
+            &mut out,
+            1,
+            ChangeKind::Insert,
+            None,
+            &relation(),
+            Some(&mut new),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            s(&out),
+            r#"{"kind":"insert","schema":"public","table":"t","columnnames":["id","name","ok"],"columnoptionals":[],"columnvalues":[1,null,true]}"#
+        );
+        let opts = Options {
+            include_not_null: true,
+            include_column_positions: true,
+            ..Options::default()
+        };
+        let f = Wal2JsonFormat::new(&opts);
+        let mut out = Vec::new();
+        f.v1_change(
+            &mut out,
+            1,
+            ChangeKind::Insert,
+            None,
+            &relation(),
+            Some(&mut new),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            s(&out),
+            r#"{"kind":"insert","schema":"public","table":"t","columnnames":["id","name","ok"],"columntypes":["integer","text","boolean"],"columnpositions":[1,2,3],"columnoptionals":[false,true,true],"columnvalues":[1,null,true]}"#
         );
     }
 

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Decoding speed: pubjson against pgoutput, wal2json and test_decoding.
+
+Builds workloads on the benchmark cluster, creates every slot before the
+workload (so all of them decode the same WAL), then times
+pg_logical_slot_peek_[binary_]changes over that WAL, best of N runs, and
+prints each time and the ratios to pgoutput and wal2json from the same run.
+Absolute times depend on the machine; the ratios are what to compare.
+
+Usage: bench/decode_bench.py [--runs 3] [--scale 1.0] [--workload NAME ...]
+Needs PGHOST/PGPORT/PGUSER (scripts/cluster.sh env) and the plugins installed.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+PSQL = os.path.join(os.environ.get("PUBJSON_PG_BIN", "/usr/lib/postgresql/15/bin"), "psql")
+DB = "pubjson_bench"
+
+
+def psql(sql, db=DB, timing=False):
+    cmd = [PSQL, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", db]
+    if timing:
+        # Keep the SQL function's result tuplestore in memory: otherwise the
+        # benchmark measures temp-file writes, proportional to output size.
+        sql = "SET work_mem = '4GB';\n\\timing on\n" + sql
+    out = subprocess.run(cmd, input=sql, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"psql failed: {out.stderr.strip()}\n{sql[:500]}")
+    return out.stdout
+
+
+WORKLOADS = {
+    # name: (table DDL, workload SQL); {n} scales the row counts.
+    "mixed": (
+        "CREATE TABLE t (id int PRIMARY KEY, name text, amount numeric(12,2), created timestamptz,"
+        " flag bool, doc jsonb)",
+        """
+        DO $$ BEGIN
+          FOR b IN 0..{batches}-1 LOOP
+            INSERT INTO t SELECT i, 'name ' || i, i * 1.25, '2026-01-01'::timestamptz + i * interval '1 s',
+                   i % 2 = 0, jsonb_build_object('k', i, 'tag', 'x' || i)
+              FROM generate_series(b * 1000 + 1, b * 1000 + 1000) i;
+            COMMIT;
+          END LOOP;
+        END $$;
+        UPDATE t SET amount = amount + 1, flag = NOT flag WHERE id <= {updates};
+        DELETE FROM t WHERE id <= {deletes};
+        """,
+    ),
+    "wide": (
+        "CREATE TABLE t (id int PRIMARY KEY, "
+        + ", ".join(f"c{i} {'int8' if i % 3 == 0 else 'text' if i % 3 == 1 else 'numeric'}" for i in range(40))
+        + ")",
+        """
+        DO $$ BEGIN
+          FOR b IN 0..({batches}/4)-1 LOOP
+            INSERT INTO t SELECT i, """
+        + ", ".join(
+            f"{'i' if i % 3 == 0 else chr(39) + 'value ' + chr(39) + ' || i' if i % 3 == 1 else 'i / 7.0'}"
+            for i in range(40)
+        )
+        + """
+              FROM generate_series(b * 1000 + 1, b * 1000 + 1000) i;
+            COMMIT;
+          END LOOP;
+        END $$;
+        """,
+    ),
+    "toast": (
+        "CREATE TABLE t (id int PRIMARY KEY, note text, body text)",
+        """
+        ALTER TABLE t ALTER COLUMN body SET STORAGE EXTERNAL;
+        DO $$ BEGIN
+          FOR b IN 0..({batches}/20)-1 LOOP
+            INSERT INTO t SELECT i, 'n' || i, repeat(md5(i::text), 200)
+              FROM generate_series(b * 100 + 1, b * 100 + 100) i;
+            COMMIT;
+          END LOOP;
+        END $$;
+        UPDATE t SET note = 'changed' WHERE id % 2 = 0;
+        """,
+    ),
+}
+
+# (label, plugin, SQL function, options)
+DECODERS = [
+    ("floor (pgoutput, empty publication)", "pgoutput", "binary", "'proto_version','1','publication_names','bench_empty'"),
+    ("pgoutput", "pgoutput", "binary", "'proto_version','1','publication_names','bench_all'"),
+    ("test_decoding", "test_decoding", "text", "'include-xids','0'"),
+    ("wal2json format 1", "wal2json", "text", "'format-version','1'"),
+    ("wal2json format 2", "wal2json", "text", "'format-version','2'"),
+    ("pubjson format 1", "pubjson", "text", "'format-version','1'"),
+    ("pubjson format 2", "pubjson", "text", "'format-version','2'"),
+    ("pubjson format 2, publication", "pubjson", "text", "'format-version','2','publication_names','bench_all'"),
+    ("pubjson format 2, row filter", "pubjson", "text", "'format-version','2','publication_names','bench_filtered'"),
+]
+
+
+def slot_name(i):
+    return f"bench_{i}"
+
+
+def run_workload(name, scale):
+    ddl, work = WORKLOADS[name]
+    psql(f"DROP DATABASE IF EXISTS {DB}", db="postgres")
+    psql(f"CREATE DATABASE {DB}", db="postgres")
+    psql(ddl + ";\nCREATE PUBLICATION bench_all FOR TABLE t;\n"
+         "CREATE PUBLICATION bench_filtered FOR TABLE t WHERE (id > 0);\n"
+         "CREATE PUBLICATION bench_empty;\n")
+    for i, (_, plugin, _, _) in enumerate(DECODERS):
+        psql(f"SELECT pg_create_logical_replication_slot('{slot_name(i)}', '{plugin}')")
+    batches = max(int(200 * scale), 4)
+    psql(work.format(batches=batches, updates=int(100000 * scale), deletes=int(50000 * scale)))
+    psql("CHECKPOINT")
+
+
+def time_decoder(i, kind, options, runs):
+    fn = "pg_logical_slot_peek_binary_changes" if kind == "binary" else "pg_logical_slot_peek_changes"
+    length = "octet_length(data)" if kind == "binary" else "octet_length(data)"
+    sql = f"SELECT count(*), coalesce(sum({length}), 0) FROM {fn}('{slot_name(i)}', NULL, NULL, {options});"
+    best = None
+    rows = None
+    for _ in range(runs):
+        out = psql(sql, timing=True)
+        m = re.search(r"Time: ([0-9.]+) ms", out)
+        if not m:
+            sys.exit(f"no timing in: {out}")
+        ms = float(m.group(1))
+        rows = out.splitlines()[0]
+        best = ms if best is None else min(best, ms)
+    return best / 1000.0, rows
+
+
+def drop_slots():
+    for i in range(len(DECODERS)):
+        psql(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot_name(i)}'",
+             db="postgres")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--workload", nargs="*", default=list(WORKLOADS))
+    args = ap.parse_args()
+    for name in args.workload:
+        drop_slots()
+        run_workload(name, args.scale)
+        results = []
+        for i, (label, _, kind, options) in enumerate(DECODERS):
+            seconds, rows = time_decoder(i, kind, options, args.runs)
+            results.append((label, seconds, rows))
+        drop_slots()
+        times = {label: s for label, s, _ in results}
+        pgoutput = times["pgoutput"]
+        wal2json = times["wal2json format 2"]
+        print(f"\n== workload '{name}' (scale {args.scale}, best of {args.runs})")
+        print(f"{'decoder':40} {'seconds':>8} {'/pgoutput':>10} {'/wal2json2':>11}  rows|bytes")
+        for label, seconds, rows in results:
+            print(f"{label:40} {seconds:8.3f} {seconds / pgoutput:10.2f} {seconds / wal2json:11.2f}  {rows}")
+        f1, f2 = times["pubjson format 1"], times["pubjson format 2"]
+        filt, unfilt = times["pubjson format 2, row filter"], times["pubjson format 2, publication"]
+        print(f"targets: pubjson v2/pgoutput = {f2 / pgoutput:.2f} (<= 1.0), wal2json v2/pubjson v2 = "
+              f"{wal2json / f2:.2f} (>= 2.5), row filter overhead = {100 * (filt / unfilt - 1):+.1f}% (<= 10%), "
+              f"v1/v2 = {100 * (f1 / f2 - 1):+.1f}% (<= 10%)")
+
+
+if __name__ == "__main__":
+    main()
