@@ -417,9 +417,11 @@ impl<'o> Wal2JsonFormat<'o> {
             if !selected(rel, col, selection) || !tuple.is_visible(col) {
                 return false;
             }
-            let is_null = tuple.is_null(col);
-            !(is_null && replident)
-                && (is_null || !col.is_varlena || !tuple.is_unchanged_toast(col))
+            if tuple.is_null(col) {
+                !replident
+            } else {
+                !(col.is_varlena && tuple.is_unchanged_toast(col))
+            }
         };
         let depth = if replident { 4 } else { 3 };
         let key = |s: &'static [u8], k: &'static [u8]| if replident { k } else { s };
