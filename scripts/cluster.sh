@@ -33,6 +33,7 @@ unix_socket_directories = '$PUBJSON_SOCKET'
 wal_level = logical
 max_replication_slots = 64
 max_wal_senders = 16
+max_prepared_transactions = 16
 output_plugin_libraries = 'pgoutput, test_decoding, wal2json, pubjson'
 fsync = off
 synchronous_commit = on

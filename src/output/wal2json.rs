@@ -178,6 +178,27 @@ impl ChangeKind {
     }
 }
 
+/// What kind of change an object reports, beyond its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeHeader {
+    pub kind: ChangeKind,
+    /// Set when a publication row filter turned an UPDATE into this kind.
+    pub transformed_from: Option<ChangeKind>,
+    /// In a streamed block: the (sub)transaction the change belongs to,
+    /// always printed so a consumer can discard an aborted subtransaction.
+    pub stream_xid: Option<u32>,
+}
+
+impl ChangeHeader {
+    pub fn plain(kind: ChangeKind) -> Self {
+        ChangeHeader {
+            kind,
+            transformed_from: None,
+            stream_xid: None,
+        }
+    }
+}
+
 /// `"schema"."table"`, as wal2json's format-2 warnings name a table.
 fn qualified_name(rel: &RelationMeta) -> String {
     format!(
@@ -321,29 +342,34 @@ impl<'o> Wal2JsonFormat<'o> {
 
     /// Appends one INSERT/UPDATE/DELETE element to a format-1 document.
     /// The caller has already checked [`Self::v1_skip_reason`].
-    #[allow(clippy::too_many_arguments)]
     pub fn v1_change(
         &self,
         out: &mut Vec<u8>,
         nr_changes: u64,
-        kind: ChangeKind,
-        transformed_from: Option<ChangeKind>,
+        header: &ChangeHeader,
         rel: &RelationMeta,
         new: Option<&mut dyn TupleValues>,
         old: Option<&mut dyn TupleValues>,
     ) -> Result<(), EncodeError> {
         let o = self.opts;
+        let kind = header.kind;
         self.v1_element_start(out, nr_changes);
         self.v1_key(out, 3, b"kind");
         out.push(b'"');
         out.extend_from_slice(kind.v1_name());
         out.extend_from_slice(b"\",");
         out.extend_from_slice(self.nl);
-        if let Some(original) = transformed_from {
+        if let Some(original) = header.transformed_from {
             self.v1_key(out, 3, b"transformedfrom");
             out.push(b'"');
             out.extend_from_slice(original.v1_name());
             out.extend_from_slice(b"\",");
+            out.extend_from_slice(self.nl);
+        }
+        if let Some(xid) = header.stream_xid {
+            self.v1_key(out, 3, b"xid");
+            push_u64(out, xid as u64);
+            out.push(b',');
             out.extend_from_slice(self.nl);
         }
         if o.include_schemas {
@@ -588,6 +614,7 @@ impl<'o> Wal2JsonFormat<'o> {
         out: &mut Vec<u8>,
         nr_changes: u64,
         transactional: bool,
+        stream_xid: Option<u32>,
         prefix: &[u8],
         content: &[u8],
     ) {
@@ -613,6 +640,12 @@ impl<'o> Wal2JsonFormat<'o> {
         self.v1_key(out, 3, b"transactional");
         out.extend_from_slice(if transactional { b"true," } else { b"false," });
         out.extend_from_slice(self.nl);
+        if let Some(xid) = stream_xid {
+            self.v1_key(out, 3, b"xid");
+            push_u64(out, xid as u64);
+            out.push(b',');
+            out.extend_from_slice(self.nl);
+        }
         self.v1_key(out, 3, b"prefix");
         push_json_string(out, prefix);
         out.push(b',');
@@ -647,6 +680,23 @@ impl<'o> Wal2JsonFormat<'o> {
         if o.include_origin {
             out.extend_from_slice(b",\"origin\":");
             push_u64(out, txn.origin as u64);
+        }
+    }
+
+    /// Transaction fields of a change, message or truncate object; in a
+    /// streamed block the (sub)transaction id is always printed and the
+    /// commit timestamp, not known yet, never.
+    fn v2_event_fields(&self, out: &mut Vec<u8>, txn: &TxnInfo, stream_xid: Option<u32>) {
+        match stream_xid {
+            None => self.v2_txn_fields(out, txn),
+            Some(xid) => {
+                out.extend_from_slice(b",\"xid\":");
+                push_u64(out, xid as u64);
+                if self.opts.include_origin {
+                    out.extend_from_slice(b",\"origin\":");
+                    push_u64(out, txn.origin as u64);
+                }
+            }
         }
     }
 
@@ -712,21 +762,21 @@ impl<'o> Wal2JsonFormat<'o> {
         out: &mut Vec<u8>,
         txn: &TxnInfo,
         lsn: u64,
-        kind: ChangeKind,
-        transformed_from: Option<ChangeKind>,
+        header: &ChangeHeader,
         rel: &RelationMeta,
         mut new: Option<&mut dyn TupleValues>,
         mut old: Option<&mut dyn TupleValues>,
     ) -> Result<Option<String>, EncodeError> {
         let o = self.opts;
+        let kind = header.kind;
         out.push(b'{');
         out.extend_from_slice(kind.v2_action());
-        if let Some(original) = transformed_from {
+        if let Some(original) = header.transformed_from {
             out.extend_from_slice(b",\"transformedfrom\":\"");
             out.push(original.v2_letter());
             out.push(b'"');
         }
-        self.v2_txn_fields(out, txn);
+        self.v2_event_fields(out, txn, header.stream_xid);
         if o.include_lsn {
             Self::v2_lsn(out, b"lsn", lsn);
         }
@@ -855,6 +905,7 @@ impl<'o> Wal2JsonFormat<'o> {
         &self,
         out: &mut Vec<u8>,
         txn: Option<&TxnInfo>,
+        stream_xid: Option<u32>,
         lsn: u64,
         prefix: &[u8],
         content: &[u8],
@@ -862,7 +913,7 @@ impl<'o> Wal2JsonFormat<'o> {
         let o = self.opts;
         out.extend_from_slice(b"{\"action\":\"M\"");
         match txn {
-            Some(txn) => self.v2_txn_fields(out, txn),
+            Some(txn) => self.v2_event_fields(out, txn, stream_xid),
             None => {
                 if o.include_xids {
                     out.extend_from_slice(b",\"xid\":null");
@@ -891,10 +942,17 @@ impl<'o> Wal2JsonFormat<'o> {
     }
 
     /// One truncated relation in format 2.
-    pub fn v2_truncate(&self, out: &mut Vec<u8>, txn: &TxnInfo, lsn: u64, rel: &RelationMeta) {
+    pub fn v2_truncate(
+        &self,
+        out: &mut Vec<u8>,
+        txn: &TxnInfo,
+        stream_xid: Option<u32>,
+        lsn: u64,
+        rel: &RelationMeta,
+    ) {
         let o = self.opts;
         out.extend_from_slice(b"{\"action\":\"T\"");
-        self.v2_txn_fields(out, txn);
+        self.v2_event_fields(out, txn, stream_xid);
         if o.include_lsn {
             Self::v2_lsn(out, b"lsn", lsn);
         }
@@ -996,8 +1054,7 @@ mod tests {
                 &mut out,
                 &TxnInfo::default(),
                 0,
-                ChangeKind::Insert,
-                None,
+                &ChangeHeader::plain(ChangeKind::Insert),
                 &relation(),
                 Some(&mut new),
                 None,
@@ -1025,8 +1082,7 @@ mod tests {
             &mut out,
             &TxnInfo::default(),
             0,
-            ChangeKind::Update,
-            None,
+            &ChangeHeader::plain(ChangeKind::Update),
             &relation(),
             Some(&mut new),
             None,
@@ -1087,7 +1143,7 @@ mod tests {
         out.push(b'\n');
         f.v2_commit(&mut out, &txn, 0x10);
         out.push(b'\n');
-        f.v2_message(&mut out, None, 0x30, b"p", b"c\0d");
+        f.v2_message(&mut out, None, None, 0x30, b"p", b"c\0d");
         assert_eq!(
             s(&out),
             "{\"action\":\"B\",\"xid\":7,\"timestamp\":\"2024-01-01 00:00:00+00\",\"origin\":0,\"lsn\":\"0/10\",\"nextlsn\":\"1/20\"}\n\
@@ -1111,8 +1167,7 @@ mod tests {
             f.v1_change(
                 &mut out,
                 1,
-                ChangeKind::Insert,
-                None,
+                &ChangeHeader::plain(ChangeKind::Insert),
                 &relation(),
                 Some(&mut new),
                 None,
@@ -1122,8 +1177,7 @@ mod tests {
             f.v1_change(
                 &mut out,
                 2,
-                ChangeKind::Delete,
-                None,
+                &ChangeHeader::plain(ChangeKind::Delete),
                 &relation(),
                 None,
                 Some(&mut old),
@@ -1183,8 +1237,11 @@ mod tests {
             &mut out,
             &TxnInfo::default(),
             0,
-            ChangeKind::Insert,
-            Some(ChangeKind::Update),
+            &ChangeHeader {
+                kind: ChangeKind::Insert,
+                transformed_from: Some(ChangeKind::Update),
+                stream_xid: Some(12),
+            },
             &relation(),
             Some(&mut new),
             None,
@@ -1192,7 +1249,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             s(&out),
-            r#"{"action":"I","transformedfrom":"U","schema":"public","table":"t","columns":[{"name":"id","value":1},{"name":"ok","value":true}]}"#
+            r#"{"action":"I","transformedfrom":"U","xid":12,"schema":"public","table":"t","columns":[{"name":"id","value":1},{"name":"ok","value":true}]}"#
         );
         let opts = Options {
             include_types: false,
@@ -1204,8 +1261,11 @@ mod tests {
         f.v1_change(
             &mut out,
             1,
-            ChangeKind::Delete,
-            Some(ChangeKind::Update),
+            &ChangeHeader {
+                kind: ChangeKind::Delete,
+                transformed_from: Some(ChangeKind::Update),
+                stream_xid: Some(12),
+            },
             &relation(),
             None,
             Some(&mut old),
@@ -1213,7 +1273,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             s(&out),
-            r#"{"kind":"delete","transformedfrom":"update","schema":"public","table":"t","oldkeys":{"keynames":["id"],"keyvalues":[1]}}"#
+            r#"{"kind":"delete","transformedfrom":"update","xid":12,"schema":"public","table":"t","oldkeys":{"keynames":["id"],"keyvalues":[1]}}"#
         );
     }
 
@@ -1230,8 +1290,7 @@ mod tests {
         f.v1_change(
             &mut out,
             1,
-            ChangeKind::Insert,
-            None,
+            &ChangeHeader::plain(ChangeKind::Insert),
             &relation(),
             Some(&mut new),
             None,
@@ -1251,8 +1310,7 @@ mod tests {
         f.v1_change(
             &mut out,
             1,
-            ChangeKind::Insert,
-            None,
+            &ChangeHeader::plain(ChangeKind::Insert),
             &relation(),
             Some(&mut new),
             None,

@@ -2,12 +2,15 @@
 //! state and the per-relation cache.
 
 mod callbacks;
+mod decode;
 pub mod options;
 mod publication;
 mod relation;
 pub mod row_filter;
 mod state;
+mod stream;
 mod tuple;
+mod txn;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

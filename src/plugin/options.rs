@@ -22,7 +22,13 @@ pub enum OptionErrorKind {
 }
 
 /// Options that come from pgoutput and, as there, may not be repeated.
-const PGOUTPUT_OPTIONS: &[&str] = &["publication_names", "messages", "origin"];
+const PGOUTPUT_OPTIONS: &[&str] = &[
+    "publication_names",
+    "messages",
+    "origin",
+    "streaming",
+    "two_phase",
+];
 
 /// PostgreSQL's identifier length limit (NAMEDATALEN - 1).
 const MAX_IDENTIFIER_BYTES: usize = 63;
@@ -130,6 +136,10 @@ pub struct Options {
     pub messages: Option<bool>,
     /// pgoutput: `origin` = any | none.
     pub origin: OriginFilter,
+    /// pgoutput: stream in-progress transactions.
+    pub streaming: bool,
+    /// pgoutput: decode prepared transactions at PREPARE time.
+    pub two_phase: bool,
 }
 
 impl Default for Options {
@@ -173,6 +183,8 @@ impl Default for Options {
             publication_names: None,
             messages: None,
             origin: OriginFilter::Any,
+            streaming: false,
+            two_phase: false,
         }
     }
 }
@@ -233,6 +245,8 @@ impl Options {
             "write-in-chunks" => Some(&mut self.write_in_chunks),
             "include-lsn" => Some(&mut self.include_lsn),
             "skip-empty-xacts" => Some(&mut self.skip_empty_xacts),
+            "streaming" => Some(&mut self.streaming),
+            "two_phase" => Some(&mut self.two_phase),
             _ => None,
         };
         if let Some(flag) = flag {

@@ -9,9 +9,10 @@
 //! of the stream as for pgoutput.
 
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
 use pgrx::prelude::*;
 
 use crate::plugin::relation::invalidate_all_relations;
@@ -35,11 +36,6 @@ unsafe extern "C-unwind" {
 unsafe fn get_partition_ancestors(relid: pg_sys::Oid) -> *mut pg_sys::List {
     // SAFETY: an ERROR raised inside becomes a Rust panic at this boundary.
     unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| get_partition_ancestors_raw(relid)) }
-}
-
-unsafe extern "C" {
-    /// utils/elog.h's errcontext() backend; variadic, so not in the bindings.
-    fn errcontext_msg(fmt: *const c_char, ...) -> c_int;
 }
 
 thread_local! {
@@ -592,22 +588,9 @@ unsafe fn init_column_mask(
     }
 }
 
-struct FilterContext<'a> {
-    message: &'a CStr,
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn filter_error_context(arg: *mut c_void) {
-    // SAFETY: `arg` points to the FilterContext on the evaluating frame,
-    // which is still alive while the error is being reported.
-    unsafe {
-        let ctx = &*(arg as *const FilterContext);
-        errcontext_msg(c"%s".as_ptr(), ctx.message.as_ptr());
-    }
-}
-
 /// Evaluates the row filter of `action` on `slot` (NULL counts as false).
-/// An error inside the filter names the publication(s) and table.
+/// An ERROR inside the filter is re-raised with its SQLSTATE and message
+/// and a DETAIL naming the publication(s) and table.
 ///
 /// # Safety
 /// `slot` holds a tuple in the layout of `publish_as_relid`.
@@ -617,9 +600,9 @@ pub unsafe fn row_filter_matches(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     let state = info.row_filters[action];
-    // SAFETY: pgoutput_row_filter_exec_expr() with an error context pushed
-    // for the duration of the evaluation.
-    unsafe {
+    // SAFETY: pgoutput_row_filter_exec_expr(): the per-tuple context is reset
+    // and the expression evaluated on `slot` in the entry's executor state.
+    let evaluate = || unsafe {
         let estate = info.estate;
         let mut econtext = (*estate).es_per_tuple_exprcontext;
         if econtext.is_null() {
@@ -628,18 +611,28 @@ pub unsafe fn row_filter_matches(
             pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
         }
         (*econtext).ecxt_scantuple = slot;
-        let context = FilterContext {
-            message: &info.filter_context,
-        };
-        let mut callback = pg_sys::ErrorContextCallback {
-            previous: pg_sys::error_context_stack,
-            callback: Some(filter_error_context),
-            arg: &context as *const FilterContext as *mut c_void,
-        };
-        pg_sys::error_context_stack = &mut callback;
         let mut isnull = false;
         let result = pg_sys::ExecEvalExprSwitchContext(state, econtext, &mut isnull);
-        pg_sys::error_context_stack = callback.previous;
         !isnull && result.value() & 0xff != 0
-    }
+    };
+    PgTryBuilder::new(std::panic::AssertUnwindSafe(evaluate))
+        .catch_others(|caught| match caught {
+            CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
+                let context = format!("While evaluating the {}.", info.filter_context.to_string_lossy());
+                let detail = match report.detail() {
+                    Some(detail) => format!("{detail}\n{context}"),
+                    None => context,
+                };
+                ErrorReport::new(report.sql_error_code(), report.message().to_owned(), "pubjson row filter")
+                    .set_detail(detail)
+                    .set_hint(
+                        "Fix the data or the publication's WHERE clause; a change already in the WAL can only be \
+                         skipped with pg_replication_slot_advance().",
+                    )
+                    .report(PgLogLevel::ERROR);
+                unreachable!("ERROR does not return")
+            }
+            other => other.rethrow(),
+        })
+        .execute()
 }

@@ -6,6 +6,8 @@
 //! happens when decoding through the SQL functions ends in an ERROR (and
 //! `shutdown_cb` is never called).
 
+use std::collections::HashSet;
+
 use pgrx::pg_sys;
 
 use crate::output::wal2json::TxnInfo;
@@ -34,6 +36,14 @@ pub struct TxnState {
     pub nr_changes: u64,
 }
 
+/// A block of an in-progress transaction being streamed.
+pub struct StreamBlock {
+    /// The top-level transaction.
+    pub xid: u32,
+    /// The block's `S` object has been written (deferred like BEGIN).
+    pub begun: bool,
+}
+
 pub struct DecodingState {
     pub opts: Options,
     /// Output not yet handed to PostgreSQL.
@@ -49,6 +59,11 @@ pub struct DecodingState {
     pub change_memory: pg_sys::MemoryContext,
     /// Changes since the last progress update (PG15's keepalive logic).
     pub changes_since_progress: u32,
+    /// The streamed block being decoded, if any.
+    pub stream_block: Option<StreamBlock>,
+    /// Streamed transactions that have emitted something: their abort or
+    /// commit must be reported; the others leave no trace.
+    pub streamed_with_output: HashSet<u32>,
 }
 
 impl DecodingState {
@@ -66,7 +81,19 @@ impl DecodingState {
             old_tuple: DeformBuffers::default(),
             change_memory,
             changes_since_progress: 0,
+            stream_block: None,
+            streamed_with_output: HashSet::new(),
             opts,
         }
     }
+}
+
+/// The state `startup` stored in the context.
+///
+/// # Safety
+/// `ctx` must be a decoding context whose startup callback has run.
+pub unsafe fn state<'a>(ctx: *mut pg_sys::LogicalDecodingContext) -> &'a mut DecodingState {
+    // SAFETY: startup stores a valid DecodingState pointer before any other
+    // callback can run, and it lives until ctx->context is freed.
+    unsafe { &mut *((*ctx).output_plugin_private as *mut DecodingState) }
 }
