@@ -1,0 +1,216 @@
+//! Bad options: the right ERROR and SQLSTATE (the same as wal2json's), and
+//! the slot is left usable and not advanced: the pending changes are still
+//! returned afterwards.
+
+use pubjson_e2e::{case, describe_error, diff_rows, Case, TestDb};
+
+struct BadOption {
+    opts: &'static [(&'static str, &'static str)],
+    sqlstate: &'static str,
+    message: &'static str,
+    /// wal2json 2.5 fails the same way (false for pubjson/2.6-only options).
+    same_in_wal2json: bool,
+}
+
+const BAD: &[BadOption] = &[
+    BadOption {
+        opts: &[("x", "y")],
+        sqlstate: "22023",
+        message: r#"option "x" = "y" is unknown"#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("include-xids", "1"), ("format-version", "2"), ("nope", "")],
+        sqlstate: "22023",
+        message: r#"option "nope" = "" is unknown"#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("include-xids", "v")],
+        sqlstate: "22023",
+        message: r#"could not parse value "v" for parameter "include-xids""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("format-version", "2"), ("pretty-print", "maybe")],
+        sqlstate: "22023",
+        message: r#"could not parse value "maybe" for parameter "pretty-print""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("include-types", "")],
+        sqlstate: "22023",
+        message: r#"could not parse value "" for parameter "include-types""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("format-version", "3")],
+        sqlstate: "0A000",
+        message: "client sent format_version=3 but we only support format 2 or lower",
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("format-version", "0")],
+        sqlstate: "0A000",
+        message: "client sent format_version=0 but we only support format 1 or higher",
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("format-version", "two")],
+        sqlstate: "22023",
+        message: r#"could not parse value "two" for parameter "format-version""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("actions", "upsert")],
+        sqlstate: "22023",
+        message: r#"could not parse value "upsert" for parameter "actions""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("actions", "insert,,delete")],
+        sqlstate: "42602",
+        message: r#"could not parse value "insert,,delete" for parameter "actions""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("add-tables", "nodot")],
+        sqlstate: "42602",
+        message: r#"could not parse value "nodot" for parameter "add-tables""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("filter-tables", "public.t,nodot")],
+        sqlstate: "42602",
+        message: r#"could not parse value "public.t,nodot" for parameter "filter-tables""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("filter-msg-prefixes", "a,,b")],
+        sqlstate: "42602",
+        message: r#"could not parse value "a,,b" for parameter "filter-msg-prefixes""#,
+        same_in_wal2json: true,
+    },
+    BadOption {
+        opts: &[("include-unchanged-toast", "1")],
+        sqlstate: "42602",
+        message: r#"parameter "include-unchanged-toast" was deprecated"#,
+        same_in_wal2json: true,
+    },
+    // pubjson's own option, and wal2json 2.6's.
+    BadOption {
+        opts: &[("skip-empty-xacts", "sometimes")],
+        sqlstate: "22023",
+        message: r#"could not parse value "sometimes" for parameter "skip-empty-xacts""#,
+        same_in_wal2json: false,
+    },
+    BadOption {
+        opts: &[("numeric-data-types-as-string", "2")],
+        sqlstate: "22023",
+        message: r#"could not parse value "2" for parameter "numeric-data-types-as-string""#,
+        same_in_wal2json: false,
+    },
+];
+
+fn as_case(b: &BadOption) -> Case {
+    case(&format!("{:?}", b.opts), b.opts)
+}
+
+/// (confirmed_flush_lsn, restart_lsn, active) of a slot.
+fn slot_state(db: &mut TestDb, slot: &str) -> (String, String, bool) {
+    let r = db
+        .conn
+        .client
+        .query_one(
+            "select confirmed_flush_lsn::text, restart_lsn::text, active from pg_replication_slots where slot_name = $1",
+            &[&slot],
+        )
+        .expect("pg_replication_slots");
+    (r.get(0), r.get(1), r.get(2))
+}
+
+#[test]
+fn bad_options_fail_cleanly_and_consume_nothing() {
+    let mut db = TestDb::new("opts");
+    db.exec("create table e2e_opts.t (id int primary key, v text)");
+    let slots = db.create_slot_pair();
+    let good = case("good", &[("format-version", "2"), ("include-xids", "1")]);
+    let good_full = good.with("", &[("skip-empty-xacts", "false")]);
+
+    for (i, bad) in BAD.iter().enumerate() {
+        let c = as_case(bad);
+        // One pending transaction per round.
+        db.run(&[&format!("insert into e2e_opts.t values ({i}, 'round {i}')")]);
+        let before = (
+            slot_state(&mut db, &slots.pubjson),
+            slot_state(&mut db, &slots.wal2json),
+        );
+
+        let err = match db.get(&slots.pubjson, &c.opts) {
+            Ok((rows, _)) => panic!(
+                "{}: pubjson accepted the options and returned {} rows",
+                c.label,
+                rows.len()
+            ),
+            Err(e) => e,
+        };
+        let db_err = err
+            .as_db_error()
+            .unwrap_or_else(|| panic!("{}: not a server error: {err}", c.label));
+        assert_eq!(
+            (db_err.code().code(), db_err.message()),
+            (bad.sqlstate, bad.message),
+            "{}: pubjson's error ({})",
+            c.label,
+            describe_error(&err)
+        );
+        if bad.same_in_wal2json {
+            let w2j_err = db
+                .get(&slots.wal2json, &c.opts)
+                .expect_err("wal2json accepted the options");
+            let w2j = w2j_err.as_db_error().expect("server error");
+            assert_eq!(
+                (w2j.code().code(), w2j.message()),
+                (bad.sqlstate, bad.message),
+                "{}: wal2json fails differently (the expected text is wrong?)",
+                c.label
+            );
+        }
+
+        // Nothing moved, nobody holds the slot.
+        let after = (
+            slot_state(&mut db, &slots.pubjson),
+            slot_state(&mut db, &slots.wal2json),
+        );
+        assert_eq!(before, after, "{}: slot state changed", c.label);
+        assert!(!after.0 .2 && !after.1 .2, "{}: slot left active", c.label);
+
+        // The pending transaction is still there, in both slots.
+        let (pj, _) = db
+            .get(&slots.pubjson, &good_full.opts)
+            .unwrap_or_else(|e| panic!("{}: {}", c.label, describe_error(&e)));
+        let (w2j, _) = db
+            .get(&slots.wal2json, &good.opts)
+            .unwrap_or_else(|e| panic!("{}: {}", c.label, describe_error(&e)));
+        if let Some(d) = diff_rows("wal2json", &w2j, "pubjson", &pj) {
+            panic!("{}: {d}", c.label);
+        }
+        assert_eq!(pj.len(), 3, "{}: B, I, C expected: {pj:#?}", c.label);
+        assert!(
+            pj[1].data.contains(&format!(r#""value":"round {i}""#)),
+            "{}: {}",
+            c.label,
+            pj[1].data
+        );
+        // And now it is consumed.
+        assert!(db
+            .peek(&slots.pubjson, &good.opts)
+            .expect("peek")
+            .0
+            .is_empty());
+        println!(
+            "[opts] {:<75} {} {} ok; pending changes intact",
+            c.label, bad.sqlstate, bad.message
+        );
+    }
+}
