@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Decoding benchmark: pubjson vs pgoutput, wal2json and test_decoding on the
-# same WAL (see bench/decode_bench.py). Uses its own cluster (port 54330).
-#   scripts/bench.sh [--runs N] [--scale F] [--workload mixed wide toast]
+# Benchmarks, on their own cluster (port 54330) with a release build:
+#   scripts/bench.sh [speed] [--runs N] [--scale F] [--workload mixed wide toast]
+#       decoding speed vs pgoutput, wal2json and test_decoding on the same WAL
+#       (bench/decode_bench.py)
+#   scripts/bench.sh large [--rows N] [--latency-seconds S]
+#       a huge transaction through pg_recvlogical: walsender memory, and how
+#       soon a long transaction's first changes arrive (bench/large_txn.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -16,5 +20,9 @@ mkdir -p "$PUBJSON_LIBDIR"
 install -m 755 target/release/libpubjson.so "$PUBJSON_LIBDIR/pubjson.so"
 scripts/cluster.sh start
 eval "$(scripts/cluster.sh env)"
-python3 bench/decode_bench.py "$@"
+case "${1:-speed}" in
+  large) shift; python3 bench/large_txn.py "$@" ;;
+  speed) [ $# -gt 0 ] && shift; python3 bench/decode_bench.py "$@" ;;
+  *) python3 bench/decode_bench.py "$@" ;;
+esac
 scripts/cluster.sh stop

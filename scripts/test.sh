@@ -11,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+# Runs a test command, keeping its output for the final count.
+counted() { "$@" 2>&1 | tee -a "$summary"; return "${PIPESTATUS[0]}"; }
 
 scripts/install-deps.sh
 
@@ -21,7 +25,7 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
 fi
 
 echo "==> unit tests"
-cargo test -p pubjson --lib
+counted cargo test -p pubjson --lib
 
 echo "==> build and install the extension"
 cargo pgrx install --release --pg-config /usr/lib/postgresql/15/bin/pg_config >/dev/null
@@ -31,11 +35,14 @@ scripts/cluster.sh destroy
 scripts/cluster.sh start
 
 echo "==> SQL regression suite"
-scripts/regress.sh
+counted scripts/regress.sh
 
 echo "==> end-to-end suites"
 eval "$(scripts/cluster.sh env)"
-cargo test -p pubjson-e2e --release -- --test-threads=2
+counted cargo test -p pubjson-e2e --release -- --test-threads=2
 
 scripts/cluster.sh stop
+passed=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
+regress=$(sed -n 's/^ *All \([0-9]*\) tests passed\. *$/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
 echo "==> all pubjson test suites passed"
+echo "pubjson: $((passed + regress)) passed, 0 failed"

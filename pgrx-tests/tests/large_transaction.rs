@@ -1,6 +1,6 @@
 //! One transaction of 3,000,000 narrow rows decoded through pg_recvlogical
 //! in format 2 and in format 1. In format 1 the transaction is a single
-//! ~360 MB document, which pubjson writes in pieces of about 64 MB (split
+//! ~360 MB document, which pubjson writes in pieces of about 16 MB (split
 //! between changes; each piece is a line in pg_recvlogical's file), so that
 //! it never reaches PostgreSQL's 1 GB limit: the lines concatenated must
 //! parse as one document holding every change.
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 const ROWS: usize = 3_000_000;
 const TIMEOUT: Duration = Duration::from_secs(600);
-const PIECE: usize = 64 * 1024 * 1024;
+const PIECE: usize = 16 * 1024 * 1024;
 
 /// The last `n` bytes of a file (lossy), or "" if it does not exist yet.
 fn tail(path: &Path, n: u64) -> String {

@@ -19,7 +19,7 @@ use crate::plugin::tuple::DeformBuffers;
 /// Format 1 keeps a transaction in one document; past this many bytes the
 /// document is written in several pieces (split between two changes), so a
 /// huge transaction never hits PostgreSQL's 1 GB allocation limit.
-pub const V1_FLUSH_BYTES: usize = 64 * 1024 * 1024;
+pub const V1_FLUSH_BYTES: usize = 16 * 1024 * 1024;
 
 /// The transaction being replayed.
 #[derive(Default)]
