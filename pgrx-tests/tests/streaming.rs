@@ -687,3 +687,91 @@ fn streaming_through_pg_recvlogical() {
         "pg_recvlogical replay differs from the table"
     );
 }
+
+#[test]
+fn two_phase_through_pg_recvlogical() {
+    let mut db = TestDb::new("twophase_recv");
+    let table = format!("{}.t", db.schema);
+    let slot = format!("{}_slot", db.schema);
+    let _guard = create_slot(&mut db, &slot, true);
+    db.exec(&format!(
+        "create table {table} (id int primary key, v text, big text)"
+    ));
+    let g = |n: &str| format!("{}_{n}", db.schema);
+    let (g1, g2, g3) = (g("g1"), g("g2"), g("g3"));
+    db.exec(&format!(
+        "begin; insert into {table} values (1, 'one', null); prepare transaction '{g1}'"
+    ));
+    db.exec(&format!(
+        "begin; insert into {table} values (2, 'two', null); prepare transaction '{g2}'"
+    ));
+    db.exec(&format!("commit prepared '{g1}'"));
+    db.exec(&format!("rollback prepared '{g2}'"));
+    db.exec(&format!(
+        "begin; insert into {table} select i, 'big', null from generate_series(10, 3000) i; prepare transaction '{g3}'"
+    ));
+    db.exec(&format!("commit prepared '{g3}'"));
+    db.flush_wal();
+    let expected = table_model(&mut db, &table);
+    let end = db.upto_lsn.clone().expect("flushed");
+
+    for (name, streaming) in [("plain", false), ("streamed", true)] {
+        // Each run reads the slot from its start: copy it first.
+        let copy = format!("{slot}_{name}");
+        db.exec(&format!(
+            "select pg_copy_logical_replication_slot('{slot}', '{copy}')"
+        ));
+        let _copy_guard = SlotGuard {
+            names: vec![copy.clone()],
+        };
+        let dir = scratch_dir(&format!("twophase_recv_{name}"));
+        let file = dir.join("out.json");
+        let env = pg_env();
+        let mut cmd = Command::new(pg_bin("pg_recvlogical"));
+        if streaming {
+            cmd.env("PGOPTIONS", "-c logical_decoding_work_mem=64kB");
+        }
+        cmd.args([
+            "-h",
+            &env.host,
+            "-p",
+            &env.port.to_string(),
+            "-U",
+            &env.user,
+            "-d",
+            &env.dbname,
+        ])
+        .args(["-S", &copy, "--start", "--no-loop", "-E", &end, "-f"])
+        .arg(&file)
+        .args(["-o", "format-version=2", "-o", "two_phase"]);
+        if streaming {
+            cmd.args(["-o", "streaming"]);
+        }
+        let status = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .expect("run pg_recvlogical");
+        assert!(status.success(), "pg_recvlogical failed: {status}");
+        let lines = complete_lines(&file);
+        let mut model = Model::new();
+        let stats = replay_v2(&lines, &mut model);
+        println!("two-phase via pg_recvlogical ({name}): {stats:?}");
+        assert_eq!(
+            (
+                stats.prepares,
+                stats.commit_prepared,
+                stats.rollback_prepared
+            ),
+            (3, 2, 1),
+            "{stats:?}"
+        );
+        if streaming {
+            assert!(stats.stream_blocks > 0, "{stats:?}");
+        }
+        assert!(
+            model == expected,
+            "two-phase replay through pg_recvlogical differs ({name})"
+        );
+    }
+}
