@@ -151,9 +151,12 @@ def latency_run(seconds):
         writer.stdin.close()
         writer.wait()
         committed = time.time()
-        t.join(timeout=120)
+        deadline = time.time() + 120
+        while not first_change and time.time() < deadline:
+            time.sleep(0.01)
         proc.send_signal(2)
         proc.wait()
+        t.join()
         psql(f"SELECT pg_drop_replication_slot('{slot}')")
         if not first_change:
             sys.exit("no change received")

@@ -226,13 +226,18 @@ fn session_settings() {
         r"insert into e2e_settings.t values
             (1, 0.1, 0.1, '2024-02-29', '2024-02-29 13:14:15.5', '2024-02-29 13:14:15.5+02', '-1 year 2 days 03:04:05.6',
              '\x00015c27ff', 12.34, 1.10, '{2024-01-01 00:00:00+00}'),
-            (2, 3.3333333, 1.0/3, 'infinity', '-infinity', 'epoch', '1 mon', 'ab', -0.5, 1e-20, null)",
+            (2, 3.3333333, 1.0/3, 'infinity', '-infinity', 'epoch', '1 mon', 'ab', -0.5, 1e-20, null),
+            (3, 1, 2, '0044-03-15 BC', '0044-03-15 12:00:00.000001 BC', '12345-06-07 08:09:10.12+00', '0', 'xyz', 0, 0.000100, '{infinity,-infinity}'),
+            (4, 1, 2, '1999-12-31', '1999-12-31 23:59:59.999999', '1970-01-01 00:00:00.1-05', '0', 'abc', 0, -0, '{1999-12-31 23:59:59.99+00}')",
     ]);
     let defaults = option_matrix()
         .into_iter()
         .filter(|c| c.label.ends_with(" defaults"))
         .collect::<Vec<_>>();
     for settings in [
+        // The defaults (DateStyle ISO, time zone UTC) use pubjson's own
+        // timestamp and numeric formatting.
+        "reset all",
         "set extra_float_digits = 0",
         "set extra_float_digits = -15",
         "set datestyle = 'SQL, DMY'",

@@ -1,4 +1,6 @@
 //! Output encoding: JSON primitives and the wal2json formats (pure code).
 pub mod control;
+pub mod datetime;
 pub mod json;
+pub mod numeric;
 pub mod wal2json;

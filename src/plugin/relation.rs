@@ -33,6 +33,13 @@ pub enum FastPath {
     Bool,
     /// text, varchar, bpchar: the output function returns the bytes unchanged.
     Text,
+    /// numeric: decoded from its on-disk digits (`output/numeric.rs`).
+    Numeric,
+    /// timestamp (`utc` false) or timestamptz (`utc` true) printed directly,
+    /// chosen only when DateStyle is ISO (and the time zone UTC for timestamptz).
+    Timestamp {
+        utc: bool,
+    },
     /// Call the type's output function.
     OutputFunction,
 }
@@ -120,6 +127,8 @@ pub struct RelationCache {
     /// Memory of invalidated entries, freed once no callback can still be
     /// using them (at the start of the next one).
     retired: Vec<pg_sys::MemoryContext>,
+    /// Settings fixed for the decoding session (they pick fast paths).
+    dates: DateSettings,
 }
 
 impl RelationCache {
@@ -130,6 +139,7 @@ impl RelationCache {
             entries: HashMap::new(),
             memory,
             retired: Vec::new(),
+            dates: DateSettings::current(),
         }
     }
 
@@ -182,7 +192,7 @@ impl RelationCache {
             return Rc::clone(entry);
         }
         // SAFETY: as above; building only reads the catalogs.
-        let mut entry = unsafe { build_entry(rel, opts, self.memory) };
+        let mut entry = unsafe { build_entry(rel, opts, self.memory, self.dates) };
         if let Some(publications) = publications {
             // SAFETY: as above.
             entry.publish = unsafe { build_publish_info(rel, publications.current(), self.memory) };
@@ -228,14 +238,43 @@ fn value_kind(typid: pg_sys::Oid) -> ValueKind {
     }
 }
 
-fn fast_path(typid: pg_sys::Oid) -> FastPath {
+/// The session settings the timestamp fast path depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct DateSettings {
+    /// `DateStyle` is ISO.
+    pub iso: bool,
+    /// The session time zone has a constant zero offset.
+    pub utc: bool,
+}
+
+impl DateSettings {
+    /// Reads the decoding session's DateStyle and TimeZone.
+    pub fn current() -> Self {
+        // SAFETY: plain reads of GUC globals and the zone's name.
+        unsafe {
+            let iso = pg_sys::DateStyle == pg_sys::USE_ISO_DATES as i32;
+            let name = pg_sys::pg_get_timezone_name(pg_sys::session_timezone);
+            let utc = !name.is_null()
+                && matches!(
+                    CStr::from_ptr(name).to_bytes(),
+                    b"UTC" | b"Etc/UTC" | b"Etc/Universal" | b"Universal" | b"Zulu" | b"Etc/Zulu"
+                );
+            DateSettings { iso, utc }
+        }
+    }
+}
+
+fn fast_path(typid: pg_sys::Oid, dates: DateSettings) -> FastPath {
     match typid {
+        pg_sys::TIMESTAMPOID if dates.iso => FastPath::Timestamp { utc: false },
+        pg_sys::TIMESTAMPTZOID if dates.iso && dates.utc => FastPath::Timestamp { utc: true },
         pg_sys::INT2OID => FastPath::Int2,
         pg_sys::INT4OID => FastPath::Int4,
         pg_sys::INT8OID => FastPath::Int8,
         pg_sys::OIDOID => FastPath::Oid,
         pg_sys::BOOLOID => FastPath::Bool,
         pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => FastPath::Text,
+        pg_sys::NUMERICOID => FastPath::Numeric,
         _ => FastPath::OutputFunction,
     }
 }
@@ -354,6 +393,7 @@ unsafe fn build_entry(
     rel: pg_sys::Relation,
     opts: &Options,
     memory: pg_sys::MemoryContext,
+    dates: DateSettings,
 ) -> RelationEntry {
     // SAFETY: every pointer read here comes from the open relation, and the
     // catalog functions are the ones wal2json itself calls in its callbacks.
@@ -458,7 +498,7 @@ unsafe fn build_entry(
                 is_varlena: attr.attlen == -1,
             });
             outputs.push(Some(ColumnOutput {
-                fast_path: fast_path(value_type),
+                fast_path: fast_path(value_type, dates),
                 finfo,
             }));
         }

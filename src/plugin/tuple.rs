@@ -5,9 +5,11 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
+use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
+use crate::output::numeric::numeric_text;
 use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
-use crate::plugin::relation::{FastPath, RelationEntry};
+use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -113,6 +115,31 @@ fn push_number(out: &mut Vec<u8>, quoted: bool, write: impl FnOnce(&mut Vec<u8>)
     }
 }
 
+impl DeformedTuple<'_> {
+    /// The type's output function, then wal2json's encoding of its text.
+    fn write_with_output_function(
+        &self,
+        column: &ColumnMeta,
+        output: &ColumnOutput,
+        datum: pg_sys::Datum,
+        numbers_as_strings: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        // SAFETY: the output function was resolved for this column's type;
+        // varlena values are detoasted first, as wal2json does.
+        let text = unsafe {
+            let value = if column.is_varlena {
+                pg_sys::Datum::from(pg_sys::pg_detoast_datum(datum.cast_mut_ptr()))
+            } else {
+                datum
+            };
+            let finfo = &*output.finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
+            CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value))
+        };
+        push_text_value(out, column.kind, text.to_bytes(), numbers_as_strings)
+    }
+}
+
 impl TupleValues for DeformedTuple<'_> {
     fn is_visible(&self, column: &ColumnMeta) -> bool {
         self.mask
@@ -164,19 +191,42 @@ impl TupleValues for DeformedTuple<'_> {
                 };
                 push_json_string(out, bytes);
             }
-            FastPath::OutputFunction => {
-                // SAFETY: the output function was resolved for this column's
-                // type; varlena values are detoasted first, as wal2json does.
-                let text = unsafe {
-                    let value = if column.is_varlena {
-                        pg_sys::Datum::from(pg_sys::pg_detoast_datum(datum.cast_mut_ptr()))
-                    } else {
-                        datum
-                    };
-                    let finfo = &*output.finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
-                    CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value))
+            FastPath::Numeric => {
+                // SAFETY: a non-null numeric datum, detoasted like above.
+                let body = unsafe {
+                    let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+                    pgrx::varlena::varlena_to_byte_slice(detoasted)
                 };
-                push_text_value(out, column.kind, text.to_bytes(), numbers_as_strings)?;
+                let mut text = Vec::with_capacity(32);
+                if numeric_text(body, &mut text).is_some() {
+                    push_text_value(out, column.kind, &text, numbers_as_strings)?;
+                } else {
+                    self.write_with_output_function(
+                        column,
+                        output,
+                        datum,
+                        numbers_as_strings,
+                        out,
+                    )?;
+                }
+            }
+            FastPath::Timestamp { utc } => {
+                out.push(b'"');
+                if !push_iso_timestamp(out, raw as i64, utc) {
+                    out.pop();
+                    self.write_with_output_function(
+                        column,
+                        output,
+                        datum,
+                        numbers_as_strings,
+                        out,
+                    )?;
+                } else {
+                    out.push(b'"');
+                }
+            }
+            FastPath::OutputFunction => {
+                self.write_with_output_function(column, output, datum, numbers_as_strings, out)?;
             }
         }
         Ok(())

@@ -1,0 +1,142 @@
+//! `timestamp` / `timestamptz` text as PostgreSQL prints it with
+//! `DateStyle = ISO` (and, for timestamptz, a UTC session time zone),
+//! without an fmgr call (pure code). The caller checks those settings and
+//! otherwise uses the output functions.
+
+const USECS_PER_DAY: i64 = 86_400_000_000;
+const USECS_PER_HOUR: i64 = 3_600_000_000;
+const USECS_PER_MINUTE: i64 = 60_000_000;
+const USECS_PER_SEC: i64 = 1_000_000;
+/// Julian day of 2000-01-01, PostgreSQL's epoch.
+const POSTGRES_EPOCH_JDATE: i64 = 2_451_545;
+
+/// PostgreSQL's `j2date()`.
+fn j2date(jd: i64) -> (i64, u32, u32) {
+    let mut julian = (jd as u64).wrapping_add(32044) as u32 as u64;
+    let mut quad = julian / 146_097;
+    let extra = (julian - quad * 146_097) * 4 + 3;
+    julian += 60 + quad * 3 + extra / 146_097;
+    quad = julian / 1461;
+    julian -= quad * 1461;
+    let mut y = julian * 4 / 1461;
+    julian = if y != 0 {
+        (julian + 305) % 365
+    } else {
+        (julian + 306) % 366
+    } + 123;
+    y += quad * 4;
+    let year = y as i64 - 4800;
+    let quad = julian * 2141 / 65536;
+    let day = julian - 7834 * quad / 256;
+    let month = (quad + 10) % 12 + 1;
+    (year, month as u32, day as u32)
+}
+
+fn push_padded(out: &mut Vec<u8>, v: u64, width: usize) {
+    let digits = v.to_string();
+    for _ in digits.len()..width {
+        out.push(b'0');
+    }
+    out.extend_from_slice(digits.as_bytes());
+}
+
+/// Appends the ISO text of a timestamp (microseconds since 2000-01-01);
+/// `utc_offset` adds timestamptz's `+00`. Returns false (writing nothing)
+/// for values outside the range this handles, so the caller can fall back.
+pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool {
+    match ts {
+        i64::MIN => {
+            out.extend_from_slice(b"-infinity");
+            return true;
+        }
+        i64::MAX => {
+            out.extend_from_slice(b"infinity");
+            return true;
+        }
+        _ => {}
+    }
+    let mut date = ts.div_euclid(USECS_PER_DAY);
+    let time = ts.rem_euclid(USECS_PER_DAY);
+    date += POSTGRES_EPOCH_JDATE;
+    if date < 0 || date > i32::MAX as i64 {
+        return false;
+    }
+    let (year, month, day) = j2date(date);
+    let hour = time / USECS_PER_HOUR;
+    let minute = time % USECS_PER_HOUR / USECS_PER_MINUTE;
+    let second = time % USECS_PER_MINUTE / USECS_PER_SEC;
+    let fsec = time % USECS_PER_SEC;
+
+    let display_year = if year > 0 { year } else { -(year - 1) };
+    push_padded(out, display_year as u64, 4);
+    out.push(b'-');
+    push_padded(out, month as u64, 2);
+    out.push(b'-');
+    push_padded(out, day as u64, 2);
+    out.push(b' ');
+    push_padded(out, hour as u64, 2);
+    out.push(b':');
+    push_padded(out, minute as u64, 2);
+    out.push(b':');
+    push_padded(out, second as u64, 2);
+    if fsec != 0 {
+        // Six digits without the trailing zeros (AppendSeconds).
+        let mut frac = [0u8; 6];
+        let mut v = fsec;
+        for d in frac.iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        let len = frac.iter().rposition(|&d| d != b'0').map_or(0, |p| p + 1);
+        out.push(b'.');
+        out.extend_from_slice(&frac[..len]);
+    }
+    if utc_offset {
+        out.extend_from_slice(b"+00");
+    }
+    if year <= 0 {
+        out.extend_from_slice(b" BC");
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iso(ts: i64, tz: bool) -> String {
+        let mut out = Vec::new();
+        assert!(push_iso_timestamp(&mut out, ts, tz));
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn formats_like_timestamp_out_in_iso() {
+        assert_eq!(iso(0, true), "2000-01-01 00:00:00+00");
+        assert_eq!(iso(0, false), "2000-01-01 00:00:00");
+        // 2026-01-01 12:00:00.5 UTC
+        let t = (9497 * 86_400 + 12 * 3600) * 1_000_000 + 500_000;
+        assert_eq!(iso(t, true), "2026-01-01 12:00:00.5+00");
+        assert_eq!(iso(t + 1, true), "2026-01-01 12:00:00.500001+00");
+        // Before the epoch: 1999-12-31 23:59:59.999999
+        assert_eq!(iso(-1, false), "1999-12-31 23:59:59.999999");
+        // Leap day.
+        assert_eq!(iso(59 * 86_400 * 1_000_000, false), "2000-02-29 00:00:00");
+        assert_eq!(iso(i64::MAX, true), "infinity");
+        assert_eq!(iso(i64::MIN, true), "-infinity");
+        // 4713-11-24 BC (Julian day 0), the earliest PostgreSQL accepts.
+        assert_eq!(
+            iso(-POSTGRES_EPOCH_JDATE * USECS_PER_DAY, false),
+            "4714-11-24 00:00:00 BC"
+        );
+        // Year 1 BC is PostgreSQL's year 0.
+        assert_eq!(
+            iso(-730_485 * USECS_PER_DAY, false),
+            "0001-01-01 00:00:00 BC"
+        );
+        // Five-digit years: 12345-06-07 08:09:10.12.
+        // ('12345-06-07'::date - '2000-01-01'::date = 3778591 in PostgreSQL.)
+        let t = 3_778_591 * USECS_PER_DAY + (8 * 3600 + 9 * 60 + 10) * USECS_PER_SEC + 120_000;
+        assert_eq!(iso(t, true), "12345-06-07 08:09:10.12+00");
+    }
+}
