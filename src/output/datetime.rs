@@ -32,12 +32,17 @@ fn j2date(jd: i64) -> (i64, u32, u32) {
     (year, month as u32, day as u32)
 }
 
-fn push_padded(out: &mut Vec<u8>, v: u64, width: usize) {
-    let digits = v.to_string();
-    for _ in digits.len()..width {
-        out.push(b'0');
+/// Appends `v` in decimal, zero-padded to at least `width` digits.
+fn push_padded(out: &mut Vec<u8>, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut start = buf.len();
+    while v > 0 {
+        start -= 1;
+        buf[start] = b'0' + (v % 10) as u8;
+        v /= 10;
     }
-    out.extend_from_slice(digits.as_bytes());
+    start = start.min(buf.len() - width.min(buf.len()));
+    out.extend_from_slice(&buf[start..]);
 }
 
 /// Appends the ISO text of a timestamp (microseconds since 2000-01-01);

@@ -12,10 +12,18 @@
 
 const NBASE_DIGITS: usize = 4;
 
-/// The text `numeric_out` prints for the bytes after the varlena header,
-/// or `None` if they are not a well-formed numeric (the caller then uses
-/// the output function).
-pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<()> {
+/// What [`numeric_text`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumericKind {
+    Finite,
+    /// NaN, Infinity or -Infinity.
+    Special,
+}
+
+/// Appends the text `numeric_out` prints for the bytes after the varlena
+/// header; `None` (nothing written) if they are not a well-formed numeric
+/// (the caller then uses the output function).
+pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<NumericKind> {
     let header = u16::from_ne_bytes([*body.first()?, *body.get(1)?]);
     let flags = header & 0xC000;
     if flags == 0xC000 {
@@ -25,7 +33,7 @@ pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<()> {
             0xF000 => b"-Infinity".as_slice(),
             _ => return None,
         });
-        return Some(());
+        return Some(NumericKind::Special);
     }
     let (negative, dscale, weight, digits_at) = if flags == 0x8000 {
         let weight_bits = (header & 0x003F) as i32;
@@ -48,23 +56,33 @@ pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<()> {
     if raw.len() % 2 != 0 {
         return None;
     }
-    let digits: Vec<i16> = raw
-        .chunks_exact(2)
-        .map(|c| i16::from_ne_bytes([c[0], c[1]]))
-        .collect();
-    if digits.iter().any(|&d| !(0..10000).contains(&d)) {
+    let digits = Digits(raw);
+    if (0..digits.len()).any(|i| !(0..10000).contains(&digits.get(i))) {
         return None;
     }
-    write_decimal(negative, weight, dscale, &digits, out);
-    Some(())
+    write_decimal(negative, weight, dscale, digits, out);
+    Some(NumericKind::Finite)
+}
+
+/// The base-10000 digits, read in place (no copy, no allocation).
+#[derive(Clone, Copy)]
+struct Digits<'a>(&'a [u8]);
+
+impl Digits<'_> {
+    fn len(&self) -> usize {
+        self.0.len() / 2
+    }
+    fn get(&self, i: usize) -> i16 {
+        i16::from_ne_bytes([self.0[2 * i], self.0[2 * i + 1]])
+    }
 }
 
 /// `get_str_from_var()`: base-10000 digits to decimal text with `dscale`
 /// digits after the point.
-fn write_decimal(negative: bool, weight: i32, dscale: usize, digits: &[i16], out: &mut Vec<u8>) {
+fn write_decimal(negative: bool, weight: i32, dscale: usize, digits: Digits, out: &mut Vec<u8>) {
     let digit_at = |i: i32| -> i16 {
         if i >= 0 && (i as usize) < digits.len() {
-            digits[i as usize]
+            digits.get(i as usize)
         } else {
             0
         }

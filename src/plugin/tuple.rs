@@ -7,7 +7,7 @@ use pgrx::pg_sys;
 
 use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
-use crate::output::numeric::numeric_text;
+use crate::output::numeric::{numeric_text, NumericKind};
 use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
 use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
 
@@ -197,17 +197,29 @@ impl TupleValues for DeformedTuple<'_> {
                     let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
                     pgrx::varlena::varlena_to_byte_slice(detoasted)
                 };
-                let mut text = Vec::with_capacity(32);
-                if numeric_text(body, &mut text).is_some() {
-                    push_text_value(out, column.kind, &text, numbers_as_strings)?;
-                } else {
-                    self.write_with_output_function(
-                        column,
-                        output,
-                        datum,
-                        numbers_as_strings,
-                        out,
-                    )?;
+                // Written in place; wal2json's rules then quote it or turn
+                // NaN/Infinity into null.
+                let start = out.len();
+                if numbers_as_strings {
+                    out.push(b'"');
+                }
+                match numeric_text(body, out) {
+                    None => {
+                        out.truncate(start);
+                        self.write_with_output_function(
+                            column,
+                            output,
+                            datum,
+                            numbers_as_strings,
+                            out,
+                        )?;
+                    }
+                    Some(_) if numbers_as_strings => out.push(b'"'),
+                    Some(NumericKind::Special) => {
+                        out.truncate(start);
+                        out.extend_from_slice(b"null");
+                    }
+                    Some(NumericKind::Finite) => {}
                 }
             }
             FastPath::Timestamp { utc } => {
