@@ -166,7 +166,7 @@ pub fn classify_number(s: &[u8]) -> NumberText {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn esc(s: &[u8]) -> String {
@@ -232,6 +232,62 @@ mod tests {
             i += 1;
         }
         out
+    }
+
+    /// A small deterministic generator (xorshift64*) for property tests.
+    pub(crate) struct Rng(pub u64);
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        pub fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        /// A string mixing ASCII, control characters, quotes, backslashes
+        /// and multi-byte characters.
+        pub fn string(&mut self, max_len: u64) -> String {
+            const SPECIAL: &[char] = &[
+                '"', '\\', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{1}', '\u{1f}', '\u{7f}', '/',
+                'é', '€', '𝄞', '\u{2028}',
+            ];
+            (0..self.below(max_len + 1))
+                .map(|_| match self.below(3) {
+                    0 => SPECIAL[self.below(SPECIAL.len() as u64) as usize],
+                    1 => char::from_u32(self.below(0x80) as u32).unwrap_or('x'),
+                    _ => char::from_u32(0x20 + self.below(0x5f) as u32).unwrap_or('x'),
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn every_escaped_string_round_trips_through_a_json_parser() {
+        let mut rng = Rng(0x5EED);
+        for _ in 0..20_000 {
+            let s = rng.string(40);
+            let out = json_string(s.as_bytes());
+            let parsed: String = serde_json::from_slice(&out)
+                .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&out)));
+            assert_eq!(parsed, s);
+            let typed = type_name_json(s.as_bytes());
+            let parsed: String = serde_json::from_slice(&typed).unwrap();
+            // Either the raw quoted form (its inside) or the whole name.
+            assert!(parsed == s || format!("\"{parsed}\"") == s, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn integers_match_std_formatting() {
+        let mut rng = Rng(42);
+        for _ in 0..10_000 {
+            let v = rng.next() as i64 >> rng.below(64);
+            let mut out = Vec::new();
+            push_i64(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
+        }
     }
 
     #[test]

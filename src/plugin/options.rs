@@ -939,6 +939,35 @@ mod tests {
         assert_eq!(o.publication_names.unwrap()[0].len(), 63);
     }
 
+    /// Arbitrary option values never panic: they parse or give an error.
+    #[test]
+    fn arbitrary_values_never_panic() {
+        use crate::output::json::tests::Rng;
+        let names = [
+            "add-tables",
+            "filter-tables",
+            "actions",
+            "filter-msg-prefixes",
+            "format-version",
+            "filter-origins",
+            "publication_names",
+            "origin",
+            "include-xids",
+            "messages",
+        ];
+        let mut rng = Rng(7);
+        for _ in 0..20_000 {
+            let name = names[rng.below(names.len() as u64) as usize];
+            let mut value: Vec<u8> = rng.string(12).into_bytes();
+            if rng.below(4) == 0 {
+                value.push(0xff); // not UTF-8
+            }
+            let _ = Options::parse([(name, Some(value.as_slice()))]);
+            let _ = parse_table_list(&value);
+            let _ = split_identifiers(&value);
+        }
+    }
+
     #[test]
     fn parse_int_matches_guc_rules() {
         assert_eq!(parse_int(b"010"), Some(8));
