@@ -8,7 +8,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 scripts/install-deps.sh
 echo "==> building and installing pubjson"
-cargo pgrx install --release --pg-config /usr/lib/postgresql/15/bin/pg_config >/dev/null
+scripts/install.sh
 scripts/cluster.sh start
 eval "$(scripts/cluster.sh env)"
 psql() { "$PUBJSON_PG_BIN/psql" -X -q "$@"; }

@@ -28,7 +28,7 @@ echo "==> unit tests"
 counted cargo test -p pubjson --lib
 
 echo "==> build and install the extension"
-cargo pgrx install --release --pg-config /usr/lib/postgresql/15/bin/pg_config >/dev/null
+scripts/install.sh
 
 echo "==> fresh test cluster"
 scripts/cluster.sh destroy
