@@ -35,6 +35,8 @@ max_replication_slots = 64
 max_wal_senders = 16
 max_prepared_transactions = 16
 output_plugin_libraries = 'pgoutput, test_decoding, wal2json, pubjson'
+# pubjson's decoding statistics live in shared memory when preloaded.
+shared_preload_libraries = 'pubjson'
 fsync = off
 synchronous_commit = on
 full_page_writes = off

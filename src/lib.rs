@@ -2,7 +2,8 @@
 //! wal2json-compatible JSON.
 //!
 //! Layout: `plugin` holds the callbacks and everything that touches
-//! PostgreSQL during decoding; `output` holds the pure JSON encoders.
+//! PostgreSQL during decoding; `output` holds the pure JSON encoders;
+//! `stats` the decoding statistics and their SQL functions.
 
 #[cfg(not(panic = "unwind"))]
 compile_error!(
@@ -11,8 +12,11 @@ compile_error!(
 
 pub mod output;
 pub mod plugin;
+pub mod stats;
 
 pgrx::pg_module_magic!(name, version);
 
 #[pgrx::pg_guard]
-pub extern "C-unwind" fn _PG_init() {}
+pub extern "C-unwind" fn _PG_init() {
+    stats::init();
+}

@@ -15,7 +15,7 @@ use pgrx::prelude::*;
 use crate::output::wal2json::Wal2JsonFormat;
 use crate::plugin::options::{OptionError, OptionErrorKind, Options, OriginFilter};
 use crate::plugin::relation::register_invalidation_callbacks;
-use crate::plugin::state::{state, DecodingState};
+use crate::plugin::state::{finish_txn_stats, state, DecodingState};
 use crate::plugin::txn::{ensure_begun, flush, start_txn, update_progress};
 use crate::plugin::{decode, stream};
 
@@ -172,13 +172,22 @@ unsafe extern "C-unwind" fn startup(
             next: std::ptr::null_mut(),
         });
         pg_sys::MemoryContextRegisterResetCallback((*ctx).context, callback);
+        (*state).slot_name = if (*ctx).slot.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr((*(*ctx).slot).data.name.data.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
         (*ctx).output_plugin_private = state as *mut std::ffi::c_void;
     }
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn shutdown(_ctx: *mut pg_sys::LogicalDecodingContext) {
-    // The state is dropped with ctx->context (see drop_state).
+unsafe extern "C-unwind" fn shutdown(ctx: *mut pg_sys::LogicalDecodingContext) {
+    // The state itself is dropped with ctx->context (see drop_state).
+    // SAFETY: startup has run whenever shutdown is called.
+    unsafe { state(ctx).publish_stats() };
 }
 
 #[pg_guard]
@@ -199,7 +208,7 @@ unsafe extern "C-unwind" fn begin_txn(
 #[pg_guard]
 unsafe extern "C-unwind" fn commit_txn(
     ctx: *mut pg_sys::LogicalDecodingContext,
-    _txn: *mut pg_sys::ReorderBufferTXN,
+    txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
     // SAFETY: valid pointers from PostgreSQL.
@@ -209,6 +218,7 @@ unsafe extern "C-unwind" fn commit_txn(
         update_progress(ctx, state, !emitted);
         if !emitted {
             // Deferred BEGIN never happened: the transaction leaves no trace.
+            finish_txn_stats(state, txn);
             return;
         }
         let format = Wal2JsonFormat::new(&state.opts);
@@ -223,6 +233,7 @@ unsafe extern "C-unwind" fn commit_txn(
         if state.out.capacity() > 16 * 1024 * 1024 {
             state.out = Vec::with_capacity(8192);
         }
+        finish_txn_stats(state, txn);
     }
 }
 
@@ -417,7 +428,11 @@ unsafe extern "C-unwind" fn filter_by_origin(
 ) -> bool {
     // SAFETY: valid context from PostgreSQL.
     let state = unsafe { state(ctx) };
-    origin_id != 0
+    let filtered = origin_id != 0
         && (state.opts.origin == OriginFilter::None
-            || state.opts.filter_origins.contains(&(origin_id as u32)))
+            || state.opts.filter_origins.contains(&(origin_id as u32)));
+    if filtered {
+        state.stats.filtered_by_origin += 1;
+    }
+    filtered
 }

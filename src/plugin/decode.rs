@@ -87,6 +87,12 @@ pub unsafe fn decode_change(
         let Some(kind) = change_kind((*change).action) else {
             return;
         };
+        state.stats.changes_seen += 1;
+        state.txn.changes_seen += 1;
+        let reorder_size = (*(*ctx).reorder).size as u64;
+        if reorder_size > state.stats.peak_reorder_buffer_bytes {
+            state.stats.peak_reorder_buffer_bytes = reorder_size;
+        }
         let actions = state.opts.actions;
         let wanted = match kind {
             ChangeKind::Insert => actions.insert,
@@ -94,6 +100,7 @@ pub unsafe fn decode_change(
             ChangeKind::Delete => actions.delete,
         };
         if !wanted {
+            state.stats.filtered_by_action += 1;
             return;
         }
         let lsn = (*change).lsn;
@@ -112,6 +119,7 @@ pub unsafe fn decode_change(
             }
             let entry = state.relations.get(relation, &state.opts, None);
             if !entry.wanted {
+                state.stats.filtered_by_table += 1;
                 return;
             }
             let row = |t: pg_sys::HeapTuple| {
@@ -165,6 +173,7 @@ unsafe fn publish_change(
             .relations
             .get(relation, &state.opts, state.publications.as_mut());
         let Some(info) = entry.publish.as_ref() else {
+            state.stats.filtered_by_table += 1;
             return;
         };
         let (published, filter_index) = match kind {
@@ -174,6 +183,7 @@ unsafe fn publish_change(
         };
         // pgoutput sends no DELETE without an old tuple (REPLICA IDENTITY NOTHING).
         if !published || (kind == ChangeKind::Delete && old_tuple.is_null()) {
+            state.stats.filtered_by_action += 1;
             return;
         }
         let mut old_slot = std::ptr::null_mut();
@@ -234,6 +244,18 @@ unsafe fn publish_change(
             verdict
         };
 
+        match verdict {
+            FilterVerdict::Drop => state.stats.filtered_by_row_filter += 1,
+            FilterVerdict::Emit {
+                kind: ChangeKind::Insert,
+                transformed: true,
+            } => state.stats.updates_to_insert += 1,
+            FilterVerdict::Emit {
+                kind: ChangeKind::Delete,
+                transformed: true,
+            } => state.stats.updates_to_delete += 1,
+            FilterVerdict::Emit { .. } => {}
+        }
         if let FilterVerdict::Emit {
             kind: emitted,
             transformed,
@@ -246,7 +268,9 @@ unsafe fn publish_change(
             } else {
                 std::rc::Rc::clone(&entry)
             };
-            if target.wanted {
+            if !target.wanted {
+                state.stats.filtered_by_table += 1;
+            } else {
                 let slot_row = |s: *mut pg_sys::TupleTableSlot| {
                     if s.is_null() {
                         Row::Absent
@@ -373,6 +397,8 @@ unsafe fn emit_change(
     unsafe {
         ensure_begun(ctx, state);
         ensure_timestamp(state);
+        state.stats.changes_emitted += 1;
+        state.txn.items_emitted += 1;
         let mut new_values = match new {
             Row::Absent => None,
             Row::Heap(t) => Some(state.new_tuple.deform(rel, t, entry)),
@@ -469,6 +495,7 @@ pub unsafe fn decode_truncate(
                 ensure_begun(ctx, state);
                 ensure_timestamp(state);
                 let format = Wal2JsonFormat::new(&state.opts);
+                state.txn.items_emitted += 1;
                 format.v2_truncate(
                     &mut state.out,
                     &state.txn.info,
@@ -514,6 +541,9 @@ pub unsafe fn decode_message(
         // A streamed message belongs to the block's top-level transaction.
         let stream_xid =
             (streamed && transactional && !txn.is_null()).then(|| (*txn).xid.into_inner());
+        if transactional {
+            state.txn.items_emitted += 1;
+        }
         if transactional {
             ensure_begun(ctx, state);
             ensure_timestamp(state);

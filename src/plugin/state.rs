@@ -15,6 +15,7 @@ use crate::plugin::options::Options;
 use crate::plugin::publication::Publications;
 use crate::plugin::relation::RelationCache;
 use crate::plugin::tuple::DeformBuffers;
+use crate::stats::{self, Counters, TxnRecord};
 
 /// Format 1 keeps a transaction in one document; past this many bytes the
 /// document is written in several pieces (split between two changes), so a
@@ -34,6 +35,11 @@ pub struct TxnState {
     pub begun: bool,
     /// Elements in the format-1 `change` array so far.
     pub nr_changes: u64,
+    /// Changes decoded (emitted or not), items emitted (changes, truncates,
+    /// messages) and bytes emitted, for the statistics.
+    pub changes_seen: u64,
+    pub items_emitted: u64,
+    pub bytes_emitted: u64,
 }
 
 /// A block of an in-progress transaction being streamed.
@@ -64,6 +70,10 @@ pub struct DecodingState {
     /// Streamed transactions that have emitted something: their abort or
     /// commit must be reported; the others leave no trace.
     pub streamed_with_output: HashSet<u32>,
+    /// The slot's name, under which statistics are published.
+    pub slot_name: String,
+    /// Counts since the last publication (see `stats.rs`).
+    pub stats: Counters,
 }
 
 impl DecodingState {
@@ -83,9 +93,58 @@ impl DecodingState {
             changes_since_progress: 0,
             stream_block: None,
             streamed_with_output: HashSet::new(),
+            slot_name: String::new(),
+            stats: Counters::default(),
             opts,
         }
     }
+}
+
+impl DecodingState {
+    /// Publishes the counts gathered since the last call.
+    pub fn publish_stats(&mut self) {
+        if self.stats != Counters::default() {
+            stats::publish(&self.slot_name, &self.stats);
+            self.stats = Counters::default();
+        }
+    }
+}
+
+/// `RBTXN_IS_SERIALIZED | RBTXN_IS_SERIALIZED_CLEAR`, `RBTXN_IS_STREAMED`.
+const RBTXN_SPILLED: u32 = 0x0004 | 0x0008;
+const RBTXN_STREAMED: u32 = 0x0010;
+
+/// Records a finished (committed, prepared or streamed) transaction in the
+/// statistics and publishes them.
+///
+/// # Safety
+/// `txn` is valid.
+pub unsafe fn finish_txn_stats(state: &mut DecodingState, txn: *mut pg_sys::ReorderBufferTXN) {
+    let emitted = state.txn.items_emitted > 0;
+    // SAFETY: plain field reads of a valid transaction.
+    let record = unsafe {
+        TxnRecord {
+            xid: (*txn).xid.into_inner(),
+            changes: state.txn.changes_seen,
+            bytes: state.txn.bytes_emitted,
+            spilled: (*txn).txn_flags & RBTXN_SPILLED != 0,
+            streamed: (*txn).txn_flags & RBTXN_STREAMED != 0,
+            wal_span: (*txn).end_lsn.saturating_sub((*txn).first_lsn),
+            commit_to_emit_us: pg_sys::GetCurrentTimestamp() - (*txn).xact_time.commit_time,
+            commit_time: (*txn).xact_time.commit_time,
+        }
+    };
+    state.stats.txns_decoded += 1;
+    if emitted {
+        state.stats.txns_emitted += 1;
+    } else {
+        state.stats.txns_skipped_empty += 1;
+    }
+    state.stats.note_transaction(record);
+    state.txn.changes_seen = 0;
+    state.txn.items_emitted = 0;
+    state.txn.bytes_emitted = 0;
+    state.publish_stats();
 }
 
 /// The state `startup` stored in the context.

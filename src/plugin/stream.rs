@@ -6,7 +6,7 @@ use pgrx::pg_sys;
 
 use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::wal2json::Wal2JsonFormat;
-use crate::plugin::state::{state, StreamBlock};
+use crate::plugin::state::{finish_txn_stats, state, StreamBlock};
 use crate::plugin::txn::{ensure_begun, flush, start_txn, timestamp_text, update_progress};
 
 /// The top-level transaction of `txn` (itself when it is top-level).
@@ -87,11 +87,11 @@ pub unsafe fn stream_abort(
             state.streamed_with_output.remove(&top);
         }
         update_progress(ctx, state, !emitted);
-        if !emitted && state.opts.skip_empty_xacts {
-            return;
+        if emitted || !state.opts.skip_empty_xacts {
+            control::stream_abort(&mut state.out, top, xid, abort_lsn);
+            flush(ctx, state, true);
         }
-        control::stream_abort(&mut state.out, top, xid, abort_lsn);
-        flush(ctx, state, true);
+        state.publish_stats();
     }
 }
 
@@ -110,12 +110,15 @@ pub unsafe fn stream_commit(
         let xid = (*txn).xid.into_inner();
         let emitted = state.streamed_with_output.remove(&xid);
         update_progress(ctx, state, !emitted);
-        if !emitted && state.opts.skip_empty_xacts {
-            return;
+        state.stats.streamed_txns += 1;
+        // Streamed changes were counted block by block.
+        state.txn.items_emitted = emitted as u64;
+        if emitted || !state.opts.skip_empty_xacts {
+            let timestamp = timestamp_text((*txn).xact_time.commit_time);
+            control::stream_commit(&mut state.out, xid, commit_lsn, (*txn).end_lsn, &timestamp);
+            flush(ctx, state, true);
         }
-        let timestamp = timestamp_text((*txn).xact_time.commit_time);
-        control::stream_commit(&mut state.out, xid, commit_lsn, (*txn).end_lsn, &timestamp);
-        flush(ctx, state, true);
+        finish_txn_stats(state, txn);
     }
 }
 

@@ -31,6 +31,8 @@ pub unsafe fn flush(
         );
         pg_sys::OutputPluginWrite(ctx, last);
     }
+    state.stats.bytes_emitted += state.out.len() as u64;
+    state.txn.bytes_emitted += state.out.len() as u64;
     state.out.clear();
 }
 
@@ -75,6 +77,9 @@ pub unsafe fn start_txn(state: &mut DecodingState, txn: *mut pg_sys::ReorderBuff
     state.txn.timestamp_ready = false;
     state.txn.begun = false;
     state.txn.nr_changes = 0;
+    state.txn.changes_seen = 0;
+    state.txn.items_emitted = 0;
+    state.txn.bytes_emitted = 0;
 }
 
 /// `timestamptz_to_str()`: ISO style in the session time zone, as wal2json prints it.

@@ -1,0 +1,58 @@
+-- Decoding statistics: exact counts after a known workload, visible from
+-- another session (pubjson is in shared_preload_libraries on the test
+-- cluster), the largest transaction after a forced spill, reset and
+-- permissions.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pubjson;
+SELECT pubjson.reset_stats();
+CREATE TABLE st_a (id int PRIMARY KEY, v int);
+ALTER TABLE st_a REPLICA IDENTITY FULL;
+CREATE TABLE st_b (id int PRIMARY KEY);
+CREATE PUBLICATION st_pub FOR TABLE st_a WHERE (v > 10);
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_stats', 'pubjson');
+INSERT INTO st_a VALUES (1, 5), (2, 50);   -- one filtered out by the row filter
+UPDATE st_a SET v = 20 WHERE id = 1;       -- becomes an INSERT
+UPDATE st_a SET v = 1 WHERE id = 2;        -- becomes a DELETE
+INSERT INTO st_b VALUES (1);               -- table not published: empty transaction
+SELECT count(*) FROM pg_logical_slot_get_changes('regress_stats', NULL, NULL,
+       'format-version', '2', 'publication_names', 'st_pub');
+
+-- A new session reads the counters from shared memory.
+\c
+SELECT slot_name, source, txns_decoded, txns_emitted, txns_skipped_empty,
+       changes_seen, changes_emitted, filtered_by_table, filtered_by_action,
+       filtered_by_row_filter, updates_to_insert, updates_to_delete,
+       bytes_emitted > 0 AS bytes, largest_txn_changes, largest_txn_spilled,
+       total_txns IS NOT NULL AS joined_with_pg_stat, wal_status
+  FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
+SELECT rank, changes, spilled, commit_to_emit_ms >= 0 AS delay_measured, committed_at IS NOT NULL AS has_time
+  FROM pubjson.worst_transactions() WHERE slot_name = 'regress_stats' ORDER BY rank;
+
+-- A transaction larger than logical_decoding_work_mem spills to disk.
+INSERT INTO st_a SELECT i, i FROM generate_series(100, 5099) i;
+SET logical_decoding_work_mem = '64kB';
+SELECT count(*) FROM pg_logical_slot_get_changes('regress_stats', NULL, NULL,
+       'format-version', '2', 'actions', 'delete');
+RESET logical_decoding_work_mem;
+SELECT largest_txn_changes, largest_txn_spilled, largest_txn_streamed, filtered_by_action,
+       peak_reorder_buffer_bytes > 0 AS peak_measured
+  FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
+
+-- Reading needs pg_read_all_stats; resetting needs a superuser.
+CREATE ROLE st_nobody;
+CREATE ROLE st_monitor IN ROLE pg_monitor;
+SET ROLE st_nobody;
+SELECT count(*) FROM pubjson.decoding_stats();
+RESET ROLE;
+SET ROLE st_monitor;
+SELECT count(*) > 0 AS visible FROM pubjson.decoding_stats();
+SELECT pubjson.reset_stats();
+RESET ROLE;
+SELECT pubjson.reset_stats('regress_stats');
+SELECT count(*) FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
+
+SELECT 'stop' FROM pg_drop_replication_slot('regress_stats');
+DROP ROLE st_nobody;
+DROP ROLE st_monitor;
+DROP PUBLICATION st_pub;
+DROP TABLE st_a, st_b;
