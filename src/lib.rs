@@ -10,6 +10,7 @@ compile_error!(
     "pubjson must be built with panic = \"unwind\": pgrx turns panics into PostgreSQL ERRORs"
 );
 
+pub mod api;
 pub mod output;
 pub mod plugin;
 pub mod stats;

@@ -418,6 +418,7 @@ AS $$
 $$;
 
 -- Reading statistics follows PostgreSQL's convention.
+GRANT USAGE ON SCHEMA pubjson TO pg_read_all_stats;
 REVOKE ALL ON FUNCTION pubjson.decoding_counters() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.decoding_stats() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.worst_transactions() FROM PUBLIC;

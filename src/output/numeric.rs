@@ -10,6 +10,8 @@
 //! `0xC000`, +Infinity `0xD000`, -Infinity `0xF000`. Digits are base 10000,
 //! the first one worth 10000^weight.
 
+use super::json::push_u64;
+
 const NBASE_DIGITS: usize = 4;
 
 /// What [`numeric_text`] wrote.
@@ -100,9 +102,7 @@ fn write_decimal(negative: bool, weight: i32, dscale: usize, digits: Digits, out
             let dig = digit_at(d);
             if d == 0 {
                 // The first digit group prints without leading zeros.
-                let mut buf = [0u8; 4];
-                let text = format_small(dig as u32, &mut buf);
-                out.extend_from_slice(text);
+                push_u64(out, dig as u64);
             } else {
                 push_group(out, dig);
             }
@@ -130,19 +130,6 @@ fn push_group(out: &mut Vec<u8>, dig: i16) {
         b'0' + (dig / 10 % 10) as u8,
         b'0' + (dig % 10) as u8,
     ]);
-}
-
-fn format_small(mut v: u32, buf: &mut [u8; 4]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 #[cfg(test)]

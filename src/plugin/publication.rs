@@ -237,6 +237,41 @@ unsafe fn syscache_exists2(cache: u32, k1: pg_sys::Oid, k2: pg_sys::Oid) -> bool
     }
 }
 
+/// Reads attribute `attnum` of the pg_publication_rel row of (`relid`,
+/// `publication`) and converts it with `read` while the syscache entry is
+/// pinned; `None` without such a row or when the attribute is NULL.
+///
+/// # Safety
+/// Inside a transaction; `read` must copy what it keeps.
+unsafe fn publication_rel_attr<R>(
+    relid: pg_sys::Oid,
+    publication: pg_sys::Oid,
+    attnum: i16,
+    read: impl FnOnce(pg_sys::Datum) -> R,
+) -> Option<R> {
+    // SAFETY: a syscache lookup whose tuple is released before returning.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache2(
+            pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
+            pg_sys::Datum::from(relid),
+            pg_sys::Datum::from(publication),
+        );
+        if tuple.is_null() {
+            return None;
+        }
+        let mut isnull = true;
+        let datum = pg_sys::SysCacheGetAttr(
+            pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
+            tuple,
+            attnum,
+            &mut isnull,
+        );
+        let result = (!isnull).then(|| read(datum));
+        pg_sys::ReleaseSysCache(tuple);
+        result
+    }
+}
+
 /// Builds the publication decision for `rel`, or `None` when no requested
 /// publication publishes it (or it is not publishable at all).
 ///
@@ -411,25 +446,15 @@ unsafe fn init_row_filters(
                     publication.oid,
                 )
             {
-                let tuple = pg_sys::SearchSysCache2(
-                    pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
-                    pg_sys::Datum::from(target_relid),
-                    pg_sys::Datum::from(publication.oid),
-                );
-                if !tuple.is_null() {
-                    let mut isnull = true;
-                    let datum = pg_sys::SysCacheGetAttr(
-                        pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
-                        tuple,
-                        ANUM_PG_PUBLICATION_REL_PRQUAL,
-                        &mut isnull,
-                    );
-                    if !isnull {
+                filter_text = publication_rel_attr(
+                    target_relid,
+                    publication.oid,
+                    ANUM_PG_PUBLICATION_REL_PRQUAL,
+                    |datum| {
                         let text = pg_sys::text_to_cstring(datum.cast_mut_ptr());
-                        filter_text = Some(CStr::from_ptr(text).to_string_lossy().into_owned());
-                    }
-                    pg_sys::ReleaseSysCache(tuple);
-                }
+                        CStr::from_ptr(text).to_string_lossy().into_owned()
+                    },
+                );
             }
             let published = publication.actions.dml();
             match filter_text {
@@ -527,30 +552,17 @@ unsafe fn init_column_mask(
         for publication in publications {
             let mut cols: *mut pg_sys::Bitmapset = std::ptr::null_mut();
             if !publication.all_tables {
-                let tuple = pg_sys::SearchSysCache2(
-                    pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
-                    pg_sys::Datum::from(target_relid),
-                    pg_sys::Datum::from(publication.oid),
+                let list = publication_rel_attr(
+                    target_relid,
+                    publication.oid,
+                    ANUM_PG_PUBLICATION_REL_PRATTRS,
+                    |datum| pg_sys::pub_collist_to_bitmapset(std::ptr::null_mut(), datum, info.memory),
                 );
-                if !tuple.is_null() {
-                    let mut isnull = true;
-                    let datum = pg_sys::SysCacheGetAttr(
-                        pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
-                        tuple,
-                        ANUM_PG_PUBLICATION_REL_PRATTRS,
-                        &mut isnull,
-                    );
-                    if !isnull {
-                        cols = pg_sys::pub_collist_to_bitmapset(
-                            std::ptr::null_mut(),
-                            datum,
-                            info.memory,
-                        );
-                        if pg_sys::bms_num_members(cols) as usize == natts {
-                            cols = std::ptr::null_mut();
-                        }
+                // A list naming every column means "all columns".
+                if let Some(list) = list {
+                    if pg_sys::bms_num_members(list) as usize != natts {
+                        cols = list;
                     }
-                    pg_sys::ReleaseSysCache(tuple);
                 }
             }
             match columns {

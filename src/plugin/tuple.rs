@@ -105,6 +105,19 @@ pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
     }
 }
 
+/// The bytes of a varlena value after its header, detoasted if needed (a
+/// copy in the current, per-change, memory context).
+///
+/// # Safety
+/// `datum` must be a non-null varlena value.
+unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
+    // SAFETY: per the contract; the copy lives until the per-change reset.
+    unsafe {
+        let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+        pgrx::varlena::varlena_to_byte_slice(detoasted)
+    }
+}
+
 fn push_number(out: &mut Vec<u8>, quoted: bool, write: impl FnOnce(&mut Vec<u8>)) {
     if quoted {
         out.push(b'"');
@@ -183,20 +196,12 @@ impl TupleValues for DeformedTuple<'_> {
                 out.extend_from_slice(if raw & 0xff != 0 { b"true" } else { b"false" })
             }
             FastPath::Text => {
-                // SAFETY: a non-null text/varchar/bpchar datum; detoasting
-                // copies into the current (per-change) memory context.
-                let bytes = unsafe {
-                    let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-                    pgrx::varlena::varlena_to_byte_slice(detoasted)
-                };
-                push_json_string(out, bytes);
+                // SAFETY: a non-null text/varchar/bpchar datum.
+                push_json_string(out, unsafe { varlena_bytes(datum) });
             }
             FastPath::Numeric => {
-                // SAFETY: a non-null numeric datum, detoasted like above.
-                let body = unsafe {
-                    let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-                    pgrx::varlena::varlena_to_byte_slice(detoasted)
-                };
+                // SAFETY: a non-null numeric datum.
+                let body = unsafe { varlena_bytes(datum) };
                 // Written in place; wal2json's rules then quote it or turn
                 // NaN/Infinity into null.
                 let start = out.len();

@@ -1,0 +1,533 @@
+//! End-to-end tests of the replication conflict inspection functions
+//! (`src/api/conflicts.sql`): pubjson.publication_risks,
+//! pubjson.subscription_status and pubjson.standby_conflicts, on the main
+//! test cluster, a real logical subscriber and a real physical standby.
+//!
+//! Run: `scripts/install.sh && scripts/cluster.sh start &&
+//! eval "$(scripts/cluster.sh env)" && cargo test -p pubjson-e2e --test conflicts`
+//! (as root: the extra clusters are started as the `postgres` OS user).
+
+mod conflicts_support;
+
+use conflicts_support::*;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+fn risks(
+    c: &mut postgres::Client,
+    publication: &str,
+) -> Vec<(String, String, String, String, String)> {
+    c.query(
+        "select * from pubjson.publication_risks($1)",
+        &[&publication],
+    )
+    .unwrap_or_else(|e| panic!("publication_risks({publication}): {e}"))
+    .iter()
+    .map(|r| {
+        let s: Option<String> = r.get(0);
+        let t: Option<String> = r.get(1);
+        (
+            s.unwrap_or_default(),
+            t.unwrap_or_default(),
+            r.get(2),
+            r.get(3),
+            r.get(4),
+        )
+    })
+    .collect()
+}
+
+#[test]
+fn publication_risks_reports_each_condition() {
+    let (host, port) = main_cluster();
+    let mut c = fresh_db(&host, port, "pubjson_conflicts_risks", true);
+    c.batch_execute(
+        "
+        create schema r;
+        create table r.clean (id int primary key, v text);
+        create table r.nopk (a int, b text);
+        create table r.nothing (id int primary key, v text);
+        alter table r.nothing replica identity nothing;
+        create table r.ri_dropped (id int primary key, code int not null, v text);
+        create unique index ri_code on r.ri_dropped (code);
+        alter table r.ri_dropped replica identity using index ri_code;
+        drop index r.ri_code;
+        create table r.filt (id int primary key, region text, v text);
+        create table r.filt_ok (id int primary key, v text);
+        create table r.full_toast (id int primary key, payload text, n int);
+        alter table r.full_toast replica identity full;
+        create table r.full_wide (c1 int, c2 int, c3 int, c4 int, c5 int, c6 int,
+                                  c7 int, c8 int, c9 int, c10 int, c11 int, c12 int);
+        alter table r.full_wide replica identity full;
+        create table r.full_narrow (a int, b int);
+        alter table r.full_narrow replica identity full;
+        create table r.seqs (id bigserial primary key, n int generated always as identity,
+                             email text unique, v text);
+        insert into r.seqs (email, v) select 'x' || g, 'v' from generate_series(1, 41) g;
+        create sequence r.shared_seq;
+        select setval('r.shared_seq', 1234);
+        create table r.defseq (id int primary key default nextval('r.shared_seq'), v text);
+        create table r.cl (id int primary key, a int, b int);
+        create table r.parted (id int primary key, k int) partition by range (id);
+        create table r.parted_1 partition of r.parted for values from (0) to (100);
+        create table r.parted_nopk (id int, k int) partition by range (id);
+        create table r.parted_nopk_1 partition of r.parted_nopk for values from (0) to (100);
+        create publication p_all_risks for table r.clean, r.nopk, r.nothing, r.ri_dropped,
+            r.filt where (region = 'eu'), r.filt_ok where (id > 10), r.full_toast, r.full_wide,
+            r.full_narrow, r.seqs, r.defseq, r.cl (a, b), r.parted, r.parted_nopk;
+        create publication p_insert_only for table r.nopk, r.filt where (region = 'eu')
+            with (publish = 'insert');
+        ",
+    )
+    .expect("build risky schema");
+
+    let rows = risks(&mut c, "p_all_risks");
+    for r in &rows {
+        println!("{r:?}");
+    }
+    let got: BTreeSet<(String, String)> = rows
+        .iter()
+        .filter(|r| !r.0.is_empty())
+        .map(|r| (r.1.clone(), r.2.clone()))
+        .collect();
+    let want: BTreeSet<(String, String)> = [
+        ("nopk", "no_replica_identity"),
+        ("nothing", "replica_identity_nothing"),
+        ("nothing", "unique_key_besides_identity"), // its primary key is not the identity
+        ("ri_dropped", "replica_identity_index_unusable"),
+        ("ri_dropped", "unique_key_besides_identity"),
+        ("filt", "row_filter_outside_identity"),
+        ("full_toast", "replica_identity_full_wide"),
+        ("full_toast", "unique_key_besides_identity"),
+        ("full_wide", "replica_identity_full_wide"),
+        ("seqs", "sequence_not_replicated"),
+        ("seqs", "unique_key_besides_identity"),
+        ("defseq", "sequence_not_replicated"),
+        ("cl", "column_list_missing_identity"),
+        ("parted_nopk_1", "no_replica_identity"),
+    ]
+    .iter()
+    .map(|(t, r)| (t.to_string(), r.to_string()))
+    .collect();
+    assert_eq!(got, want, "risk set of p_all_risks");
+
+    let find = |table: &str, risk: &str, needle: &str| {
+        rows.iter()
+            .find(|r| r.1 == table && r.2 == risk && (r.3.contains(needle) || r.4.contains(needle)))
+            .unwrap_or_else(|| panic!("no {risk} row for {table} mentioning {needle:?}"))
+            .clone()
+    };
+    // Sequences: the exact setval statement to run on the subscriber.
+    find(
+        "seqs",
+        "sequence_not_replicated",
+        "SELECT setval('r.seqs_id_seq', 41, true);",
+    );
+    find(
+        "seqs",
+        "sequence_not_replicated",
+        "SELECT setval('r.seqs_n_seq', 41, true);",
+    );
+    find(
+        "seqs",
+        "sequence_not_replicated",
+        "column n is an identity column",
+    );
+    find(
+        "defseq",
+        "sequence_not_replicated",
+        "SELECT setval('r.shared_seq', 1234, true);",
+    );
+    // Row filter detail names the column and the identity.
+    find(
+        "filt",
+        "row_filter_outside_identity",
+        "uses column(s) region not in the replica identity (id)",
+    );
+    find(
+        "cl",
+        "column_list_missing_identity",
+        "lacks replica identity column(s) id",
+    );
+    find(
+        "ri_dropped",
+        "replica_identity_index_unusable",
+        "index was dropped",
+    );
+    find(
+        "full_toast",
+        "replica_identity_full_wide",
+        "3 columns, 1 TOAST-able (payload)",
+    );
+    find(
+        "full_wide",
+        "replica_identity_full_wide",
+        "12 columns, 0 TOAST-able",
+    );
+    find(
+        "seqs",
+        "unique_key_besides_identity",
+        "seqs_email_key on (email)",
+    );
+
+    // Insert-only: identity and row filter do not matter.
+    let ins: Vec<_> = risks(&mut c, "p_insert_only")
+        .into_iter()
+        .filter(|r| !r.0.is_empty())
+        .collect();
+    assert!(
+        ins.is_empty(),
+        "insert-only publication has no table risks: {ins:?}"
+    );
+
+    // Unknown publication: 42704.
+    let e = c
+        .query(
+            "select * from pubjson.publication_risks('no_such_pub')",
+            &[],
+        )
+        .expect_err("unknown publication must fail");
+    assert_eq!(sqlstate(&e), "42704", "{e:?}");
+    let msg = e
+        .as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_default();
+    assert_eq!(msg, "publication \"no_such_pub\" does not exist");
+
+    // An inactive logical slot retaining WAL: one row, table columns NULL.
+    let slot = "pubjson_conflicts_risk_slot";
+    let _cleanup = SlotCleanup(slot.to_string());
+    c.execute(
+        "select pg_create_logical_replication_slot($1, 'pgoutput')",
+        &[&slot],
+    )
+    .expect("create slot");
+    c.batch_execute(
+        "insert into r.clean select g, repeat('x', 100) from generate_series(1, 2000) g",
+    )
+    .expect("write WAL");
+    let rows = risks(&mut c, "p_all_risks");
+    let slot_rows: Vec<_> = rows.iter().filter(|r| r.3.contains(slot)).collect();
+    assert_eq!(slot_rows.len(), 1, "{rows:?}");
+    let s = slot_rows[0];
+    assert_eq!(
+        (s.0.as_str(), s.1.as_str(), s.2.as_str()),
+        ("", "", "inactive_slot_retains_wal")
+    );
+    assert!(s.3.contains("wal_status reserved"), "{s:?}");
+    assert!(s.3.contains("max_slot_wal_keep_size unlimited"), "{s:?}");
+    assert!(
+        s.4.contains(&format!("pg_drop_replication_slot('{slot}')")),
+        "{s:?}"
+    );
+    let retained: i64 = c
+        .query_one(
+            "select pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint from pg_replication_slots where slot_name = $1",
+            &[&slot],
+        )
+        .expect("slot")
+        .get(0);
+    assert!(retained > 100_000, "slot retains {retained} bytes");
+}
+
+#[test]
+fn subscription_disabled_by_insert_exists() {
+    let started = Instant::now();
+    let (host, port) = main_cluster();
+    let mut publ = fresh_db(&host, port, "pubjson_conflicts_pub", true);
+    publ.batch_execute(
+        "create table t (id int primary key, v text);
+         insert into t values (0, 'initial');
+         create publication pub_conflicts for table t;",
+    )
+    .expect("publisher setup");
+
+    let sub = ExtraCluster::start(SUB_ROOT, SUB_PORT);
+    let slot = "pubjson_conflicts_sub";
+    let _cleanup = SlotCleanup(slot.to_string());
+    let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
+    s.batch_execute("create table t (id int primary key, v text)")
+        .expect("subscriber table");
+    s.batch_execute(&format!(
+        "create subscription sub_conflicts
+           connection 'host={host} port={port} user=postgres dbname=pubjson_conflicts_pub'
+           publication pub_conflicts
+           with (disable_on_error = true, slot_name = '{slot}');"
+    ))
+    .expect("create subscription");
+
+    // Initial sync done.
+    poll("initial table sync", Duration::from_secs(30), || {
+        let n: i64 = s.query_one("select count(*) from t", &[]).ok()?.get(0);
+        (n == 1).then_some(())
+    });
+    let r = s
+        .query_one("select enabled, disabled_by_error, worker_pid, apply_error_count from pubjson.subscription_status()", &[])
+        .expect("status");
+    assert!(r.get::<_, bool>(0));
+    assert!(!r.get::<_, bool>(1));
+
+    // Conflict: the subscriber has the key the publisher inserts next.
+    s.batch_execute("insert into t values (1, 'subscriber')")
+        .expect("insert on subscriber");
+    publ.batch_execute("insert into t values (1, 'publisher')")
+        .expect("insert on publisher");
+    let row = poll(
+        "subscription disabled by the error",
+        Duration::from_secs(30),
+        || {
+            let r = s
+            .query_one(
+                "select subscription, enabled, disable_on_error, disabled_by_error, apply_error_count,
+                        sync_error_count, worker_pid, skip_lsn::text, slot_name::text
+                   from pubjson.subscription_status()",
+                &[],
+            )
+            .ok()?;
+            (!r.get::<_, bool>(1) && r.get::<_, i64>(4) >= 1).then_some(r)
+        },
+    );
+    let json: String = s
+        .query_one(
+            "select row_to_json(x)::text from pubjson.subscription_status() x",
+            &[],
+        )
+        .expect("json")
+        .get(0);
+    println!("subscription_status after insert_exists: {json}");
+    let _ = row.len();
+    assert_eq!(row.get::<_, String>(0), "sub_conflicts");
+    assert!(row.get::<_, bool>(2), "disable_on_error");
+    assert!(row.get::<_, bool>(3), "disabled_by_error");
+    assert_eq!(row.get::<_, i64>(5), 0, "sync_error_count");
+    assert_eq!(row.get::<_, Option<String>>(7), None, "no skip lsn set");
+    assert_eq!(row.get::<_, String>(8), slot);
+    poll("apply worker gone", Duration::from_secs(10), || {
+        let r = s
+            .query_one("select worker_pid from pubjson.subscription_status()", &[])
+            .ok()?;
+        r.get::<_, Option<i32>>(0).is_none().then_some(())
+    });
+
+    // Publisher side: the slot is now inactive and retains WAL.
+    let slot_row = poll(
+        "inactive slot row on the publisher",
+        Duration::from_secs(20),
+        || {
+            risks(&mut publ, "pub_conflicts")
+                .into_iter()
+                .find(|r| r.2 == "inactive_slot_retains_wal" && r.3.contains(slot))
+        },
+    );
+    println!("publisher slot row: {slot_row:?}");
+
+    // Skip LSN shows up once set.
+    s.batch_execute("alter subscription sub_conflicts skip (lsn = '0/12345678')")
+        .expect("skip");
+    let skip: Option<String> = s
+        .query_one(
+            "select skip_lsn::text from pubjson.subscription_status()",
+            &[],
+        )
+        .expect("status")
+        .get(0);
+    assert_eq!(skip.as_deref(), Some("0/12345678"));
+
+    for q in [
+        "alter subscription sub_conflicts disable",
+        "alter subscription sub_conflicts set (slot_name = none)",
+        "drop subscription sub_conflicts",
+    ] {
+        s.batch_execute(q).expect(q);
+    }
+    println!("subscription test took {:?}", started.elapsed());
+}
+
+#[test]
+fn standby_snapshot_conflict_and_budget() {
+    fn show(c: &mut postgres::Client, label: &str) {
+        let json: String = c
+            .query_one(
+                "select row_to_json(x)::text from pubjson.standby_conflicts() x where database = current_database()",
+                &[],
+            )
+            .expect("json")
+            .get(0);
+        println!("standby_conflicts ({label}): {json}");
+    }
+    let started = Instant::now();
+    let (host, port) = main_cluster();
+    let mut prim = fresh_db(&host, port, "pubjson_conflicts_sb", true);
+    prim.batch_execute("create table t (id int primary key, v text); insert into t select g, 'x' from generate_series(1, 1000) g;")
+        .expect("primary setup");
+
+    // On the primary: one row, applies = false.
+    let rows = prim
+        .query(
+            "select applies, reason from pubjson.standby_conflicts()",
+            &[],
+        )
+        .expect("primary call");
+    assert_eq!(rows.len(), 1);
+    assert!(!rows[0].get::<_, bool>(0));
+    assert!(rows[0].get::<_, String>(1).contains("not a standby"));
+
+    let sb = Standby::start();
+    let mut a = sb.connect("pubjson_conflicts_sb");
+    let status_sql = "select applies, delay_setting, extract(epoch from max_delay)::float8, wal_receiver_status,
+                             how_derived, estimate_exact, extract(epoch from budget_left)::float8, confl_snapshot,
+                             waits_forever
+                        from pubjson.standby_conflicts() where database = current_database()";
+    let r = poll("standby streaming", Duration::from_secs(30), || {
+        let r = a.query_one(status_sql, &[]).ok()?;
+        (r.get::<_, Option<String>>(3).as_deref() == Some("streaming")).then_some(r)
+    });
+    assert!(r.get::<_, bool>(0));
+    assert_eq!(r.get::<_, String>(1), "max_standby_streaming_delay");
+    assert_eq!(r.get::<_, f64>(2), 1.0);
+    assert!(!r.get::<_, bool>(8));
+    let budget: f64 = r.get(6);
+    assert!((0.0..=1.0).contains(&budget), "budget {budget}");
+    let how: String = r.get(4);
+    assert!(how.starts_with("replay caught up"), "{how}");
+    let before: i64 = r.get(7);
+
+    // Snapshot conflict: a REPEATABLE READ cursor on the standby while the
+    // primary deletes and vacuums the rows it can still see.
+    a.batch_execute("begin isolation level repeatable read; declare c cursor for select * from t; fetch 10 from c;")
+        .expect("open cursor on standby");
+    prim.batch_execute("delete from t where id <= 900")
+        .expect("delete");
+    prim.batch_execute("vacuum t").expect("vacuum");
+    let t0 = Instant::now();
+    let err = poll(
+        "standby query canceled",
+        Duration::from_secs(20),
+        || match a.batch_execute("fetch 10 from c") {
+            Ok(()) => {
+                std::thread::sleep(Duration::from_millis(200));
+                None
+            }
+            Err(e) => Some(e),
+        },
+    );
+    println!("standby query canceled after {:?}: {err:?}", t0.elapsed());
+    assert_eq!(sqlstate(&err), "40001", "{err:?}");
+    assert!(
+        format!("{err:?}").contains("conflict with recovery"),
+        "{err:?}"
+    );
+
+    let mut m = sb.connect("pubjson_conflicts_sb");
+    let after = poll("confl_snapshot counted", Duration::from_secs(20), || {
+        let _ = m.batch_execute("select pg_stat_clear_snapshot()");
+        let r = m.query_one(status_sql, &[]).ok()?;
+        let n: i64 = r.get(7);
+        (n > before).then_some(n)
+    });
+    let view: i64 = m
+        .query_one(
+            "select confl_snapshot from pg_stat_database_conflicts where datname = current_database()",
+            &[],
+        )
+        .expect("view")
+        .get(0);
+    assert_eq!(after, view, "function matches pg_stat_database_conflicts");
+    println!("confl_snapshot {before} -> {after}");
+    show(&mut m, "after the conflict");
+
+    // Replay paused while WAL keeps arriving: the lagging case.
+    m.batch_execute("select pg_wal_replay_pause()")
+        .expect("pause");
+    prim.batch_execute("insert into t select g, 'y' from generate_series(2001, 3000) g")
+        .expect("write");
+    let r = poll("replay lagging", Duration::from_secs(20), || {
+        let r = m.query_one(status_sql, &[]).ok()?;
+        r.get::<_, String>(4)
+            .starts_with("replay lags")
+            .then_some(r)
+    });
+    show(&mut m, "replay paused");
+    assert!(!r.get::<_, bool>(5), "lagging estimate is not exact");
+    let budget: f64 = r.get(6);
+    assert!((0.0..=1.0).contains(&budget), "budget {budget}");
+    m.batch_execute("select pg_wal_replay_resume()")
+        .expect("resume");
+
+    // WAL receiver stopped (unreachable primary): archive delay applies.
+    m.batch_execute("alter system set primary_conninfo = 'host=/nonexistent port=1'")
+        .expect("break primary_conninfo");
+    m.batch_execute("select pg_reload_conf()").expect("reload");
+    let r = poll("WAL receiver stopped", Duration::from_secs(30), || {
+        let r = m.query_one(status_sql, &[]).ok()?;
+        (r.get::<_, String>(1) == "max_standby_archive_delay").then_some(r)
+    });
+    let how: String = r.get(4);
+    show(&mut m, "receiver stopped");
+    assert!(how.starts_with("no WAL receiver streaming"), "{how}");
+    assert_eq!(r.get::<_, f64>(2), 30.0);
+    assert!(!r.get::<_, bool>(5));
+    let budget: f64 = r.get(6);
+    assert!((0.0..=30.0).contains(&budget), "budget {budget}");
+    println!("standby test took {:?}", started.elapsed());
+}
+
+#[test]
+fn permissions_follow_pg_monitor() {
+    let (host, port) = main_cluster();
+    let mut c = fresh_db(&host, port, "pubjson_conflicts_perm", true);
+    c.batch_execute(
+        "create table t (id int primary key); create publication p_perm for table t;
+         drop role if exists pubjson_conflicts_nopriv; drop role if exists pubjson_conflicts_mon;
+         create role pubjson_conflicts_nopriv login;
+         create role pubjson_conflicts_mon login in role pg_monitor;",
+    )
+    .expect("roles");
+    let calls = [
+        "select * from pubjson.publication_risks('p_perm')",
+        "select * from pubjson.subscription_status()",
+        "select * from pubjson.standby_conflicts()",
+    ];
+    {
+        let mut u = connect(
+            &host,
+            port,
+            "pubjson_conflicts_perm",
+            "pubjson_conflicts_nopriv",
+        )
+        .expect("connect nopriv");
+        for q in calls {
+            let e = u.query(q, &[]).expect_err("unprivileged call must fail");
+            assert_eq!(sqlstate(&e), "42501", "{q}: {e:?}");
+        }
+        let mut m = connect(
+            &host,
+            port,
+            "pubjson_conflicts_perm",
+            "pubjson_conflicts_mon",
+        )
+        .expect("connect mon");
+        for q in calls {
+            m.query(q, &[])
+                .unwrap_or_else(|e| panic!("pg_monitor member: {q}: {e:?}"));
+        }
+        let r = m
+            .query_one("select applies from pubjson.standby_conflicts()", &[])
+            .expect("call");
+        assert!(!r.get::<_, bool>(0));
+    }
+    // Every function: SECURITY INVOKER, PUBLIC has no EXECUTE.
+    let n: i64 = c
+        .query_one(
+            "select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+              where n.nspname = 'pubjson' and p.proname in ('publication_risks', 'subscription_status', 'standby_conflicts')
+                and not p.prosecdef and not has_function_privilege('public', p.oid, 'execute')
+                and has_function_privilege('pg_monitor', p.oid, 'execute')",
+            &[],
+        )
+        .expect("catalog")
+        .get(0);
+    assert_eq!(n, 3);
+    c.batch_execute("drop role pubjson_conflicts_nopriv; drop role pubjson_conflicts_mon;")
+        .ok();
+}

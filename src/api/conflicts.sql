@@ -1,0 +1,460 @@
+-- pubjson: replication conflict inspection functions (schema pubjson).
+--
+--   pubjson.publication_risks(publication name)
+--   pubjson.subscription_status()
+--   pubjson.standby_conflicts()
+--
+-- All three are SECURITY INVOKER: they read only catalogs and statistics
+-- views the caller could read itself (values the caller may not see, such as
+-- a sequence it has no privilege on or WAL receiver details without
+-- pg_read_all_stats, come back NULL). EXECUTE is revoked from PUBLIC and
+-- granted to pg_monitor, the convention of the statistics views.
+
+CREATE SCHEMA IF NOT EXISTS pubjson;
+GRANT USAGE ON SCHEMA pubjson TO pg_monitor;
+
+-------------------------------------------------------------------------------
+-- publication_risks
+-------------------------------------------------------------------------------
+-- Every condition known to make a subscriber of `publication` fail or
+-- silently diverge. Risk names:
+--   no_replica_identity, replica_identity_nothing,
+--   replica_identity_index_unusable  UPDATE/DELETE fail on the publisher
+--   row_filter_outside_identity      UPDATE/DELETE fail on the publisher
+--   column_list_missing_identity     UPDATE/DELETE fail on the publisher
+--   replica_identity_full_wide       WAL volume, slow apply without an index
+--   sequence_not_replicated          subscriber sequences stay behind
+--   unique_key_besides_identity      insert_exists conflicts (multi-writer)
+--   inactive_slot_retains_wal        (one row per slot; schema/table NULL)
+-- Volatile: it reads the current WAL position.
+CREATE FUNCTION pubjson.publication_risks(publication name)
+RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
+LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    pub pg_catalog.pg_publication%ROWTYPE;
+BEGIN
+    SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'publication "%" does not exist', publication
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+    END IF;
+
+    RETURN QUERY
+    WITH published AS (
+        -- What the publication sends: one row per published relation (leaf
+        -- partitions, or the root with publish_via_partition_root).
+        SELECT c.oid AS relid, n.nspname, c.relname, c.relkind, pt.attnames,
+               pr.prqual, pr.prattrs
+        FROM pg_catalog.pg_publication_tables pt
+        JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+        JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+        LEFT JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = pub.oid AND pr.prrelid = c.oid
+        WHERE pt.pubname = pub.pubname
+    ),
+    targets AS (
+        -- The tables whose rows are actually written: the published relation
+        -- itself, or the leaf partitions of a published partitioned table.
+        -- Replica identity is checked on the leaf that is modified.
+        SELECT p.*, p.relid AS leaf
+        FROM published p WHERE p.relkind <> 'p'
+        UNION ALL
+        SELECT p.*, t.relid AS leaf
+        FROM published p, pg_catalog.pg_partition_tree(p.relid) t
+        WHERE p.relkind = 'p' AND t.isleaf
+    ),
+    ident AS (
+        SELECT t.*, ln.nspname AS leaf_schema, lc.relname AS leaf_name, lc.relreplident,
+               ri.indexrelid AS ri_index, ri.ok AS ri_index_ok, ri.index_name AS ri_index_name,
+               -- Replica identity columns (by name); NULL when there is none.
+               CASE lc.relreplident
+                 WHEN 'd' THEN (SELECT array_agg(a.attname ORDER BY a.attnum)
+                                FROM pg_catalog.pg_index i
+                                JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid
+                                     AND a.attnum = ANY (i.indkey)
+                                WHERE i.indrelid = t.leaf AND i.indisprimary)
+                 WHEN 'i' THEN CASE WHEN ri.ok THEN
+                                (SELECT array_agg(a.attname ORDER BY a.attnum)
+                                 FROM pg_catalog.pg_attribute a
+                                 WHERE a.attrelid = t.leaf AND a.attnum = ANY (ri.indkey)) END
+                 WHEN 'f' THEN (SELECT array_agg(a.attname ORDER BY a.attnum)
+                                FROM pg_catalog.pg_attribute a
+                                WHERE a.attrelid = t.leaf AND a.attnum > 0 AND NOT a.attisdropped)
+               END AS ident_cols,
+               (SELECT i.indexrelid FROM pg_catalog.pg_index i
+                WHERE i.indrelid = t.leaf AND i.indisprimary) AS pk_index
+        FROM targets t
+        JOIN pg_catalog.pg_class lc ON lc.oid = t.leaf
+        JOIN pg_catalog.pg_namespace ln ON ln.oid = lc.relnamespace
+        LEFT JOIN LATERAL (
+            SELECT i.indexrelid, i.indkey, i.indisvalid AND i.indisready AND i.indislive AS ok,
+                   i.indexrelid::pg_catalog.regclass::text AS index_name
+            FROM pg_catalog.pg_index i
+            WHERE i.indrelid = t.leaf AND i.indisreplident
+        ) ri ON true
+    ),
+    filter_cols AS (
+        -- Columns referenced by the row filter, read from the stored node
+        -- tree (Var nodes of the published relation, varno 1).
+        SELECT DISTINCT i.leaf, a.attname
+        FROM ident i,
+             regexp_matches(i.prqual::text, '\{VAR :varno 1 :varattno (\d+)', 'g') m
+        JOIN pg_catalog.pg_attribute a ON true
+        WHERE i.prqual IS NOT NULL AND a.attrelid = i.relid AND a.attnum = m[1]::int2
+    ),
+    risks (s_schema, s_table, s_risk, s_detail, s_hint) AS (
+        -- UPDATE/DELETE without a usable replica identity.
+        SELECT i.leaf_schema, i.leaf_name,
+               CASE WHEN i.relreplident = 'n' THEN 'replica_identity_nothing'
+                    WHEN i.relreplident = 'i' THEN 'replica_identity_index_unusable'
+                    ELSE 'no_replica_identity' END,
+               format('publication publishes %s; replica identity is %s: UPDATE/DELETE on this table fail on the publisher ("cannot update/delete table ... because it does not have a replica identity")',
+                      concat_ws(' and ', CASE WHEN pub.pubupdate THEN 'update' END,
+                                         CASE WHEN pub.pubdelete THEN 'delete' END),
+                      CASE WHEN i.relreplident = 'n' THEN 'NOTHING'
+                           WHEN i.relreplident = 'd' THEN 'DEFAULT and there is no primary key'
+                           WHEN i.ri_index IS NULL THEN 'USING INDEX but the index was dropped'
+                           ELSE format('USING INDEX %s but the index is not valid (failed CREATE/REINDEX CONCURRENTLY?)', i.ri_index_name) END),
+               format('ALTER TABLE %I.%I ADD PRIMARY KEY (...), or ALTER TABLE %I.%I REPLICA IDENTITY USING INDEX <unique index on NOT NULL columns> (FULL as a last resort)',
+                      i.leaf_schema, i.leaf_name, i.leaf_schema, i.leaf_name)
+        FROM ident i
+        WHERE (pub.pubupdate OR pub.pubdelete) AND i.ident_cols IS NULL
+        UNION ALL
+        -- Row filter referencing columns outside the replica identity.
+        SELECT i.leaf_schema, i.leaf_name, 'row_filter_outside_identity',
+               format('row filter WHERE %s uses column(s) %s not in the replica identity (%s); publication publishes update/delete, so UPDATE/DELETE on this table fail on the publisher ("Column used in the publication WHERE expression is not part of the replica identity")',
+                      pg_catalog.pg_get_expr(i.prqual, i.relid),
+                      array_to_string(array_agg(f.attname ORDER BY f.attname), ', '),
+                      coalesce(array_to_string(i.ident_cols, ', '), 'none')),
+               'filter only on replica identity columns, or change the replica identity to cover them (e.g. REPLICA IDENTITY FULL)'
+        FROM ident i JOIN filter_cols f ON f.leaf = i.leaf
+        WHERE (pub.pubupdate OR pub.pubdelete) AND i.ident_cols IS NOT NULL
+          AND NOT f.attname = ANY (i.ident_cols)
+        GROUP BY i.leaf_schema, i.leaf_name, i.prqual, i.relid, i.ident_cols
+        UNION ALL
+        -- Column list not covering the replica identity.
+        SELECT i.leaf_schema, i.leaf_name, 'column_list_missing_identity',
+               format('column list (%s) lacks replica identity column(s) %s; UPDATE/DELETE on this table fail on the publisher ("Column list used by the publication does not cover the replica identity")',
+                      array_to_string(i.attnames, ', '),
+                      array_to_string(ARRAY(SELECT x FROM unnest(i.ident_cols) x
+                                            WHERE NOT x = ANY (i.attnames)), ', ')),
+               'add the identity columns to the column list'
+        FROM ident i
+        WHERE (pub.pubupdate OR pub.pubdelete) AND i.prattrs IS NOT NULL
+          AND i.ident_cols IS NOT NULL AND NOT i.ident_cols <@ i.attnames
+        UNION ALL
+        -- REPLICA IDENTITY FULL on wide or TOASTed tables.
+        SELECT i.leaf_schema, i.leaf_name, 'replica_identity_full_wide',
+               format('REPLICA IDENTITY FULL: %s columns, %s TOAST-able (%s); every UPDATE/DELETE logs the whole old row, and the subscriber scans sequentially per row unless it has a usable index; primary key: %s',
+                      w.ncols, w.ntoast, coalesce(w.toast_cols, 'none'),
+                      CASE WHEN i.pk_index IS NULL THEN 'none' ELSE 'yes' END),
+               'use the primary key or REPLICA IDENTITY USING INDEX; if FULL is required, give the subscriber table a primary key or unique index'
+        FROM ident i
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS ncols,
+                   count(*) FILTER (WHERE a.attstorage <> 'p') AS ntoast,
+                   string_agg(a.attname, ', ' ORDER BY a.attnum) FILTER (WHERE a.attstorage <> 'p') AS toast_cols
+            FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = i.leaf AND a.attnum > 0 AND NOT a.attisdropped
+        ) w
+        WHERE i.relreplident = 'f' AND (w.ntoast > 0 OR w.ncols > 10)
+        UNION ALL
+        -- Sequences feeding published columns.
+        SELECT x.leaf_schema, x.leaf_name, 'sequence_not_replicated',
+               format('column %s %s sequence %I.%I (last_value %s); sequences are not replicated',
+                      s.attname, s.how, s.seqschema, s.seqname,
+                      CASE WHEN s.readable IS NOT TRUE THEN 'not readable: no SELECT/USAGE privilege'
+                           WHEN s.last_value IS NULL THEN 'never used'
+                           ELSE s.last_value::text END),
+               CASE WHEN s.last_value IS NOT NULL
+                    THEN format('before writing on the subscriber (e.g. after failover), run there: SELECT setval(%L, %s, true);',
+                                format('%I.%I', s.seqschema, s.seqname), s.last_value)
+                    WHEN s.readable THEN 'sequence not used yet: nothing to copy now; sync it again before writing on the subscriber'
+                    ELSE 'a role with SELECT on the sequence can read the value to copy' END
+        FROM (SELECT DISTINCT ON (i.leaf, d.seqoid) i.leaf, i.leaf_schema, i.leaf_name, i.attnames,
+                     d.attname, d.how, d.seqoid
+              FROM ident i
+              JOIN LATERAL (
+                  -- identity / serial columns (sequence owned by the column)
+                  SELECT a.attname, CASE d.deptype WHEN 'i' THEN 'is an identity column on' ELSE 'is fed by (serial)' END AS how,
+                         d.objid AS seqoid
+                  FROM pg_catalog.pg_depend d
+                  JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+                  WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                    AND d.refobjid = i.leaf AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+                    AND (SELECT relkind FROM pg_catalog.pg_class WHERE oid = d.objid) = 'S'
+                  UNION ALL
+                  -- defaults calling nextval() on any sequence
+                  SELECT a.attname, 'has a default calling nextval() on', d.refobjid
+                  FROM pg_catalog.pg_attrdef ad
+                  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::regclass
+                       AND d.objid = ad.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                  JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+                  WHERE ad.adrelid = i.leaf
+                    AND (SELECT relkind FROM pg_catalog.pg_class WHERE oid = d.refobjid) = 'S'
+              ) d ON true
+              WHERE d.attname = ANY (i.attnames)
+              ORDER BY i.leaf, d.seqoid, d.how DESC) x
+        CROSS JOIN LATERAL (
+            SELECT sn.nspname AS seqschema, sc.relname AS seqname, x.attname, x.how,
+                   pg_catalog.has_sequence_privilege(sc.oid, 'SELECT,USAGE') AS readable,
+                   ps.last_value
+            FROM pg_catalog.pg_class sc
+            JOIN pg_catalog.pg_namespace sn ON sn.oid = sc.relnamespace
+            LEFT JOIN pg_catalog.pg_sequences ps ON ps.schemaname = sn.nspname AND ps.sequencename = sc.relname
+            WHERE sc.oid = x.seqoid
+        ) s
+        UNION ALL
+        -- Unique keys besides the replica identity key.
+        SELECT i.leaf_schema, i.leaf_name, 'unique_key_besides_identity',
+               format('unique %s %s on (%s) is not the replica identity key; with writes on both sides an insert_exists (or update_exists) conflict stops apply',
+                      CASE WHEN con.oid IS NOT NULL THEN 'constraint' ELSE 'index' END,
+                      coalesce(quote_ident(con.conname), ui.indexrelid::pg_catalog.regclass::text),
+                      regexp_replace(pg_catalog.pg_get_indexdef(ui.indexrelid, 0, true), '^.* USING \w+ \((.*)\)', '\1')),
+               'make sure only one side writes rows that can collide on this key, or partition the key space between writers'
+        FROM ident i
+        JOIN pg_catalog.pg_index ui ON ui.indrelid = i.leaf AND ui.indisunique
+        LEFT JOIN pg_catalog.pg_constraint con ON con.conindid = ui.indexrelid AND con.contype IN ('p', 'u')
+                  AND con.conrelid = i.leaf
+        WHERE ui.indexrelid IS DISTINCT FROM
+              CASE i.relreplident WHEN 'd' THEN i.pk_index WHEN 'i' THEN i.ri_index END
+        UNION ALL
+        -- Inactive logical slots retaining WAL (one row per slot).
+        SELECT NULL::name, NULL::name, 'inactive_slot_retains_wal',
+               format('slot %s (database %s, plugin %s) is inactive and retains %s of WAL (%s bytes); wal_status %s; safe_wal_size %s; max_slot_wal_keep_size %s',
+                      quote_ident(s.slot_name), s.database, s.plugin,
+                      pg_catalog.pg_size_pretty(w.retained), w.retained, s.wal_status,
+                      coalesce(pg_catalog.pg_size_pretty(s.safe_wal_size), 'unlimited'),
+                      CASE WHEN k.keep_mb < 0 THEN 'unlimited (-1): WAL grows until the disk is full'
+                           ELSE format('%s MB, %s%% used', k.keep_mb,
+                                       round(100.0 * w.retained / (k.keep_mb * 1024.0 * 1024.0), 1)) END),
+               format('re-enable or drop the subscription using it, or: SELECT pg_drop_replication_slot(%L);', s.slot_name)
+        FROM pg_catalog.pg_replication_slots s
+        CROSS JOIN LATERAL (
+            SELECT pg_catalog.pg_wal_lsn_diff(
+                     CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                          ELSE pg_catalog.pg_current_wal_lsn() END, s.restart_lsn)::bigint AS retained
+        ) w
+        CROSS JOIN LATERAL (
+            SELECT (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'max_slot_wal_keep_size') AS keep_mb
+        ) k
+        WHERE s.slot_type = 'logical' AND NOT s.active AND s.restart_lsn IS NOT NULL
+    )
+    SELECT r.s_schema, r.s_table, r.s_risk, r.s_detail, r.s_hint FROM risks r
+    ORDER BY r.s_schema NULLS LAST, r.s_table, r.s_risk, r.s_detail;
+END
+$fn$;
+
+COMMENT ON FUNCTION pubjson.publication_risks(name) IS
+'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL';
+
+-------------------------------------------------------------------------------
+-- subscription_status
+-------------------------------------------------------------------------------
+-- One row per subscription of the current database.
+CREATE FUNCTION pubjson.subscription_status()
+RETURNS TABLE (
+    subscription name,
+    enabled boolean,
+    disable_on_error boolean,
+    disabled_by_error boolean,
+    skip_lsn pg_lsn,
+    apply_error_count bigint,
+    sync_error_count bigint,
+    stats_reset timestamptz,
+    worker_pid integer,
+    tablesync_workers integer,
+    received_lsn pg_lsn,
+    latest_end_lsn pg_lsn,
+    latest_end_time timestamptz,
+    last_msg_receipt_time timestamptz,
+    transport_delay interval,
+    applied_remote_lsn pg_lsn,
+    apply_backlog_bytes numeric,
+    slot_name name
+)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    -- The apply progress (replication origin pg_<subscription oid>) is
+    -- readable only with SELECT on pg_replication_origin_status (superuser
+    -- by default): without it the view is not referenced at all and
+    -- applied_remote_lsn / apply_backlog_bytes are NULL.
+    origin_source text := CASE
+        WHEN pg_catalog.has_table_privilege('pg_catalog.pg_replication_origin_status', 'SELECT')
+        THEN '(SELECT r.external_id, r.remote_lsn FROM pg_catalog.pg_replication_origin_status r)'
+        ELSE '(SELECT NULL::pg_catalog.text AS external_id, NULL::pg_catalog.pg_lsn AS remote_lsn WHERE false)'
+    END;
+BEGIN
+    RETURN QUERY EXECUTE pg_catalog.format($q$
+
+    SELECT s.subname,
+           s.subenabled,
+           s.subdisableonerr,
+           -- PG15 does not record why a subscription was disabled: it is
+           -- disabled by an error when disable_on_error is set, it is
+           -- disabled, and an apply or sync error was counted.
+           (NOT s.subenabled AND s.subdisableonerr
+            AND coalesce(st.apply_error_count + st.sync_error_count, 0) > 0),
+           CASE WHEN s.subskiplsn <> '0/0'::pg_catalog.pg_lsn THEN s.subskiplsn END,
+           st.apply_error_count,
+           st.sync_error_count,
+           st.stats_reset,
+           -- PG18: pg_stat_subscription_stats adds confl_insert_exists,
+           -- confl_update_origin_differs, confl_update_exists,
+           -- confl_update_missing, confl_delete_origin_differs,
+           -- confl_delete_missing, confl_multiple_unique_conflicts; they
+           -- would be returned here.
+           w.pid,
+           (SELECT count(*)::int FROM pg_catalog.pg_stat_subscription t
+             WHERE t.subid = s.oid AND t.relid IS NOT NULL),
+           w.received_lsn,
+           w.latest_end_lsn,
+           w.latest_end_time,
+           w.last_msg_receipt_time,
+           w.last_msg_receipt_time - w.last_msg_send_time,
+           NULLIF(o.remote_lsn, '0/0'::pg_catalog.pg_lsn),
+           -- received from the publisher but not yet applied
+           CASE WHEN w.received_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
+                THEN greatest(pg_catalog.pg_wal_lsn_diff(w.received_lsn, o.remote_lsn), 0) END,
+           s.subslotname
+    FROM pg_catalog.pg_subscription s
+    LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid
+    LEFT JOIN pg_catalog.pg_stat_subscription w ON w.subid = s.oid AND w.relid IS NULL
+    LEFT JOIN %s o ON o.external_id = 'pg_' || s.oid::pg_catalog.text
+    WHERE s.subdbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+    ORDER BY s.subname
+$q$, origin_source);
+END
+$fn$;
+
+COMMENT ON FUNCTION pubjson.subscription_status() IS
+'Subscriptions of this database: enabled, disabled by disable_on_error, skip LSN, apply/sync error counts, apply worker progress and backlog';
+
+-------------------------------------------------------------------------------
+-- standby_conflicts
+-------------------------------------------------------------------------------
+-- Hot-standby recovery conflicts: one row per database with the
+-- pg_stat_database_conflicts counters, plus (repeated on every row) the grace
+-- budget the startup process currently allows a conflicting query. On a
+-- primary: a single row with applies = false and the reason.
+-- Volatile: it reads the live WAL receiver and replay positions and the clock.
+CREATE FUNCTION pubjson.standby_conflicts()
+RETURNS TABLE (
+    applies boolean,
+    reason text,
+    database name,
+    confl_tablespace bigint,
+    confl_lock bigint,
+    confl_snapshot bigint,
+    confl_bufferpin bigint,
+    confl_deadlock bigint,
+    -- PG16 adds confl_active_logicalslot.
+    delay_setting text,
+    max_delay interval,
+    waits_forever boolean,
+    wal_receiver_status text,
+    received_lsn pg_lsn,
+    replayed_lsn pg_lsn,
+    last_replayed_xact_time timestamptz,
+    wal_receipt_time timestamptz,
+    how_derived text,
+    estimate_exact boolean,
+    budget_left interval
+)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    rcv record;
+    v_replay pg_lsn;
+    v_xact_time timestamptz;
+    v_setting text;
+    v_delay_ms bigint;
+    v_moment timestamptz;
+    v_how text;
+    v_exact boolean;
+    v_now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    IF NOT pg_catalog.pg_is_in_recovery() THEN
+        RETURN QUERY SELECT false, 'not a standby: this server is not in recovery, so no recovery conflicts can occur'::text,
+            NULL::name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::text, NULL::interval, NULL::boolean, NULL::text, NULL::pg_lsn, NULL::pg_lsn,
+            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::boolean, NULL::interval;
+        RETURN;
+    END IF;
+
+    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
+           r.last_msg_send_time, r.last_msg_receipt_time
+      INTO rcv
+      FROM pg_catalog.pg_stat_wal_receiver r;
+    v_replay := pg_catalog.pg_last_wal_replay_lsn();
+    v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
+
+    -- The startup process (GetStandbyLimitTime) uses
+    -- max_standby_streaming_delay for WAL that came from the WAL receiver and
+    -- max_standby_archive_delay otherwise, counted from XLogReceiptTime: the
+    -- time it last found new WAL to replay (reset each time replay catches up
+    -- with the newest chunk the receiver flushed, or restores a file).
+    IF rcv.status = 'streaming' THEN
+        v_setting := 'max_standby_streaming_delay';
+        IF rcv.last_msg_receipt_time IS NULL THEN
+            v_how := 'streaming, but WAL receiver details are hidden (needs pg_read_all_stats) or no message received yet: receipt time unknown';
+            v_exact := false;
+        ELSIF v_replay >= rcv.flushed_lsn THEN
+            v_moment := rcv.last_msg_receipt_time;
+            IF rcv.latest_end_time >= rcv.last_msg_send_time THEN
+                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) and the last message advanced the WAL end: receipt time = last_msg_receipt_time';
+                v_exact := true;
+            ELSE
+                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) but later messages were keepalives: last_msg_receipt_time is an upper bound of when WAL last arrived; the next WAL record restarts the full delay';
+                v_exact := false;
+            END IF;
+        ELSE
+            v_moment := rcv.last_msg_receipt_time;
+            v_how := format('replay lags received WAL by %s bytes (replay_lsn < flushed_lsn): the startup process last found no WAL to replay before the last message arrived, so the real receipt time is older than last_msg_receipt_time (an upper bound); budget_left is an upper bound',
+                            pg_catalog.pg_wal_lsn_diff(rcv.flushed_lsn, v_replay));
+            v_exact := false;
+        END IF;
+    ELSE
+        v_setting := 'max_standby_archive_delay';
+        v_moment := v_xact_time;
+        v_how := format('no WAL receiver streaming (status %s): WAL comes from the archive or pg_wal, receipt time = when the file was restored, not visible from SQL; lower bound used: last replayed commit time (primary clock), so budget_left is a lower bound',
+                        coalesce(rcv.status, 'none'));
+        v_exact := false;
+    END IF;
+
+    SELECT s.setting::bigint * CASE s.unit WHEN 's' THEN 1000 WHEN 'min' THEN 60000 ELSE 1 END
+      INTO v_delay_ms
+      FROM pg_catalog.pg_settings s WHERE s.name = v_setting;
+
+    RETURN QUERY
+    SELECT true, NULL::text, d.datname,
+           c.confl_tablespace, c.confl_lock, c.confl_snapshot, c.confl_bufferpin, c.confl_deadlock,
+           v_setting,
+           CASE WHEN v_delay_ms >= 0 THEN v_delay_ms * interval '1 millisecond' END,
+           v_delay_ms < 0,
+           rcv.status::text, rcv.flushed_lsn, v_replay, v_xact_time,
+           v_moment, v_how, v_exact,
+           CASE WHEN v_delay_ms < 0 OR v_moment IS NULL THEN NULL
+                ELSE greatest(v_delay_ms * interval '1 millisecond' - (v_now - v_moment), interval '0') END
+    FROM pg_catalog.pg_stat_database_conflicts c
+    JOIN pg_catalog.pg_database d ON d.oid = c.datid
+    ORDER BY d.datname;
+END
+$fn$;
+
+COMMENT ON FUNCTION pubjson.standby_conflicts() IS
+'Hot-standby recovery conflicts per database and the grace budget a conflicting query has left (which delay applies, when WAL was last received, how that was derived)';
+
+REVOKE ALL ON FUNCTION pubjson.publication_risks(name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.subscription_status() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.standby_conflicts() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.publication_risks(name) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION pubjson.subscription_status() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION pubjson.standby_conflicts() TO pg_monitor;
