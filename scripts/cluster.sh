@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL cluster for pubjson's demo, tests and benchmarks.
-#   scripts/cluster.sh start|stop|restart|status|psql [args]|env
+#   scripts/cluster.sh start|stop|restart|status|destroy|psql [args]|env
+# Environment: PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where),
+# PUBJSON_PRELOAD=0 (no shared_preload_libraries), PUBJSON_LIBDIR (load
+# pubjson from that directory first).
 # Runs as the `postgres` OS user (initdb refuses root). Settings: wal_level =
 # logical, output_plugin_libraries including pubjson and wal2json, a local
 # replication connection for pg_recvlogical, trust authentication (the
@@ -35,8 +38,6 @@ max_replication_slots = 64
 max_wal_senders = 16
 max_prepared_transactions = 16
 output_plugin_libraries = 'pgoutput, test_decoding, wal2json, pubjson'
-# pubjson's decoding statistics live in shared memory when preloaded.
-shared_preload_libraries = 'pubjson'
 fsync = off
 synchronous_commit = on
 full_page_writes = off
@@ -45,6 +46,10 @@ max_wal_size = 4GB
 log_min_messages = warning
 log_line_prefix = '%m [%p] '
 CONF
+    if [ "${PUBJSON_PRELOAD:-1}" != 0 ]; then
+      # pubjson's decoding statistics live in shared memory when preloaded.
+      echo "shared_preload_libraries = 'pubjson'" >> "$PUBJSON_PGDATA/postgresql.conf"
+    fi
     if [ -n "${PUBJSON_LIBDIR:-}" ]; then
       # Load pubjson from a private directory first (the benchmark's build).
       echo "dynamic_library_path = '$PUBJSON_LIBDIR:\$libdir'" >> "$PUBJSON_PGDATA/postgresql.conf"

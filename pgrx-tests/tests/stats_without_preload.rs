@@ -1,0 +1,68 @@
+//! Decoding statistics on a server where pubjson is not in
+//! `shared_preload_libraries`: the functions say so (`source = 'this
+//! backend'`) and show what the calling backend decoded itself; another
+//! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
+
+mod conflicts_support;
+
+use conflicts_support::ExtraCluster;
+
+#[test]
+fn counters_fall_back_to_the_calling_backend() {
+    // SAFETY (test process): set before any thread reads the environment;
+    // the cluster script inherits it.
+    std::env::set_var("PUBJSON_PRELOAD", "0");
+    let cluster = ExtraCluster::start("/tmp/pubjson-nopreload", 54334);
+    std::env::remove_var("PUBJSON_PRELOAD");
+    let mut db = cluster.connect("postgres");
+    let preload: String = db
+        .query_one("show shared_preload_libraries", &[])
+        .expect("show")
+        .get(0);
+    assert!(
+        !preload.contains("pubjson"),
+        "cluster preloads pubjson: {preload}"
+    );
+    for sql in [
+        "create extension pubjson",
+        "create table t (id int primary key)",
+        "select pg_create_logical_replication_slot('nopreload', 'pubjson')",
+        "insert into t values (1), (2)",
+        "insert into t values (3)",
+    ] {
+        db.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let decoded = db
+        .query(
+            "select data from pg_logical_slot_get_changes('nopreload', NULL, NULL, 'format-version', '2')",
+            &[],
+        )
+        .expect("decode");
+    assert_eq!(decoded.len(), 7, "B I I C, B I C");
+    let row = db
+        .query_one(
+            "select source, txns_decoded, changes_seen, changes_emitted from pubjson.decoding_stats() where slot_name = 'nopreload'",
+            &[],
+        )
+        .expect("stats in the decoding session");
+    assert_eq!(row.get::<_, String>(0), "this backend");
+    assert_eq!(
+        (
+            row.get::<_, i64>(1),
+            row.get::<_, i64>(2),
+            row.get::<_, i64>(3)
+        ),
+        (2, 3, 3)
+    );
+
+    let mut other = cluster.connect("postgres");
+    let rows = other
+        .query("select * from pubjson.decoding_stats()", &[])
+        .expect("stats in another session");
+    assert!(
+        rows.is_empty(),
+        "another backend sees the decoding session's counters"
+    );
+    println!("without preload: the decoding session sees its counters, another session none");
+}
