@@ -556,7 +556,9 @@ unsafe fn init_column_mask(
                     target_relid,
                     publication.oid,
                     ANUM_PG_PUBLICATION_REL_PRATTRS,
-                    |datum| pg_sys::pub_collist_to_bitmapset(std::ptr::null_mut(), datum, info.memory),
+                    |datum| {
+                        pg_sys::pub_collist_to_bitmapset(std::ptr::null_mut(), datum, info.memory)
+                    },
                 );
                 // A list naming every column means "all columns".
                 if let Some(list) = list {
