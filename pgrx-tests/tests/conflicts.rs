@@ -378,10 +378,20 @@ fn standby_snapshot_conflict_and_budget() {
                              how_derived, estimate_exact, extract(epoch from budget_left)::float8, confl_snapshot,
                              waits_forever
                         from pubjson.standby_conflicts() where database = current_database()";
-    let r = poll("standby streaming", Duration::from_secs(30), || {
-        let r = a.query_one(status_sql, &[]).ok()?;
-        (r.get::<_, Option<String>>(3).as_deref() == Some("streaming")).then_some(r)
-    });
+    // Wait until the standby streams and has replayed all it received (other
+    // activity on the primary can leave replay briefly behind).
+    let r = poll(
+        "standby streaming and caught up",
+        Duration::from_secs(30),
+        || {
+            let r = a.query_one(status_sql, &[]).ok()?;
+            let streaming = r.get::<_, Option<String>>(3).as_deref() == Some("streaming");
+            let caught_up = r
+                .get::<_, Option<String>>(4)
+                .is_some_and(|how| how.starts_with("replay caught up"));
+            (streaming && caught_up).then_some(r)
+        },
+    );
     assert!(r.get::<_, bool>(0));
     assert_eq!(r.get::<_, String>(1), "max_standby_streaming_delay");
     assert_eq!(r.get::<_, f64>(2), 1.0);
