@@ -153,14 +153,108 @@ struct ReplayStats {
     rollback_prepared: usize,
 }
 
+/// The consumer state both formats share: streamed changes buffered per
+/// top-level transaction, and prepared transactions held by gid.
+struct Consumer<'m> {
+    model: &'m mut Model,
+    stats: ReplayStats,
+    /// Streamed changes per top-level xid: (the change's own xid, change).
+    pending: HashMap<u64, Vec<(u64, Change)>>,
+    prepared: HashMap<String, Vec<Change>>,
+}
+
+impl<'m> Consumer<'m> {
+    fn new(model: &'m mut Model) -> Self {
+        Consumer {
+            model,
+            stats: ReplayStats::default(),
+            pending: HashMap::new(),
+            prepared: HashMap::new(),
+        }
+    }
+
+    fn apply(&mut self, changes: impl IntoIterator<Item = Change>) {
+        for c in changes {
+            c.apply(self.model);
+        }
+    }
+
+    fn buffer(&mut self, top: u64, xid: u64, change: Change) {
+        self.pending.entry(top).or_default().push((xid, change));
+    }
+
+    fn take_streamed(&mut self, top: u64) -> Vec<Change> {
+        self.pending
+            .remove(&top)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect()
+    }
+
+    /// `C` with `"streamed":true`.
+    fn streamed_commit(&mut self, obj: &Value) {
+        self.stats.streamed_commits += 1;
+        let changes = self.take_streamed(obj["xid"].as_u64().expect("xid"));
+        self.apply(changes);
+    }
+
+    /// `A`: the whole transaction, or one subtransaction's changes.
+    fn abort(&mut self, obj: &Value) {
+        let top = obj["xid"].as_u64().expect("xid");
+        let sub = obj["subxid"].as_u64().expect("subxid");
+        if sub == top {
+            self.stats.txn_aborts += 1;
+            self.pending.remove(&top);
+        } else {
+            self.stats.subxact_aborts += 1;
+            if let Some(list) = self.pending.get_mut(&top) {
+                list.retain(|(x, _)| *x != sub);
+            }
+        }
+    }
+
+    /// `P`: holds the transaction's changes (streamed ones, or `decoded`).
+    fn prepare(&mut self, obj: &Value, decoded: Vec<Change>) {
+        self.stats.prepares += 1;
+        let changes = if obj["streamed"] == true {
+            self.take_streamed(obj["xid"].as_u64().expect("xid"))
+        } else {
+            decoded
+        };
+        self.prepared
+            .insert(obj["gid"].as_str().expect("gid").to_string(), changes);
+    }
+
+    /// `CP` / `RP`.
+    fn finish_prepared(&mut self, obj: &Value, commit: bool) {
+        let changes = self
+            .prepared
+            .remove(obj["gid"].as_str().expect("gid"))
+            .expect("prepared before");
+        if commit {
+            self.stats.commit_prepared += 1;
+            self.apply(changes);
+        } else {
+            self.stats.rollback_prepared += 1;
+        }
+    }
+
+    fn finish(self) -> ReplayStats {
+        assert!(
+            self.pending.is_empty(),
+            "streamed transactions never finished: {:?}",
+            self.pending.keys().collect::<Vec<_>>()
+        );
+        self.stats
+    }
+}
+
 /// Applies a format-2 stream to `model`, as documented in the README.
 fn replay_v2(lines: &[String], model: &mut Model) -> ReplayStats {
-    let mut stats = ReplayStats::default();
-    // Streamed changes per top-level xid: (subxid, change).
-    let mut pending: HashMap<u64, Vec<(u64, Change)>> = HashMap::new();
+    let mut consumer = Consumer::new(model);
     // Changes of the transaction being committed (B..C) or prepared (B..P).
     let mut current: Vec<Change> = Vec::new();
-    let mut prepared: HashMap<String, Vec<Change>> = HashMap::new();
     let mut block: Option<u64> = None;
     for line in lines {
         let obj: Value =
@@ -170,7 +264,7 @@ fn replay_v2(lines: &[String], model: &mut Model) -> ReplayStats {
             "S" => {
                 assert!(block.is_none(), "nested S");
                 block = xid;
-                stats.stream_blocks += 1;
+                consumer.stats.stream_blocks += 1;
             }
             "E" => {
                 assert_eq!(block, xid, "E closes another block");
@@ -180,160 +274,61 @@ fn replay_v2(lines: &[String], model: &mut Model) -> ReplayStats {
             "I" | "U" | "D" => {
                 let change = v2_change(&obj);
                 match block {
-                    Some(top) => pending
-                        .entry(top)
-                        .or_default()
-                        .push((xid.expect("streamed change has xid"), change)),
+                    Some(top) => {
+                        consumer.buffer(top, xid.expect("streamed change has xid"), change)
+                    }
                     None => current.push(change),
                 }
             }
-            "C" if obj["streamed"] == true => {
-                stats.streamed_commits += 1;
-                for (_, c) in pending.remove(&xid.expect("xid")).unwrap_or_default() {
-                    c.apply(model);
-                }
-            }
-            "C" => {
-                for c in current.drain(..) {
-                    c.apply(model);
-                }
-            }
-            "A" => {
-                let top = xid.expect("xid");
-                let sub = obj["subxid"].as_u64().expect("subxid");
-                if sub == top {
-                    stats.txn_aborts += 1;
-                    pending.remove(&top);
-                } else {
-                    stats.subxact_aborts += 1;
-                    if let Some(list) = pending.get_mut(&top) {
-                        list.retain(|(x, _)| *x != sub);
-                    }
-                }
-            }
-            "P" => {
-                stats.prepares += 1;
-                let gid = obj["gid"].as_str().expect("gid").to_string();
-                let changes = if obj["streamed"] == true {
-                    pending
-                        .remove(&xid.expect("xid"))
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(_, c)| c)
-                        .collect()
-                } else {
-                    std::mem::take(&mut current)
-                };
-                prepared.insert(gid, changes);
-            }
-            "CP" => {
-                stats.commit_prepared += 1;
-                for c in prepared
-                    .remove(obj["gid"].as_str().expect("gid"))
-                    .expect("prepared before")
-                {
-                    c.apply(model);
-                }
-            }
-            "RP" => {
-                stats.rollback_prepared += 1;
-                prepared.remove(obj["gid"].as_str().expect("gid"));
-            }
+            "C" if obj["streamed"] == true => consumer.streamed_commit(&obj),
+            "C" => consumer.apply(current.drain(..)),
+            "A" => consumer.abort(&obj),
+            "P" => consumer.prepare(&obj, std::mem::take(&mut current)),
+            "CP" => consumer.finish_prepared(&obj, true),
+            "RP" => consumer.finish_prepared(&obj, false),
             "M" | "T" => {}
             other => panic!("unexpected action {other}: {line}"),
         }
     }
     assert!(block.is_none(), "stream ended inside a block");
-    assert!(
-        pending.is_empty(),
-        "streamed transactions never finished: {:?}",
-        pending.keys().collect::<Vec<_>>()
-    );
-    stats
+    consumer.finish()
 }
 
 /// Applies a format-1 stream (block documents, transaction documents and
 /// the shared control objects) to `model`.
 fn replay_v1(docs: &[String], model: &mut Model) -> ReplayStats {
-    let mut stats = ReplayStats::default();
-    let mut pending: HashMap<u64, Vec<(u64, Change)>> = HashMap::new();
+    let mut consumer = Consumer::new(model);
+    // A transaction document is committed, unless the object right after it
+    // is its PREPARE.
     let mut last_txn: Vec<Change> = Vec::new();
-    let mut prepared: HashMap<String, Vec<Change>> = HashMap::new();
     for doc in docs {
         let obj: Value =
             serde_json::from_str(doc).unwrap_or_else(|e| panic!("invalid JSON {e}: {doc}"));
-        let xid = obj["xid"].as_u64();
         let action = obj["action"].as_str();
-        // A transaction document is committed, unless the object right
-        // after it is its PREPARE.
-        if action.is_some() && action != Some("P") {
-            for c in std::mem::take(&mut last_txn) {
-                c.apply(model);
-            }
+        if action != Some("P") {
+            consumer.apply(std::mem::take(&mut last_txn));
         }
         match action {
             Some("S") => {
-                stats.stream_blocks += 1;
-                let top = xid.expect("xid");
+                consumer.stats.stream_blocks += 1;
+                let top = obj["xid"].as_u64().expect("xid");
                 for el in obj["change"].as_array().expect("change array") {
-                    let sub = el["xid"].as_u64().expect("streamed element has xid");
                     if el["kind"] != "message" {
-                        pending.entry(top).or_default().push((sub, v1_change(el)));
+                        consumer.buffer(
+                            top,
+                            el["xid"].as_u64().expect("streamed element has xid"),
+                            v1_change(el),
+                        );
                     }
                 }
             }
-            Some("C") => {
-                stats.streamed_commits += 1;
-                for (_, c) in pending.remove(&xid.expect("xid")).unwrap_or_default() {
-                    c.apply(model);
-                }
-            }
-            Some("A") => {
-                let top = xid.expect("xid");
-                let sub = obj["subxid"].as_u64().expect("subxid");
-                if sub == top {
-                    stats.txn_aborts += 1;
-                    pending.remove(&top);
-                } else {
-                    stats.subxact_aborts += 1;
-                    if let Some(list) = pending.get_mut(&top) {
-                        list.retain(|(x, _)| *x != sub);
-                    }
-                }
-            }
-            Some("P") => {
-                stats.prepares += 1;
-                let gid = obj["gid"].as_str().expect("gid").to_string();
-                let changes = if obj["streamed"] == true {
-                    pending
-                        .remove(&xid.expect("xid"))
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(_, c)| c)
-                        .collect()
-                } else {
-                    std::mem::take(&mut last_txn)
-                };
-                prepared.insert(gid, changes);
-            }
-            Some("CP") => {
-                stats.commit_prepared += 1;
-                for c in prepared
-                    .remove(obj["gid"].as_str().expect("gid"))
-                    .expect("prepared before")
-                {
-                    c.apply(model);
-                }
-            }
-            Some("RP") => {
-                stats.rollback_prepared += 1;
-                prepared.remove(obj["gid"].as_str().expect("gid"));
-            }
+            Some("C") => consumer.streamed_commit(&obj),
+            Some("A") => consumer.abort(&obj),
+            Some("P") => consumer.prepare(&obj, std::mem::take(&mut last_txn)),
+            Some("CP") => consumer.finish_prepared(&obj, true),
+            Some("RP") => consumer.finish_prepared(&obj, false),
             Some(other) => panic!("unexpected action {other}"),
             None => {
-                for c in std::mem::take(&mut last_txn) {
-                    c.apply(model);
-                }
                 last_txn = obj["change"]
                     .as_array()
                     .expect("change array")
@@ -344,11 +339,8 @@ fn replay_v1(docs: &[String], model: &mut Model) -> ReplayStats {
             }
         }
     }
-    for c in last_txn {
-        c.apply(model);
-    }
-    assert!(pending.is_empty(), "streamed transactions never finished");
-    stats
+    consumer.apply(last_txn);
+    consumer.finish()
 }
 
 fn table_model(db: &mut TestDb, table: &str) -> Model {
