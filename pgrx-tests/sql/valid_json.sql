@@ -15,6 +15,8 @@ CREATE TABLE "My Schema"."Odd ""Table""" (
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_json', 'pubjson');
 INSERT INTO "My Schema"."Odd ""Table""" VALUES (1, 'sad "very"', ARRAY['ok','sad "very"']::"My Schema"."Mood"[], ROW(5));
 SELECT 'emitted' FROM pg_logical_emit_message(false, 'nul', '\x610062'::bytea);
+-- Not UTF-8: wal2json copies the bytes (invalid JSON); pubjson writes \u00XX.
+SELECT 'emitted' FROM pg_logical_emit_message(false, 'binary', '\xff41e9c3'::bytea);
 SELECT 'emitted' FROM pg_logical_emit_message(true, 'quote"prefix', E'line\nbreak');
 
 SELECT data, data::json IS NOT NULL AS valid
@@ -26,7 +28,7 @@ SELECT data::json -> 'change' -> 0 -> 'columntypes' AS v1_types
  WHERE data LIKE '%insert%';
 -- Messages: the NUL byte survives as \u0000 instead of truncating the content.
 SELECT data::json IS NOT NULL AS valid, data
-  FROM pg_logical_slot_peek_changes('regress_json', NULL, NULL, 'format-version', '2', 'add-msg-prefixes', 'nul');
+  FROM pg_logical_slot_peek_changes('regress_json', NULL, NULL, 'format-version', '2', 'add-msg-prefixes', 'nul, binary');
 
 SELECT 'stop' FROM pg_drop_replication_slot('regress_json');
 DROP TABLE "My Schema"."Odd ""Table""";

@@ -4,8 +4,9 @@
 //! The escaping is byte-for-byte what PostgreSQL's `escape_json()` produces
 //! (which is what wal2json uses), so pubjson's output matches wal2json's.
 
-/// Bytes that `escape_json` must rewrite: control characters, `"` and `\`.
-const fn needs_escape_table() -> [bool; 256] {
+/// What the escaper must look at: control characters, `"` and `\` (which
+/// `escape_json` rewrites) and non-ASCII bytes (checked to be valid UTF-8).
+const fn special_table() -> [bool; 256] {
     let mut table = [false; 256];
     let mut i = 0;
     while i < 0x20 {
@@ -14,24 +15,68 @@ const fn needs_escape_table() -> [bool; 256] {
     }
     table[b'"' as usize] = true;
     table[b'\\' as usize] = true;
+    let mut i = 0x80;
+    while i < 0x100 {
+        table[i] = true;
+        i += 1;
+    }
     table
 }
-static NEEDS_ESCAPE: [bool; 256] = needs_escape_table();
+static SPECIAL: [bool; 256] = special_table();
+
+/// Bytes that `escape_json` itself rewrites (ASCII only).
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+fn push_u_escape(out: &mut Vec<u8>, b: u8) {
+    out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]);
+}
+
+/// Length of the valid UTF-8 sequence starting at `s[0]` (a non-ASCII
+/// byte), or `None` when it is not one.
+fn utf8_sequence_len(s: &[u8]) -> Option<usize> {
+    let len = match s[0] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return None,
+    };
+    let seq = s.get(..len)?;
+    std::str::from_utf8(seq).ok().map(|_| len)
+}
+
 /// Appends `s` as a JSON string literal (with the surrounding quotes).
 ///
-/// Runs of plain bytes are copied in one `extend_from_slice`; only the bytes
-/// PostgreSQL's `escape_json` rewrites are handled one at a time. A NUL byte
-/// becomes `\u0000` (PostgreSQL's C strings cannot carry one, so this only
-/// matters for message contents, where wal2json would truncate instead).
+/// Runs of plain bytes are copied in one `extend_from_slice`; the bytes
+/// PostgreSQL's `escape_json` rewrites are rewritten the same way, so valid
+/// UTF-8 text comes out exactly as wal2json prints it. Bytes that are not
+/// valid UTF-8 (message contents are arbitrary bytes; SQL_ASCII and other
+/// non-UTF-8 databases hand out their own bytes) become `\u00XX`, their
+/// Latin-1 reading, where wal2json would emit invalid JSON. A NUL byte
+/// becomes `\u0000` (only message contents can carry one; wal2json truncates).
 pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let mut start = 0;
-    for (i, &b) in s.iter().enumerate() {
-        if !NEEDS_ESCAPE[b as usize] {
+    let mut i = 0;
+    while i < s.len() {
+        let b = s[i];
+        if !SPECIAL[b as usize] {
+            i += 1;
+            continue;
+        }
+        if b >= 0x80 {
+            if let Some(len) = utf8_sequence_len(&s[i..]) {
+                i += len;
+                continue;
+            }
+            out.extend_from_slice(&s[start..i]);
+            push_u_escape(out, b);
+            i += 1;
+            start = i;
             continue;
         }
         out.extend_from_slice(&s[start..i]);
@@ -43,16 +88,10 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
             b'\n' => out.extend_from_slice(b"\\n"),
             b'\r' => out.extend_from_slice(b"\\r"),
             b'\t' => out.extend_from_slice(b"\\t"),
-            _ => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(b >> 4) as usize],
-                HEX[(b & 0xf) as usize],
-            ]),
+            _ => push_u_escape(out, b),
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.extend_from_slice(&s[start..]);
     out.push(b'"');
@@ -85,7 +124,8 @@ fn is_plain_quoted(s: &[u8]) -> bool {
     s.len() >= 2
         && s[0] == b'"'
         && s[s.len() - 1] == b'"'
-        && !s[1..s.len() - 1].iter().any(|&b| NEEDS_ESCAPE[b as usize])
+        && std::str::from_utf8(s).is_ok()
+        && !s[1..s.len() - 1].iter().any(|&b| needs_escape(b))
 }
 
 /// Appends the decimal form of an unsigned integer.
@@ -186,6 +226,30 @@ pub(crate) mod tests {
         assert_eq!(esc(b"\x7f"), "\"\x7f\"");
         assert_eq!(esc("ção €".as_bytes()), "\"ção €\"");
         assert_eq!(esc(b"/"), "\"/\"");
+    }
+
+    #[test]
+    fn invalid_utf8_bytes_become_latin1_escapes() {
+        assert_eq!(esc(b"\xff"), "\"\\u00ff\"");
+        assert_eq!(esc(b"a\xe9b"), "\"a\\u00e9b\"");
+        // A valid sequence stays as it is, a broken one is escaped byte by byte.
+        assert_eq!(esc("é".as_bytes()), "\"é\"");
+        assert_eq!(esc(b"\xc3"), "\"\\u00c3\"");
+        assert_eq!(esc(b"\xe2\x82"), "\"\\u00e2\\u0082\"");
+        // UTF-16 surrogates and overlong forms are not UTF-8.
+        assert_eq!(esc(b"\xed\xa0\x80"), "\"\\u00ed\\u00a0\\u0080\"");
+        assert_eq!(esc(b"\xc0\xaf"), "\"\\u00c0\\u00af\"");
+        // Every possible byte string parses as JSON.
+        let mut rng = Rng(99);
+        for _ in 0..20_000 {
+            let bytes: Vec<u8> = (0..rng.below(12)).map(|_| rng.next() as u8).collect();
+            let out = json_string(&bytes);
+            let parsed: String = serde_json::from_slice(&out)
+                .unwrap_or_else(|e| panic!("{e}: {bytes:?} -> {:?}", String::from_utf8_lossy(&out)));
+            if let Ok(text) = std::str::from_utf8(&bytes) {
+                assert_eq!(parsed, text);
+            }
+        }
     }
 
     #[test]
