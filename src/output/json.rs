@@ -32,7 +32,14 @@ fn needs_escape(b: u8) -> bool {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 fn push_u_escape(out: &mut Vec<u8>, b: u8) {
-    out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]);
+    out.extend_from_slice(&[
+        b'\\',
+        b'u',
+        b'0',
+        b'0',
+        HEX[(b >> 4) as usize],
+        HEX[(b & 0xf) as usize],
+    ]);
 }
 
 /// Length of the valid UTF-8 sequence starting at `s[0]` (a non-ASCII
@@ -244,8 +251,9 @@ pub(crate) mod tests {
         for _ in 0..20_000 {
             let bytes: Vec<u8> = (0..rng.below(12)).map(|_| rng.next() as u8).collect();
             let out = json_string(&bytes);
-            let parsed: String = serde_json::from_slice(&out)
-                .unwrap_or_else(|e| panic!("{e}: {bytes:?} -> {:?}", String::from_utf8_lossy(&out)));
+            let parsed: String = serde_json::from_slice(&out).unwrap_or_else(|e| {
+                panic!("{e}: {bytes:?} -> {:?}", String::from_utf8_lossy(&out))
+            });
             if let Ok(text) = std::str::from_utf8(&bytes) {
                 assert_eq!(parsed, text);
             }
