@@ -441,15 +441,22 @@ fn second_session() -> postgres::Client {
     pubjson_e2e::connect().client
 }
 
-#[test]
-fn streamed_format_2_replays_to_the_committed_data() {
-    let mut db = TestDb::new("stream_v2");
+/// A test database with a slot, then the big-transaction workload in it:
+/// the database, the slot, its guard and the table's final contents.
+fn streamed_workload(name: &str) -> (TestDb, String, SlotGuard, Model) {
+    let mut db = TestDb::new(name);
     let table = format!("{}.t", db.schema);
     let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, false);
+    let guard = create_slot(&mut db, &slot, false);
     let mut second = second_session();
     workload(&mut db, &table, &mut second);
     let expected = table_model(&mut db, &table);
+    (db, slot, guard, expected)
+}
+
+#[test]
+fn streamed_format_2_replays_to_the_committed_data() {
+    let (mut db, slot, _guard, expected) = streamed_workload("stream_v2");
 
     let lines = peek(&mut db, &slot, "'format-version', '2', 'streaming', 'on'");
     let mut model = Model::new();
@@ -481,13 +488,7 @@ fn streamed_format_2_replays_to_the_committed_data() {
 
 #[test]
 fn streamed_format_1_replays_to_the_committed_data() {
-    let mut db = TestDb::new("stream_v1");
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, false);
-    let mut second = second_session();
-    workload(&mut db, &table, &mut second);
-    let expected = table_model(&mut db, &table);
+    let (mut db, slot, _guard, expected) = streamed_workload("stream_v1");
 
     let docs = peek(&mut db, &slot, "'format-version', '1', 'streaming', 'on'");
     let mut model = Model::new();
@@ -632,13 +633,7 @@ fn two_phase_with_and_without_streaming() {
 
 #[test]
 fn streaming_through_pg_recvlogical() {
-    let mut db = TestDb::new("stream_recv");
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, false);
-    let mut second = second_session();
-    workload(&mut db, &table, &mut second);
-    let expected = table_model(&mut db, &table);
+    let (db, slot, _guard, expected) = streamed_workload("stream_recv");
     let end = db.upto_lsn.clone().expect("flushed");
 
     let dir = scratch_dir("stream_recv");
