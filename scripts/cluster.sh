@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL cluster for pubjson's demo, tests and benchmarks.
 #   scripts/cluster.sh start|stop|restart|status|destroy|psql [args]|env
-# Environment: PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where),
+# Environment: PG_MAJOR (15, 17, 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where),
 # PUBJSON_PRELOAD=0 (no shared_preload_libraries), PUBJSON_LIBDIR (load
 # pubjson from that directory first).
 # Runs as the `postgres` OS user (initdb refuses root). Settings: wal_level =
@@ -10,8 +10,8 @@
 # cluster listens only on a private Unix socket).
 set -euo pipefail
 
-PG_MAJOR=${PG_MAJOR:-15}
-PG_BIN=${PG_BIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
+# shellcheck source=scripts/pg-env.sh
+. "$(dirname "$0")/pg-env.sh"
 PUBJSON_PGDATA=${PUBJSON_PGDATA:-/tmp/pubjson-pg$PG_MAJOR/data}
 PUBJSON_SOCKET=${PUBJSON_SOCKET:-/tmp/pubjson-pg$PG_MAJOR/socket}
 PUBJSON_PORT=${PUBJSON_PORT:-54329}

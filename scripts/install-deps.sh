@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything pubjson needs to build and test on Debian 12, idempotently:
 # Debian packages (PostgreSQL 15 server + dev headers, clang, sudo, wal2json),
-# cargo-pgrx pinned to the pgrx version in Cargo.toml, and `cargo pgrx init`
-# pointed at Debian's PostgreSQL 15 (no download).
+# cargo-pgrx pinned to the pgrx version in Cargo.toml, the other PostgreSQL
+# majors listed in PUBJSON_PG_VERSIONS (default "15"; e.g. "15 17 18", built
+# by scripts/build-pg.sh into a cache outside the work tree), and
+# `cargo pgrx init` pointed at all of them (no download).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-PG_MAJOR=${PG_MAJOR:-15}
+PG_MAJOR=15
 PGRX_VERSION=0.18.1
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
+PUBJSON_PG_VERSIONS=${PUBJSON_PG_VERSIONS:-15}
+PUBJSON_PG_CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
@@ -40,7 +45,26 @@ if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
 
-if ! grep -qs "pg$PG_MAJOR" "$HOME/.pgrx/config.toml"; then
-  echo "==> cargo pgrx init --pg$PG_MAJOR $PG_CONFIG"
-  cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG"
+extra=()
+for major in $PUBJSON_PG_VERSIONS; do
+  [ "$major" = 15 ] || extra+=("$major")
+done
+if [ ${#extra[@]} -gt 0 ]; then
+  scripts/build-pg.sh "${extra[@]}"
+fi
+
+# cargo pgrx init rewrites its configuration: name every major built so far.
+init_args=(--pg15 "$PG_CONFIG")
+needs_init=0
+grep -qs "^pg15 *=" "$HOME/.pgrx/config.toml" || needs_init=1
+for major in 16 17 18; do
+  config=$PUBJSON_PG_CACHE/pg$major/bin/pg_config
+  if [ -x "$config" ]; then
+    init_args+=(--pg$major "$config")
+    grep -qs "^pg$major *=" "$HOME/.pgrx/config.toml" || needs_init=1
+  fi
+done
+if [ $needs_init = 1 ]; then
+  echo "==> cargo pgrx init ${init_args[*]}"
+  cargo pgrx init "${init_args[@]}"
 fi

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Builds pubjson (release) and installs it into PostgreSQL's directories.
+# Builds pubjson (release) and installs it into the directories of
+# PostgreSQL $PG_MAJOR (default 15; see scripts/pg-env.sh).
 # Files are packaged first, then moved into place by rename: a running
 # server keeps its mapping of the old library (`cargo pgrx install` would
 # overwrite it in place) and never finds the library missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+# shellcheck source=scripts/pg-env.sh
+. scripts/pg-env.sh
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
-cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null
-package=$(find target/release -maxdepth 1 -type d -name 'pubjson-pg*' | head -n 1)
-[ -n "$package" ] || { echo "cargo pgrx package produced no package" >&2; exit 1; }
+# pgrx-pg-sys finds only 15 through ~/.pgrx/config.toml here: name the server.
+PGRX_PG_CONFIG_PATH=$PG_CONFIG cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null
+package=target/release/pubjson-pg$PG_MAJOR
+[ -d "$package" ] || { echo "cargo pgrx package produced no $package" >&2; exit 1; }
 (cd "$package" && find . -type f) | while read -r file; do
   dest="/${file#./}"
   $SUDO mkdir -p "$(dirname "$dest")"

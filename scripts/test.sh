@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # Runs every pubjson test suite on a fresh machine (Debian 12, root or sudo):
+#   scripts/test.sh                 PostgreSQL 15 (Debian's packages)
+#   scripts/test.sh --all-versions  15, 17 and 18 (17 and 18 are built from
+#                                   Debian's source packages once, then cached
+#                                   in /var/cache/pubjson; see build-pg.sh)
+# (PUBJSON_PG_VERSIONS="15 18" picks majors by hand.) In order:
 #   1. installs what is missing (scripts/install-deps.sh)
-#   2. formatting and clippy
+#   2. formatting and clippy (clippy once per major: cfg'd code differs)
 #   3. unit tests of the pure modules (cargo test)
+#   then for each major:
 #   4. builds and installs the extension, starts a throwaway cluster
 #   5. SQL regression suite (pg_regress, pgrx-tests/sql + expected)
 #   6. end-to-end suites (cargo test -p pubjson-e2e): differential tests
-#      against wal2json, pg_recvlogical streaming, large transactions
+#      against wal2json and pgoutput, pg_recvlogical streaming, large
+#      transactions, conflicts, crash recovery
 # Set PUBJSON_SKIP_LINT=1 to skip step 2 while iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
+
+case "${1:-}" in
+  "") ;;
+  --all-versions) PUBJSON_PG_VERSIONS="15 17 18" ;;
+  *) echo "usage: $0 [--all-versions]" >&2; exit 2 ;;
+esac
+export PUBJSON_PG_VERSIONS=${PUBJSON_PG_VERSIONS:-15}
+export PUBJSON_PG_CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
+
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 # Runs a test command, keeping its output for the final count.
@@ -22,27 +38,41 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
   echo "==> cargo fmt --check / clippy"
   cargo fmt --all --check
   cargo clippy --workspace --all-targets -- -D warnings
+  for major in $PUBJSON_PG_VERSIONS; do
+    [ "$major" = 15 ] && continue
+    PGRX_PG_CONFIG_PATH=$PUBJSON_PG_CACHE/pg$major/bin/pg_config \
+      cargo clippy -p pubjson --lib --no-default-features --features "pg$major" -- -D warnings
+  done
 fi
 
 echo "==> unit tests"
 counted cargo test -p pubjson --lib
 
-echo "==> build and install the extension"
-scripts/install.sh
+results=()
+for major in $PUBJSON_PG_VERSIONS; do
+  (
+    export PG_MAJOR=$major
+    unset PG_BIN PG_CONFIG
+    echo "==> PostgreSQL $major: build and install the extension"
+    scripts/install.sh
 
-echo "==> fresh test cluster"
-scripts/cluster.sh destroy
-scripts/cluster.sh start
+    echo "==> PostgreSQL $major: fresh test cluster"
+    scripts/cluster.sh destroy
+    scripts/cluster.sh start
 
-echo "==> SQL regression suite"
-counted scripts/regress.sh
+    echo "==> PostgreSQL $major: SQL regression suite"
+    counted scripts/regress.sh
 
-echo "==> end-to-end suites"
-eval "$(scripts/cluster.sh env)"
-counted cargo test -p pubjson-e2e --release -- --test-threads=2
+    echo "==> PostgreSQL $major: end-to-end suites"
+    eval "$(scripts/cluster.sh env)"
+    counted cargo test -p pubjson-e2e --release -- --test-threads=2
 
-scripts/cluster.sh stop
+    scripts/cluster.sh stop
+  )
+  results+=("$major")
+done
+
 passed=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
-regress=$(sed -n 's/^ *All \([0-9]*\) tests passed\. *$/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
-echo "==> all pubjson test suites passed"
+regress=$(sed -n 's/^[# ]*All \([0-9]*\) tests passed\. *$/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
+echo "==> all pubjson test suites passed on PostgreSQL ${results[*]}"
 echo "pubjson: $((passed + regress)) passed, 0 failed"

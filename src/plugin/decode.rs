@@ -13,7 +13,7 @@ use crate::plugin::publication::{row_filter_matches, FILTER_DELETE, FILTER_INSER
 use crate::plugin::relation::RelationEntry;
 use crate::plugin::row_filter::{filter_verdict, FilterVerdict};
 use crate::plugin::state::{state, DecodingState, V1_FLUSH_BYTES};
-use crate::plugin::tuple::is_external_ondisk;
+use crate::plugin::tuple::{is_external_ondisk, tuple_desc_attrs};
 use crate::plugin::txn::{
     ensure_begun, ensure_timestamp, flush, in_change_memory, update_progress,
 };
@@ -334,7 +334,7 @@ unsafe fn with_old_toast_values(
         pg_sys::slot_getallattrs(old_slot);
         let desc = (*rel).rd_att;
         let natts = (*desc).natts as usize;
-        let attrs = (*desc).attrs.as_slice(natts);
+        let attrs = tuple_desc_attrs(desc);
         let new_values = std::slice::from_raw_parts((*new_slot).tts_values, natts);
         let new_nulls = std::slice::from_raw_parts((*new_slot).tts_isnull, natts);
         let old_values = std::slice::from_raw_parts((*old_slot).tts_values, natts);

@@ -2,6 +2,7 @@
 //! state and the per-relation cache.
 
 mod callbacks;
+pub mod column_list;
 mod decode;
 pub mod options;
 mod publication;

@@ -339,7 +339,8 @@ impl Options {
                 let names = split_identifiers(v).ok_or_else(|| {
                     OptionError::new(InvalidName, "invalid publication_names syntax".to_owned())
                 })?;
-                if names.is_empty() {
+                // PostgreSQL 16+ accept an empty list (nothing is published).
+                if names.is_empty() && cfg!(feature = "pg15") {
                     return Err(OptionError::new(
                         InvalidParameterValue,
                         "publication_names parameter missing".to_owned(),

@@ -15,9 +15,15 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
 use pgrx::prelude::*;
 
+use crate::plugin::column_list::{
+    published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
+};
 use crate::plugin::relation::invalidate_all_relations;
+#[cfg(feature = "pg18")]
+use crate::plugin::relation::invalidate_relation;
+use crate::plugin::tuple::tuple_desc_attrs;
 
-/// pg_publication_rel.prqual and .prattrs (PostgreSQL 15).
+/// pg_publication_rel.prqual and .prattrs (PostgreSQL 15–18).
 const ANUM_PG_PUBLICATION_REL_PRQUAL: i16 = 4;
 const ANUM_PG_PUBLICATION_REL_PRATTRS: i16 = 5;
 const RELKIND_PARTITIONED_TABLE: u8 = b'p';
@@ -63,6 +69,14 @@ unsafe extern "C-unwind" fn publication_map_invalidated(
     invalidate_all_relations();
 }
 
+/// PostgreSQL 18 tells publication changes that affect a relation's
+/// published form (e.g. a renamed publication) through its own message.
+#[cfg(feature = "pg18")]
+#[pg_guard]
+unsafe extern "C-unwind" fn relsync_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    invalidate_relation(relid);
+}
+
 fn register_callbacks() {
     if CALLBACKS_REGISTERED.with(|r| r.replace(true)) {
         return;
@@ -84,6 +98,8 @@ fn register_callbacks() {
                 pg_sys::Datum::from(0),
             );
         }
+        #[cfg(feature = "pg18")]
+        pg_sys::CacheRegisterRelSyncCallback(Some(relsync_invalidated), pg_sys::Datum::from(0));
     }
 }
 
@@ -116,6 +132,8 @@ pub struct PublicationInfo {
     pub all_tables: bool,
     pub via_root: bool,
     pub actions: PubActions,
+    /// `publish_generated_columns = stored` (PostgreSQL 18; always false before).
+    pub generated_stored: bool,
 }
 
 /// The publications named in `publication_names`, loaded lazily (as pgoutput
@@ -163,6 +181,11 @@ impl Publications {
                             delete: (*p).pubactions.pubdelete,
                             truncate: (*p).pubactions.pubtruncate,
                         },
+                        #[cfg(feature = "pg18")]
+                        generated_stored: (*p).pubgencols_type
+                            == pg_sys::PublishGencolsType::PUBLISH_GENCOLS_STORED,
+                        #[cfg(not(feature = "pg18"))]
+                        generated_stored: false,
                     });
                 }
             }
@@ -413,7 +436,13 @@ unsafe fn init_slots(info: &mut PublishInfo, rel: pg_sys::Relation, target: pg_s
         info.old_slot = pg_sys::MakeSingleTupleTableSlot(old_desc, &pg_sys::TTSOpsHeapTuple);
         info.new_slot = pg_sys::MakeSingleTupleTableSlot(new_desc, &pg_sys::TTSOpsHeapTuple);
         if target != rel {
-            info.attrmap = pg_sys::build_attrmap_by_name_if_req((*rel).rd_att, (*target).rd_att);
+            #[cfg(feature = "pg15")]
+            let attrmap = pg_sys::build_attrmap_by_name_if_req((*rel).rd_att, (*target).rd_att);
+            // 16+: missing_ok = false, as pgoutput passes.
+            #[cfg(not(feature = "pg15"))]
+            let attrmap =
+                pg_sys::build_attrmap_by_name_if_req((*rel).rd_att, (*target).rd_att, false);
+            info.attrmap = attrmap;
         }
     }
 }
@@ -527,15 +556,32 @@ unsafe fn create_estate_for_relation(rel: pg_sys::Relation) -> *mut pg_sys::ESta
         (*rte).relkind = (*(*rel).rd_rel).relkind;
         (*rte).rellockmode = pg_sys::AccessShareLock as i32;
         let range_table = pg_sys::lappend(std::ptr::null_mut(), rte as *mut c_void);
+        #[cfg(feature = "pg15")]
         pg_sys::ExecInitRangeTable(estate, range_table);
+        #[cfg(not(feature = "pg15"))]
+        {
+            // 16+: permissions live in RTEPermissionInfo nodes.
+            let mut perminfos: *mut pg_sys::List = std::ptr::null_mut();
+            pg_sys::addRTEPermissionInfo(&mut perminfos, rte);
+            #[cfg(any(feature = "pg16", feature = "pg17"))]
+            pg_sys::ExecInitRangeTable(estate, range_table, perminfos);
+            // 18: and the relations left after partition pruning (all: one).
+            #[cfg(feature = "pg18")]
+            pg_sys::ExecInitRangeTable(
+                estate,
+                range_table,
+                perminfos,
+                pg_sys::bms_make_singleton(1),
+            );
+        }
         (*estate).es_output_cid = pg_sys::GetCurrentCommandId(false);
         estate
     }
 }
 
-/// pgoutput's column list rule: every publication publishing the table must
-/// agree on its column list; FOR ALL TABLES and TABLES IN SCHEMA mean "all
-/// columns". Generated columns are never published (PostgreSQL 15–17).
+/// The published columns of `target` (see `column_list.rs` for the rules):
+/// the attributes and each publication's column list, read from the
+/// catalogs, decided by [`published_columns`].
 ///
 /// # Safety
 /// `target` is open; CurrentMemoryContext is the entry's.
@@ -544,61 +590,77 @@ unsafe fn init_column_mask(
     publications: &[&PublicationInfo],
     target: pg_sys::Relation,
 ) {
-    // SAFETY: syscache reads as in pgoutput_column_list_init().
+    // SAFETY: tuple descriptor reads and syscache reads as in
+    // pgoutput_column_list_init(); bitmapsets are copied out at once.
     unsafe {
         let target_relid = (*target).rd_id;
-        let natts = (*(*target).rd_att).natts as usize;
-        let mut columns: Option<*mut pg_sys::Bitmapset> = None;
-        for publication in publications {
-            let mut cols: *mut pg_sys::Bitmapset = std::ptr::null_mut();
-            if !publication.all_tables {
-                let list = publication_rel_attr(
-                    target_relid,
-                    publication.oid,
-                    ANUM_PG_PUBLICATION_REL_PRATTRS,
-                    |datum| {
-                        pg_sys::pub_collist_to_bitmapset(std::ptr::null_mut(), datum, info.memory)
-                    },
-                );
-                // A list naming every column means "all columns".
-                if let Some(list) = list {
-                    if pg_sys::bms_num_members(list) as usize != natts {
-                        cols = list;
-                    }
-                }
-            }
-            match columns {
-                None => columns = Some(cols),
-                Some(first) if !pg_sys::bms_equal(first, cols) => {
-                    let schema = CStr::from_ptr(pg_sys::get_namespace_name(
-                        (*(*target).rd_rel).relnamespace,
-                    ))
-                    .to_string_lossy()
-                    .into_owned();
-                    let table = CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr())
-                        .to_string_lossy()
-                        .into_owned();
-                    ereport!(
-                        ERROR,
-                        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                        format!(
-                            "cannot use different column lists for table \"{schema}.{table}\" in different publications"
-                        )
-                    );
-                }
-                Some(_) => {}
-            }
-        }
-        let columns = columns.unwrap_or(std::ptr::null_mut());
-        let attrs = (*(*target).rd_att).attrs.as_slice(natts);
-        info.column_mask = attrs
+        let columns: Vec<Column> = tuple_desc_attrs((*target).rd_att)
             .iter()
-            .map(|a| {
-                !a.attisdropped
-                    && a.attgenerated == 0
-                    && (columns.is_null() || pg_sys::bms_is_member(a.attnum as i32, columns))
+            .map(|a| Column {
+                attnum: a.attnum,
+                dropped: a.attisdropped,
+                generated: match a.attgenerated as u8 {
+                    0 => Generated::No,
+                    b's' => Generated::Stored,
+                    _ => Generated::Virtual,
+                },
             })
             .collect();
+        let lists: Vec<PublicationColumns> = publications
+            .iter()
+            .map(|publication| PublicationColumns {
+                list: if publication.all_tables {
+                    None
+                } else {
+                    publication_rel_attr(
+                        target_relid,
+                        publication.oid,
+                        ANUM_PG_PUBLICATION_REL_PRATTRS,
+                        |datum| {
+                            let set = pg_sys::pub_collist_to_bitmapset(
+                                std::ptr::null_mut(),
+                                datum,
+                                pg_sys::CurrentMemoryContext,
+                            );
+                            let mut attnums = Vec::new();
+                            let mut member = pg_sys::bms_next_member(set, -1);
+                            while member >= 0 {
+                                attnums.push(member as i16);
+                                member = pg_sys::bms_next_member(set, member);
+                            }
+                            pg_sys::bms_free(set);
+                            attnums
+                        },
+                    )
+                },
+                generated_stored: publication.generated_stored,
+            })
+            .collect();
+        match published_columns(&columns, &lists, Rules::current()) {
+            Ok(mask) => info.column_mask = mask,
+            Err(error) => {
+                let schema =
+                    CStr::from_ptr(pg_sys::get_namespace_name((*(*target).rd_rel).relnamespace))
+                        .to_string_lossy()
+                        .into_owned();
+                let table = CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr())
+                    .to_string_lossy()
+                    .into_owned();
+                let what = match error {
+                    ColumnListError::DifferentColumnLists => "column lists",
+                    ColumnListError::DifferentGeneratedColumns => {
+                        "values of publish_generated_columns"
+                    }
+                };
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    format!(
+                        "cannot use different {what} for table \"{schema}.{table}\" in different publications"
+                    )
+                );
+            }
+        }
     }
 }
 

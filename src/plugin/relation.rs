@@ -22,6 +22,7 @@ use crate::output::json::{json_string, type_name_json};
 use crate::output::wal2json::{ColumnMeta, RelationMeta, ValueKind};
 use crate::plugin::options::Options;
 use crate::plugin::publication::{build_publish_info, Publications, PublishInfo};
+use crate::plugin::tuple::tuple_desc_attrs;
 
 /// How a column's value is turned into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +76,11 @@ thread_local! {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    invalidate_relation(relid);
+}
+
+/// Queues the invalidation of one cached relation (InvalidOid: all).
+pub fn invalidate_relation(relid: pg_sys::Oid) {
     PENDING.with(|p| {
         let mut p = p.borrow_mut();
         if relid == pg_sys::InvalidOid {
@@ -422,7 +428,7 @@ unsafe fn build_entry(
 
         let tupdesc = (*rel).rd_att;
         let natts = (*tupdesc).natts as usize;
-        let attrs = (*tupdesc).attrs.as_slice(natts);
+        let attrs = tuple_desc_attrs(tupdesc);
         let mut columns = Vec::with_capacity(natts);
         let mut outputs = Vec::with_capacity(natts);
         for (attr_index, attr) in attrs.iter().enumerate() {

@@ -63,7 +63,9 @@ pub struct DecodingState {
     /// Reset after every change, so output functions and detoasting never
     /// accumulate memory across a transaction.
     pub change_memory: pg_sys::MemoryContext,
-    /// Changes since the last progress update (PG15's keepalive logic).
+    /// Changes since the last progress update (PG15's keepalive logic;
+    /// PostgreSQL 16+ updates progress itself).
+    #[cfg(feature = "pg15")]
     pub changes_since_progress: u32,
     /// The streamed block being decoded, if any.
     pub stream_block: Option<StreamBlock>,
@@ -90,6 +92,7 @@ impl DecodingState {
             new_tuple: DeformBuffers::default(),
             old_tuple: DeformBuffers::default(),
             change_memory,
+            #[cfg(feature = "pg15")]
             changes_since_progress: 0,
             stream_block: None,
             streamed_with_output: HashSet::new(),

@@ -92,6 +92,28 @@ impl DeformBuffers {
     }
 }
 
+/// The attributes of a tuple descriptor, in order.
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor that outlives the slice.
+pub unsafe fn tuple_desc_attrs<'a>(desc: pg_sys::TupleDesc) -> &'a [pg_sys::FormData_pg_attribute] {
+    // SAFETY: the descriptor holds `natts` attributes in one array.
+    unsafe {
+        let natts = (*desc).natts as usize;
+        #[cfg(not(feature = "pg18"))]
+        let attrs = (*desc).attrs.as_slice(natts);
+        // 18: the array follows the CompactAttribute array; TupleDescAttr()
+        // knows where.
+        #[cfg(feature = "pg18")]
+        let attrs = if natts == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(pg_sys::TupleDescAttr(desc, 0), natts)
+        };
+        attrs
+    }
+}
+
 /// `VARATT_IS_EXTERNAL_ONDISK`: a TOAST pointer the change does not carry.
 ///
 /// # Safety

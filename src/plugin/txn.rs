@@ -3,7 +3,6 @@
 //! the per-change memory context.
 
 use std::ffi::CStr;
-use std::os::raw::c_char;
 
 use pgrx::pg_sys;
 
@@ -26,7 +25,7 @@ pub unsafe fn flush(
         pg_sys::OutputPluginPrepareWrite(ctx, last);
         pg_sys::appendBinaryStringInfo(
             (*ctx).out,
-            state.out.as_ptr() as *const c_char,
+            state.out.as_ptr().cast(),
             state.out.len() as i32,
         );
         pg_sys::OutputPluginWrite(ctx, last);
