@@ -3,7 +3,7 @@
 //! where wal2json prints invalid JSON. Each is checked against explicit
 //! expected output (or the catalog) on pubjson alone.
 
-use pubjson_e2e::{case, diff_rows, parse_documents, Case, Row, TestDb};
+use pubjson_e2e::{case, diff_rows, parse_documents, require_wal2json, Case, Row, TestDb};
 use serde_json::Value;
 
 fn data(rows: &[Row]) -> Vec<&str> {
@@ -27,6 +27,7 @@ fn assert_data(db: &mut TestDb, slot: &str, c: &Case, expected: &[&str]) {
 /// infinities too) as JSON strings, in columns and identities.
 #[test]
 fn numeric_data_types_as_string() {
+    require_wal2json!();
     let mut db = TestDb::new("cavnum");
     db.exec(
         "create table e2e_cavnum.num (id int primary key, i2 int2, i8 int8, o oid, f4 float4, f8 float8, n numeric, n2 numeric(5,2), t text);
@@ -337,6 +338,7 @@ fn v1_include_pk() {
 /// pubjson do not. Everything else equals wal2json.
 #[test]
 fn v1_non_transactional_message_after_several_changes() {
+    require_wal2json!();
     let mut db = TestDb::new("cavmsg");
     db.exec("create table e2e_cavmsg.t (id int primary key)");
     let slots = db.create_slot_pair();
@@ -434,6 +436,7 @@ fn strings_at(change: &Value, key: &str, field: Option<&str>) -> Vec<Option<Stri
 /// pubjson escapes them, and the decoded value is format_type's text.
 #[test]
 fn quoted_type_names_are_valid_json() {
+    require_wal2json!();
     let mut db = TestDb::new("cavtypes");
     db.exec(
         r#"
@@ -582,6 +585,7 @@ fn quoted_type_names_are_valid_json() {
 /// unescaped; pubjson's decode to pg_get_expr's text.
 #[test]
 fn default_expressions_with_quotes_are_valid_json() {
+    require_wal2json!();
     let mut db = TestDb::new("cavdef");
     db.exec(
         r#"create table e2e_cavdef."Quoted" (id serial primary key, note text default 'say "hi"', plain int default 1, nodefault int);"#,

@@ -1,7 +1,7 @@
 //! Differential tests: add-tables / filter-tables (wildcards, escapes),
 //! add-msg-prefixes / filter-msg-prefixes, and actions.
 
-use pubjson_e2e::{case, option_matrix, Case, TestDb};
+use pubjson_e2e::{case, option_matrix, require_wal2json, Case, TestDb};
 
 /// Each case in format 1, format 2, and format 1 with write-in-chunks.
 fn in_all_formats(label: &str, opts: &[(&str, &str)]) -> Vec<Case> {
@@ -22,6 +22,7 @@ fn in_all_formats(label: &str, opts: &[(&str, &str)]) -> Vec<Case> {
 
 #[test]
 fn table_filters() {
+    require_wal2json!();
     let mut db = TestDb::new("filt");
     db.exec(
         r#"
@@ -162,6 +163,7 @@ fn table_filters() {
 
 #[test]
 fn message_filters() {
+    require_wal2json!();
     let mut db = TestDb::new("msgfilt");
     db.exec("create table e2e_msgfilt.t (id int primary key)");
     let slots = db.create_slot_pair();
@@ -261,6 +263,7 @@ fn message_filters() {
 
 #[test]
 fn replication_origins() {
+    require_wal2json!();
     let mut db = TestDb::new("origin");
     db.exec(
         "create table e2e_origin.t (id int primary key);

@@ -1,9 +1,10 @@
 //! Differential tests: replica identities, key changes, TOAST and TRUNCATE.
 
-use pubjson_e2e::{option_matrix, v1_include_pk_cases, TestDb};
+use pubjson_e2e::{option_matrix, require_wal2json, v1_include_pk_cases, TestDb};
 
 #[test]
 fn replica_identities() {
+    require_wal2json!();
     let mut db = TestDb::new("replident");
     db.exec(
         "
@@ -137,6 +138,7 @@ fn new_value(col: &str) -> String {
 
 #[test]
 fn toast() {
+    require_wal2json!();
     let mut db = TestDb::new("toast");
     db.exec(
         "
@@ -180,6 +182,7 @@ fn toast() {
 
 #[test]
 fn truncate() {
+    require_wal2json!();
     let mut db = TestDb::new("truncate");
     db.exec(
         "
@@ -221,6 +224,7 @@ fn truncate() {
 /// dropped since, under FULL and DEFAULT identities.
 #[test]
 fn columns_added_and_dropped_before_the_change() {
+    require_wal2json!();
     let mut db = TestDb::new("altered");
     db.exec(
         "

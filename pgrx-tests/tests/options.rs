@@ -2,7 +2,7 @@
 //! the slot is left usable and not advanced: the pending changes are still
 //! returned afterwards.
 
-use pubjson_e2e::{case, describe_error, diff_rows, Case, TestDb};
+use pubjson_e2e::{case, describe_error, diff_rows, require_wal2json, Case, TestDb};
 
 struct BadOption {
     opts: &'static [(&'static str, &'static str)],
@@ -131,6 +131,7 @@ fn slot_state(db: &mut TestDb, slot: &str) -> (String, String, bool) {
 
 #[test]
 fn bad_options_fail_cleanly_and_consume_nothing() {
+    require_wal2json!();
     let mut db = TestDb::new("opts");
     db.exec("create table e2e_opts.t (id int primary key, v text)");
     let slots = db.create_slot_pair();

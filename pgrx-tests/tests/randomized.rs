@@ -4,7 +4,7 @@
 //! random INSERT/UPDATE/DELETE mixes, savepoints, messages and TOAST.
 
 use postgres::types::ToSql;
-use pubjson_e2e::{case, option_matrix, TestDb};
+use pubjson_e2e::{case, option_matrix, require_wal2json, TestDb};
 
 /// xorshift64*: small, deterministic.
 struct Rng(u64);
@@ -232,6 +232,7 @@ fn run_random_workload(db: &mut TestDb, seed: u64, transactions: usize, first_id
 
 #[test]
 fn random_workloads() {
+    require_wal2json!();
     let mut db = TestDb::new("random");
     db.exec(
         "create table e2e_random.pk (id int primary key, i2 int2, i8 int8, f4 float4, f8 float8, n numeric, b bool,

@@ -2,7 +2,7 @@
 //! restart without losing or repeating a change, and option values given
 //! without an argument (`-o pretty-print`).
 
-use pubjson_e2e::{complete_lines, scratch_dir, wait_for, RecvLogical, TestDb};
+use pubjson_e2e::{complete_lines, require_wal2json, scratch_dir, wait_for, RecvLogical, TestDb};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -189,6 +189,7 @@ fn documents(text: &str) -> Vec<String> {
 
 #[test]
 fn option_without_value_means_true() {
+    require_wal2json!();
     let mut db = TestDb::new("recvpretty");
     db.exec("create table e2e_recvpretty.t (id int primary key, v text)");
     let slots = db.create_slot_pair();

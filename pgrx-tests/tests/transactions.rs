@@ -1,10 +1,11 @@
 //! Differential tests: transaction shapes (savepoints, aborts, empty and
 //! interleaved transactions, many changes, logical messages).
 
-use pubjson_e2e::{case, connect, option_matrix, TestDb};
+use pubjson_e2e::{case, connect, option_matrix, require_wal2json, TestDb};
 
 #[test]
 fn transaction_shapes() {
+    require_wal2json!();
     let mut db = TestDb::new("xact");
     db.exec(
         "create table e2e_xact.t (id int primary key, v text);

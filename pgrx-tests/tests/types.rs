@@ -1,10 +1,11 @@
 //! Differential tests: values of many data types, NULLs, defaults,
 //! generated and dropped columns, and identifiers that need quoting.
 
-use pubjson_e2e::{option_matrix, v1_include_pk_cases, TestDb};
+use pubjson_e2e::{option_matrix, require_wal2json, v1_include_pk_cases, TestDb};
 
 #[test]
 fn data_types() {
+    require_wal2json!();
     let mut db = TestDb::new("types");
     db.exec(
         r#"
@@ -92,6 +93,7 @@ fn data_types() {
 
 #[test]
 fn defaults_generated_and_dropped_columns() {
+    require_wal2json!();
     let mut db = TestDb::new("defaults");
     db.exec(
         r#"
@@ -132,6 +134,7 @@ fn defaults_generated_and_dropped_columns() {
 
 #[test]
 fn identifiers_needing_quotes() {
+    require_wal2json!();
     let mut db = TestDb::new("ident");
     db.exec(
         r#"
@@ -171,6 +174,7 @@ fn identifiers_needing_quotes() {
 
 #[test]
 fn domains() {
+    require_wal2json!();
     let mut db = TestDb::new("domains");
     db.exec(
         r#"
@@ -216,6 +220,7 @@ fn domains() {
 /// decoding session's settings: both plugins must follow them.
 #[test]
 fn session_settings() {
+    require_wal2json!();
     let mut db = TestDb::new("settings");
     db.exec(
         "create table e2e_settings.t (id int primary key, f4 float4, f8 float8, d date, ts timestamp, tstz timestamptz,

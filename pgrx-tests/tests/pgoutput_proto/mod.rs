@@ -1244,6 +1244,18 @@ impl Scenario {
         }
     }
 
+    /// The server's major version (15, 17, 18...).
+    pub fn server_major(&mut self) -> i32 {
+        let row = self
+            .db
+            .query_one(
+                "select current_setting('server_version_num')::int / 10000",
+                &[],
+            )
+            .unwrap_or_else(|e| panic!("[{}] server_version_num: {}", self.name, db_err(&e)));
+        row.get(0)
+    }
+
     pub fn try_exec(&mut self, sql: &str) -> Result<(), DbErr> {
         self.db.batch_execute(sql).map_err(|e| db_err(&e))
     }
