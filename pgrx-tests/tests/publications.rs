@@ -363,7 +363,14 @@ fn toast_and_row_filters() {
 fn column_lists() {
     let _serial = serial();
     let mut sc = Scenario::new("collist");
-    sc.exec(
+    // 18 refuses UPDATE/DELETE on a table whose replica identity holds a
+    // generated column its publications do not publish.
+    let gencols = if sc.server_major() >= 18 {
+        " with (publish_generated_columns = stored)"
+    } else {
+        ""
+    };
+    sc.exec(&format!(
         "create table cl (id int primary key, a text, b text, c int);
          create publication p_cl for table cl (id, a);
          create publication p_cl_same for table cl (a, id);
@@ -371,7 +378,7 @@ fn column_lists() {
          create publication p_gen for table gen;
          create table genf (id int primary key, a int, g int generated always as (a + 1) stored);
          alter table genf replica identity full;
-         create publication p_genf for table genf;
+         create publication p_genf for table genf{gencols};
          create table clf (id int primary key, a text, b text);
          create publication p_clf for table clf (id, b) where (id > 5);
          create table t (id int primary key, a text, b text);
@@ -381,8 +388,8 @@ fn column_lists() {
          alter table tdrop drop column junk;
          create publication p_tdrop_list for table tdrop (id, a);
          create publication p_tdrop_nolist for table tdrop;
-         create publication p_tall for all tables;",
-    );
+         create publication p_tall for all tables{gencols};"
+    ));
     let slots = sc.create_slots("a");
     sc.run(&[
         "insert into cl values (1, 'a1', 'b1', 1), (2, 'a2', 'b2', 2);
@@ -451,7 +458,6 @@ fn generated_columns_18() {
         "create table g (id int primary key, a int,
                          s int generated always as (a * 2) stored,
                          v int generated always as (a * 3) virtual, z text);
-         alter table g replica identity full;
          create table h (id int primary key, a int, s int generated always as (a + 1) stored);
          create publication p_none for table g, h;
          create publication p_stored for table g, h with (publish_generated_columns = stored);
@@ -776,8 +782,13 @@ fn alter_publication_mid_stream() {
     );
     // pa still exists: the whole stream decodes.
     sc.check(&slots, "pa", with_transformed(16, 2));
-    // pb was dropped: both fail at the first change decoded after the drop.
+    // pb was dropped: both fail at the first change decoded after the drop
+    // (18: both skip it from there on, with a WARNING).
     for pubs in ["pb", "pa,pb"] {
+        if sc.server_major() >= 18 {
+            sc.check(&slots, pubs, Check::default());
+            continue;
+        }
         let (_, e) = sc.check_error(&slots, pubs, Check::default());
         assert_eq!(e.message, "publication \"pb\" does not exist");
         assert_eq!(e.code, "42704");
@@ -857,14 +868,22 @@ fn missing_publication() {
     assert_eq!(s.changes, 0);
     sc.run(&["insert into t values (1, 'a')", "update t set v = 'b'"]);
     sc.flush();
-    for pubs in ["nope", "p,nope", "nope,p"] {
-        let (pg, pj) = sc.check_error(&slots, pubs, Check::default());
-        assert_eq!(pj.message, "publication \"nope\" does not exist");
-        assert_eq!(pj.code, "42704", "pubjson: {pj}; pgoutput: {pg}");
+    if sc.server_major() >= 18 {
+        // 18 skips a missing publication with a WARNING.
+        let (_, _, s) = sc.check(&slots, "nope", Check::default());
+        assert_eq!(s.changes, 0);
+        sc.check(&slots, "p,nope", at_least(2));
+        sc.check(&slots, "nope,p", at_least(2));
+    } else {
+        for pubs in ["nope", "p,nope", "nope,p"] {
+            let (pg, pj) = sc.check_error(&slots, pubs, Check::default());
+            assert_eq!(pj.message, "publication \"nope\" does not exist");
+            assert_eq!(pj.code, "42704", "pubjson: {pj}; pgoutput: {pg}");
+        }
+        // Same session, valid names: the slot still works.
+        sc.check(&slots, "p", at_least(2));
+        sc.check_error(&slots, "nope", Check::default());
     }
-    // Same session, valid names: the slot still works.
-    sc.check(&slots, "p", at_least(2));
-    sc.check_error(&slots, "nope", Check::default());
     sc.check(&slots, "p", at_least(2));
     // Option errors, raised before anything is decoded.
     let (_, e) = sc.check_error(&slots, "\"unterminated", Check::default());

@@ -167,9 +167,14 @@ impl Publications {
             self.loaded.clear();
             for name in &self.names {
                 // SAFETY: GetPublicationByName raises pgoutput's error for a
-                // missing publication; the result is copied at once.
+                // missing publication (15-17; 18 returns NULL and pgoutput
+                // warns); the result is copied at once.
                 unsafe {
-                    let p = pg_sys::GetPublicationByName(name.as_ptr(), false);
+                    let p = pg_sys::GetPublicationByName(name.as_ptr(), MISSING_PUBLICATION_OK);
+                    if p.is_null() {
+                        warn_missing_publication(name);
+                        continue;
+                    }
                     self.loaded.push(PublicationInfo {
                         oid: (*p).oid,
                         name: name.to_string_lossy().into_owned(),
@@ -192,6 +197,22 @@ impl Publications {
         }
         &self.loaded
     }
+}
+
+/// PostgreSQL 18's pgoutput skips a publication that does not exist at
+/// the decoded point of the WAL (with a WARNING); before, it is an ERROR.
+const MISSING_PUBLICATION_OK: bool = cfg!(feature = "pg18");
+
+/// pgoutput 18's WARNING for a publication it skips.
+fn warn_missing_publication(name: &CStr) {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("skipped loading publication \"{}\"", name.to_string_lossy()),
+        "pubjson",
+    )
+    .set_detail("The publication does not exist at this point in the WAL.")
+    .set_hint("Create the publication if it does not exist.")
+    .report(PgLogLevel::WARNING);
 }
 
 /// Index of a row-filtered action in [`PublishInfo::row_filters`].
