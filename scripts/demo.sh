@@ -2,6 +2,7 @@
 # pubjson end to end: installs what is missing, builds and installs the
 # extension, starts a throwaway cluster and shows committed changes as JSON
 # through pg_logical_slot_get_changes and through pg_recvlogical.
+# PostgreSQL 15 by default; PG_MAJOR=17 or 18 builds and uses that server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -9,7 +10,8 @@ export PATH="$HOME/.cargo/bin:$PATH"
 scripts/install-deps.sh
 echo "==> building and installing pubjson"
 scripts/install.sh
-scripts/cluster.sh start
+# A running cluster has the previous library preloaded: restart it.
+scripts/cluster.sh restart
 eval "$(scripts/cluster.sh env)"
 psql() { "$PUBJSON_PG_BIN/psql" -X -q "$@"; }
 

@@ -8,10 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The server majors to prepare: PUBJSON_PG_VERSIONS, else the one PG_MAJOR
+# names (as demo.sh and the other scripts use it), else 15.
+PUBJSON_PG_VERSIONS=${PUBJSON_PG_VERSIONS:-${PG_MAJOR:-15}}
+# Debian 12's own PostgreSQL, always installed (its client tools too).
 PG_MAJOR=15
 PGRX_VERSION=0.18.1
 PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
-PUBJSON_PG_VERSIONS=${PUBJSON_PG_VERSIONS:-15}
 PUBJSON_PG_CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
 
 SUDO=""
