@@ -798,19 +798,25 @@ fn immediate_streaming_of_small_transactions() {
 
     let upto = db.upto_lsn.clone().expect("flushed");
     db.exec("set debug_logical_replication_streaming = immediate");
-    let rows = db
-        .conn
-        .client
-        .query(
-            &format!(
-                "select data from pg_logical_slot_peek_changes('{slot}', '{upto}', NULL,
-                 'format-version', '2', 'streaming', 'on')"
-            ),
-            &[],
-        )
-        .expect("peek");
+    let mut peek_streaming = |value: &str| -> Vec<String> {
+        db.conn
+            .client
+            .query(
+                &format!(
+                    "select data from pg_logical_slot_peek_changes('{slot}', '{upto}', NULL,
+                     'format-version', '2', 'streaming', '{value}')"
+                ),
+                &[],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect()
+    };
+    let lines = peek_streaming("on");
+    // pgoutput's `parallel` (16+) is plain streaming for pubjson.
+    assert_eq!(peek_streaming("parallel"), lines);
     db.exec("reset debug_logical_replication_streaming");
-    let lines: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
     let mut model = Model::new();
     let stats = replay_v2(&lines, &mut model);
     println!("immediate streaming: {} lines, {stats:?}", lines.len());

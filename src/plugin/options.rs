@@ -30,6 +30,9 @@ const PGOUTPUT_OPTIONS: &[&str] = &[
     "two_phase",
 ];
 
+/// `streaming = parallel` exists from PostgreSQL 16 on.
+const STREAMING_PARALLEL: bool = !cfg!(feature = "pg15");
+
 /// PostgreSQL's identifier length limit (NAMEDATALEN - 1).
 const MAX_IDENTIFIER_BYTES: usize = 63;
 
@@ -252,6 +255,16 @@ impl Options {
         if let Some(flag) = flag {
             *flag = match value {
                 None => true,
+                // pgoutput 16+ also takes `parallel` (the subscriber applies
+                // streamed blocks in parallel workers): for a JSON consumer
+                // that is plain streaming.
+                Some(v)
+                    if name == "streaming"
+                        && STREAMING_PARALLEL
+                        && v.eq_ignore_ascii_case(b"parallel") =>
+                {
+                    true
+                }
                 Some(v) => parse_bool(v)
                     .ok_or_else(|| OptionError::bad_value(InvalidParameterValue, v, name))?,
             };
@@ -915,6 +928,16 @@ mod tests {
             let e = parse(&[("publication_names", Some(bad))]).unwrap_err();
             assert_eq!(e.kind, OptionErrorKind::InvalidName, "{bad}");
             assert_eq!(e.message, "invalid publication_names syntax");
+        }
+        // `streaming = parallel` is pgoutput 16+'s; not a boolean on 15.
+        let parallel = parse(&[("streaming", Some("parallel"))]);
+        if cfg!(feature = "pg15") {
+            assert_eq!(
+                parallel.unwrap_err().kind,
+                OptionErrorKind::InvalidParameterValue
+            );
+        } else {
+            assert!(parallel.unwrap().streaming);
         }
         let e = parse(&[("publication_names", Some(" "))]).unwrap_err();
         assert_eq!(e.message, "publication_names parameter missing");
