@@ -377,6 +377,11 @@ mod pubjson {
 pgrx::extension_sql!(
     r#"
 -- Decoding statistics joined with PostgreSQL's own figures for the slot.
+-- One text for PostgreSQL 15 to 18: pg_replication_slots columns newer than
+-- 15 are read as to_jsonb(r) ->> 'column' (NULL where the server has none):
+-- conflicting (16+), invalidation_reason and inactive_since (17+). On a
+-- standby (16+ can decode there) retained WAL counts from the replay
+-- position.
 CREATE FUNCTION pubjson.decoding_stats()
 RETURNS TABLE (
     slot_name text, source text,
@@ -393,7 +398,8 @@ RETURNS TABLE (
     stream_txns bigint, stream_count bigint, stream_bytes bigint,
     total_txns bigint, total_bytes bigint,
     active boolean, restart_lsn pg_lsn, confirmed_flush_lsn pg_lsn,
-    retained_wal_bytes numeric, wal_status text, safe_wal_size bigint
+    retained_wal_bytes numeric, wal_status text, safe_wal_size bigint,
+    conflicting boolean, invalidation_reason text, inactive_since timestamptz
 )
 LANGUAGE sql STABLE
 AS $$
@@ -411,7 +417,12 @@ AS $$
            s.stream_txns, s.stream_count, s.stream_bytes,
            s.total_txns, s.total_bytes,
            r.active, r.restart_lsn, r.confirmed_flush_lsn,
-           pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn), r.wal_status, r.safe_wal_size
+           pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+                                ELSE pg_current_wal_lsn() END, r.restart_lsn),
+           r.wal_status, r.safe_wal_size,
+           (to_jsonb(r) ->> 'conflicting')::boolean,
+           pubjson._slot_invalidation(to_jsonb(r)),
+           (to_jsonb(r) ->> 'inactive_since')::timestamptz
       FROM pubjson.decoding_counters() c
       LEFT JOIN pg_stat_replication_slots s ON s.slot_name = c.slot_name
       LEFT JOIN pg_replication_slots r ON r.slot_name = c.slot_name
@@ -428,7 +439,12 @@ GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
 "#,
     name = "decoding_stats_view",
-    requires = [decoding_counters, worst_transactions, reset_stats]
+    requires = [
+        decoding_counters,
+        worst_transactions,
+        reset_stats,
+        "conflicts"
+    ]
 );
 
 #[cfg(test)]

@@ -216,6 +216,11 @@ fn publication_risks_reports_each_condition() {
     );
     assert!(s.3.contains("wal_status reserved"), "{s:?}");
     assert!(s.3.contains("max_slot_wal_keep_size unlimited"), "{s:?}");
+    // 17+: since when (pg_replication_slots.inactive_since).
+    let since = s.3.contains(&format!(
+        "{slot} (database pubjson_conflicts_risks, plugin pgoutput) is inactive since 20"
+    ));
+    assert_eq!(since, server_version(&mut c) >= 170000, "{s:?}");
     assert!(
         s.4.contains(&format!("pg_drop_replication_slot('{slot}')")),
         "{s:?}"
@@ -237,7 +242,7 @@ fn subscription_disabled_by_insert_exists() {
     let mut publ = fresh_db(&host, port, "pubjson_conflicts_pub", true);
     publ.batch_execute(
         "create table t (id int primary key, v text);
-         insert into t values (0, 'initial');
+         insert into t values (0, 'initial'), (100, 'initial'), (101, 'initial');
          create publication pub_conflicts for table t;",
     )
     .expect("publisher setup");
@@ -259,13 +264,79 @@ fn subscription_disabled_by_insert_exists() {
     // Initial sync done.
     poll("initial table sync", Duration::from_secs(30), || {
         let n: i64 = s.query_one("select count(*) from t", &[]).ok()?.get(0);
-        (n == 1).then_some(())
+        (n == 3).then_some(())
     });
+    let version = server_version(&mut s);
+    let counters_sql = "select confl_insert_exists, confl_update_origin_differs, confl_update_exists,
+                               confl_update_missing, confl_delete_origin_differs, confl_delete_missing,
+                               confl_multiple_unique_conflicts
+                          from pubjson.subscription_status()";
+    let counters = |s: &mut postgres::Client| -> Vec<Option<i64>> {
+        let r = s.query_one(counters_sql, &[]).expect("counters");
+        (0..7).map(|i| r.get(i)).collect()
+    };
     let r = s
-        .query_one("select enabled, disabled_by_error, worker_pid, apply_error_count from pubjson.subscription_status()", &[])
+        .query_one("select enabled, disabled_by_error, worker_pid, apply_error_count, parallel_apply_workers from pubjson.subscription_status()", &[])
         .expect("status");
     assert!(r.get::<_, bool>(0));
     assert!(!r.get::<_, bool>(1));
+    // 16+ counts parallel apply workers (none here: streaming is off).
+    let parallel: Option<i32> = r.get(4);
+    assert_eq!(
+        parallel,
+        (version >= 160000).then_some(0),
+        "parallel_apply_workers"
+    );
+    if version >= 180000 {
+        assert_eq!(counters(&mut s), vec![Some(0); 7], "no conflict yet");
+    } else {
+        assert_eq!(
+            counters(&mut s),
+            vec![None; 7],
+            "no conflict counters before 18"
+        );
+    }
+
+    // Conflicts that do not stop apply: the rows the publisher updates and
+    // deletes are gone on the subscriber (update_missing, delete_missing:
+    // the change is skipped; before 18 only the server log tells).
+    s.batch_execute("delete from t where id in (100, 101)")
+        .expect("delete on subscriber");
+    publ.batch_execute("update t set v = 'updated' where id = 100; delete from t where id = 101;")
+        .expect("update and delete on publisher");
+    if version >= 180000 {
+        let c = poll(
+            "update_missing and delete_missing counted",
+            Duration::from_secs(30),
+            || {
+                let _ = s.batch_execute("select pg_stat_clear_snapshot()");
+                let c = counters(&mut s);
+                (c[3] == Some(1) && c[5] == Some(1)).then_some(c)
+            },
+        );
+        println!("PG18 conflict counters after update/delete of missing rows: {c:?}");
+        let r = s
+            .query_one(
+                "select enabled, apply_error_count, worker_pid is not null from pubjson.subscription_status()",
+                &[],
+            )
+            .expect("status");
+        assert!(r.get::<_, bool>(0), "missing rows do not stop apply");
+        assert_eq!(r.get::<_, i64>(1), 0, "missing rows are not errors");
+        assert!(r.get::<_, bool>(2), "apply worker still running");
+        assert_eq!(
+            c,
+            vec![
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(1),
+                Some(0),
+                Some(1),
+                Some(0)
+            ]
+        );
+    }
 
     // Conflict: the subscriber has the key the publisher inserts next.
     s.batch_execute("insert into t values (1, 'subscriber')")
@@ -302,6 +373,31 @@ fn subscription_disabled_by_insert_exists() {
     assert_eq!(row.get::<_, i64>(5), 0, "sync_error_count");
     assert_eq!(row.get::<_, Option<String>>(7), None, "no skip lsn set");
     assert_eq!(row.get::<_, String>(8), slot);
+    // 18: the error was an insert_exists conflict, counted by type too.
+    let c = counters(&mut s);
+    if version >= 180000 {
+        let view: i64 = s
+            .query_one(
+                "select confl_insert_exists from pg_stat_subscription_stats where subname = 'sub_conflicts'",
+                &[],
+            )
+            .expect("pg_stat_subscription_stats")
+            .get(0);
+        assert!(c[0] >= Some(1), "confl_insert_exists counted: {c:?}");
+        assert_eq!(
+            c[0],
+            Some(view),
+            "function matches pg_stat_subscription_stats"
+        );
+        assert_eq!(
+            c[0],
+            Some(row.get::<_, i64>(4)),
+            "every apply error was an insert_exists conflict"
+        );
+        assert_eq!((c[3], c[5]), (Some(1), Some(1)), "earlier counts kept");
+    } else {
+        assert_eq!(c, vec![None; 7], "no conflict counters before 18");
+    }
     poll("apply worker gone", Duration::from_secs(10), || {
         let r = s
             .query_one("select worker_pid from pubjson.subscription_status()", &[])
@@ -401,6 +497,30 @@ fn standby_snapshot_conflict_and_budget() {
     let how: String = r.get(4);
     assert!(how.starts_with("replay caught up"), "{how}");
     let before: i64 = r.get(7);
+
+    // Logical slot columns: NULL on 15 (no logical decoding on a standby),
+    // none on this standby on 16+.
+    let version = server_version(&mut a);
+    let r = a
+        .query_one(
+            "select confl_active_logicalslot, logical_slots, logical_slots_invalidated,
+                    logical_slot_details::text, logical_slot_hint
+               from pubjson.standby_conflicts() where database = current_database()",
+            &[],
+        )
+        .expect("logical slot columns");
+    let got = (
+        r.get::<_, Option<i64>>(0),
+        r.get::<_, Option<i32>>(1),
+        r.get::<_, Option<i32>>(2),
+        r.get::<_, Option<String>>(3),
+        r.get::<_, Option<String>>(4),
+    );
+    if version >= 160000 {
+        assert_eq!(got, (Some(0), Some(0), Some(0), Some("[]".into()), None));
+    } else {
+        assert_eq!(got, (None, None, None, None, None));
+    }
 
     // Snapshot conflict: a REPEATABLE READ cursor on the standby while the
     // primary deletes and vacuums the rows it can still see.
@@ -540,4 +660,286 @@ fn permissions_follow_pg_monitor() {
     assert_eq!(n, 3);
     c.batch_execute("drop role pubjson_conflicts_nopriv; drop role pubjson_conflicts_mon;")
         .ok();
+}
+
+/// A process started by a test (pg_recvlogical), killed on drop.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// 16+: logical slots on a hot standby (hot_standby_feedback off), one in
+/// use by pg_recvlogical and one idle; the primary removes catalog rows they
+/// need, replay invalidates both (rows_removed) and terminates the decoding
+/// walsender (confl_active_logicalslot). Runs on a primary of its own so
+/// nothing else holds back the catalog horizon. On 15 (no logical decoding on
+/// a standby) the columns are NULL, checked in standby_snapshot_conflict_and_budget.
+#[test]
+fn standby_logical_slot_invalidated_by_recovery_conflict() {
+    let started = Instant::now();
+    let version = server_version(&mut connect_main("postgres"));
+    if version < 160000 {
+        println!(
+            "skipped: PostgreSQL {} has no logical decoding on a standby",
+            version / 10000
+        );
+        return;
+    }
+    let primary = ExtraCluster::start(LS_PRIMARY_ROOT, LS_PRIMARY_PORT);
+    let mut p = fresh_db(&primary.socket, primary.port, "lsdb", true);
+    p.batch_execute(
+        "create table t (id int primary key, v text);
+         create table flush_wal (id serial primary key);
+         create publication lspub for table t;",
+    )
+    .expect("primary setup");
+    let sb = Standby::start_of(
+        &primary.socket,
+        primary.port,
+        LS_STANDBY_ROOT,
+        LS_STANDBY_PORT,
+    );
+    let mut b = sb.connect("lsdb");
+
+    // Creating a logical slot on a standby waits for a running-xacts record
+    // from the primary: log one until both creations return.
+    let creator = {
+        let mut c = sb.connect("lsdb");
+        std::thread::spawn(move || {
+            for slot in ["ls_active", "ls_idle"] {
+                c.execute(
+                    "select pg_create_logical_replication_slot($1, 'pubjson')",
+                    &[&slot],
+                )
+                .unwrap_or_else(|e| panic!("create {slot} on the standby: {e}"));
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !creator.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "slot creation on the standby hangs"
+        );
+        p.batch_execute("select pg_log_standby_snapshot()")
+            .expect("log standby snapshot");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    creator.join().expect("slot creation thread");
+
+    // Decoding on the standby; decoding_stats() works there (retained WAL
+    // counts from the replay position).
+    p.batch_execute("insert into t values (1, 'a'), (2, 'b')")
+        .expect("insert");
+    let target: String = p
+        .query_one("select pg_current_wal_lsn()::text", &[])
+        .expect("lsn")
+        .get(0);
+    poll(
+        "standby replayed the insert",
+        Duration::from_secs(30),
+        || {
+            let r = b
+                .query_one(
+                    "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                    &[&target],
+                )
+                .ok()?;
+            r.get::<_, bool>(0).then_some(())
+        },
+    );
+    let n = b
+        .query(
+            "select data from pg_logical_slot_get_changes('ls_idle', NULL, NULL, 'format-version', '2')",
+            &[],
+        )
+        .expect("decode on the standby")
+        .len();
+    assert_eq!(n, 4, "B I I C");
+    let r = sb
+        .connect("lsdb")
+        .query_one(
+            "select changes_emitted, retained_wal_bytes >= 0, conflicting, invalidation_reason
+               from pubjson.decoding_stats() where slot_name = 'ls_idle'",
+            &[],
+        )
+        .expect("decoding_stats on the standby");
+    assert_eq!(r.get::<_, i64>(0), 2);
+    assert!(r.get::<_, bool>(1), "retained WAL measured on the standby");
+    assert_eq!(r.get::<_, Option<bool>>(2), Some(false));
+    assert_eq!(r.get::<_, Option<String>>(3), None);
+
+    // ls_active in use by pg_recvlogical.
+    let _recv = ChildGuard(
+        std::process::Command::new(pg_bin("pg_recvlogical"))
+            .args([
+                "-h",
+                &sb.socket,
+                "-p",
+                &sb.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                "lsdb",
+                "--slot",
+                "ls_active",
+                "--start",
+                "--no-loop",
+                "-f",
+                "/dev/null",
+            ])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start pg_recvlogical"),
+    );
+    poll("ls_active in use", Duration::from_secs(30), || {
+        let r = b
+            .query_one(
+                "select active from pg_replication_slots where slot_name = 'ls_active'",
+                &[],
+            )
+            .ok()?;
+        r.get::<_, bool>(0).then_some(())
+    });
+
+    let slots_sql = "select confl_active_logicalslot, logical_slots, logical_slots_invalidated,
+                            logical_slot_details::text, logical_slot_hint
+                       from pubjson.standby_conflicts() where database = current_database()";
+    let r = b.query_one(slots_sql, &[]).expect("standby_conflicts");
+    assert_eq!(r.get::<_, Option<i64>>(0), Some(0));
+    assert_eq!(r.get::<_, Option<i32>>(1), Some(2));
+    assert_eq!(r.get::<_, Option<i32>>(2), Some(0));
+    let details: serde_json::Value =
+        serde_json::from_str(&r.get::<_, String>(3)).expect("details json");
+    println!("healthy slots on the standby: {details}");
+    assert_eq!(details[0]["slot_name"], "ls_active");
+    assert_eq!(details[0]["active"], true);
+    assert_eq!(details[1]["slot_name"], "ls_idle");
+    assert_eq!(details[1]["active"], false);
+    assert_eq!(details[0]["conflicting"], false);
+    assert!(details[1]["invalidation"].is_null());
+    let hint: String = r.get(4);
+    assert!(hint.starts_with("hot_standby_feedback is off"), "{hint}");
+
+    // The primary removes catalog rows the slots still need: a dropped
+    // table's pg_class row, vacuumed once no snapshot can see it. Repeated
+    // until replay invalidates both slots.
+    let invalidated = poll(
+        "both slots invalidated on the standby",
+        Duration::from_secs(90),
+        || {
+            let horizon: String = p
+                .query_one("select pg_snapshot_xmin(pg_current_snapshot())::text", &[])
+                .ok()?
+                .get(0);
+            // Two transactions: a row inserted and deleted by the same
+            // transaction gives no conflict horizon when pruned.
+            p.batch_execute("create table conflict_test (x int)")
+                .expect("create");
+            p.batch_execute("drop table conflict_test").expect("drop");
+            poll("a newer horizon", Duration::from_secs(10), || {
+                let r = p
+                    .query_one(
+                        "select pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8",
+                        &[&horizon],
+                    )
+                    .ok()?;
+                r.get::<_, bool>(0).then_some(())
+            });
+            p.batch_execute("vacuum pg_class").expect("vacuum pg_class");
+            p.batch_execute("insert into flush_wal default values")
+                .expect("insert");
+            let lsn: String = p
+                .query_one("select pg_current_wal_lsn()::text", &[])
+                .ok()?
+                .get(0);
+            poll(
+                "standby replayed the vacuum",
+                Duration::from_secs(30),
+                || {
+                    let r = b
+                        .query_one(
+                            "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                            &[&lsn],
+                        )
+                        .ok()?;
+                    r.get::<_, bool>(0).then_some(())
+                },
+            );
+            let _ = b.batch_execute("select pg_stat_clear_snapshot()");
+            let r = b.query_one(slots_sql, &[]).ok()?;
+            (r.get::<_, Option<i32>>(2) == Some(2) && r.get::<_, Option<i64>>(0) >= Some(1))
+                .then_some(r)
+        },
+    );
+    let details: serde_json::Value =
+        serde_json::from_str(&invalidated.get::<_, String>(3)).expect("details json");
+    println!(
+        "after the conflict: confl_active_logicalslot {:?}, slots {details}, hint {:?}",
+        invalidated.get::<_, Option<i64>>(0),
+        invalidated.get::<_, Option<String>>(4)
+    );
+    let reason = if version >= 170000 {
+        "rows_removed"
+    } else {
+        "recovery conflict: rows_removed or wal_level_insufficient"
+    };
+    for slot in details.as_array().expect("array") {
+        assert_eq!(slot["invalidation"], reason, "{slot}");
+        assert_eq!(slot["conflicting"], true, "{slot}");
+        assert_eq!(slot["wal_status"], "lost", "{slot}");
+        assert_eq!(slot["active"], false, "{slot}");
+    }
+    let hint: String = invalidated.get(4);
+    assert!(
+        hint.starts_with("2 of 2 logical slot(s) invalidated"),
+        "{hint}"
+    );
+    let view: i64 = b
+        .query_one(
+            "select confl_active_logicalslot from pg_stat_database_conflicts where datname = current_database()",
+            &[],
+        )
+        .expect("view")
+        .get(0);
+    assert_eq!(invalidated.get::<_, Option<i64>>(0), Some(view));
+
+    // publication_risks on the standby: one logical_slot_invalidated row per
+    // slot, and no inactive_slot_retains_wal row for them.
+    let rows = risks(&mut b, "lspub");
+    for r in &rows {
+        println!("{r:?}");
+    }
+    let inv: Vec<_> = rows
+        .iter()
+        .filter(|r| r.2 == "logical_slot_invalidated")
+        .collect();
+    assert_eq!(inv.len(), 2, "{rows:?}");
+    assert!(
+        inv[0].3.contains(&format!("is invalidated ({reason})")),
+        "{inv:?}"
+    );
+    assert!(
+        inv.iter()
+            .any(|r| r.4.contains("SELECT pg_drop_replication_slot('ls_idle');")),
+        "{inv:?}"
+    );
+    assert!(
+        !rows.iter().any(|r| r.2 == "inactive_slot_retains_wal"),
+        "{rows:?}"
+    );
+    // decoding_stats reports the invalidation too.
+    let r = b
+        .query_one(
+            "select conflicting, invalidation_reason from pubjson.decoding_stats() where slot_name = 'ls_idle'",
+            &[],
+        )
+        .expect("decoding_stats");
+    assert_eq!(r.get::<_, Option<bool>>(0), Some(true));
+    assert_eq!(r.get::<_, Option<String>>(1).as_deref(), Some(reason));
+    println!("logical slot standby test took {:?}", started.elapsed());
 }

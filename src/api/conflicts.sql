@@ -9,9 +9,38 @@
 -- a sequence it has no privilege on or WAL receiver details without
 -- pg_read_all_stats, come back NULL). EXECUTE is revoked from PUBLIC and
 -- granted to pg_monitor, the convention of the statistics views.
+--
+-- One text for PostgreSQL 15 to 18. Columns of system views that exist only
+-- on newer servers are read as pg_catalog.to_jsonb(row) ->> 'column', which
+-- is NULL where the view has no such column, so nothing fails to plan on an
+-- older server; where NULL and 0 would mean different things the value is
+-- gated on server_version_num. The functions return the same columns on
+-- every version: the ones a server does not track are NULL there.
 
 CREATE SCHEMA IF NOT EXISTS pubjson;
 GRANT USAGE ON SCHEMA pubjson TO pg_monitor;
+
+-------------------------------------------------------------------------------
+-- _slot_invalidation (internal)
+-------------------------------------------------------------------------------
+-- Why a replication slot was invalidated, NULL if it was not, from its
+-- pg_replication_slots row as jsonb (the columns differ by version):
+--   17+  invalidation_reason: wal_removed, rows_removed,
+--        wal_level_insufficient, idle_timeout (18)
+--   16   conflicting (a recovery conflict on a standby: rows_removed or
+--        wal_level_insufficient, not told apart) or wal_status 'lost'
+--        (wal_removed: every invalidated slot reads 'lost' on 16)
+--   15   wal_status 'lost' (wal_removed)
+CREATE FUNCTION pubjson._slot_invalidation(slot jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(slot ->> 'invalidation_reason',
+                    CASE WHEN (slot ->> 'conflicting')::boolean
+                         THEN 'recovery conflict: rows_removed or wal_level_insufficient'
+                         WHEN slot ->> 'wal_status' = 'lost' THEN 'wal_removed' END)
+$fn$;
 
 -------------------------------------------------------------------------------
 -- publication_risks
@@ -26,6 +55,7 @@ GRANT USAGE ON SCHEMA pubjson TO pg_monitor;
 --   sequence_not_replicated          subscriber sequences stay behind
 --   unique_key_besides_identity      insert_exists conflicts (multi-writer)
 --   inactive_slot_retains_wal        (one row per slot; schema/table NULL)
+--   logical_slot_invalidated         (one row per slot; schema/table NULL)
 -- Volatile: it reads the current WAL position.
 CREATE FUNCTION pubjson.publication_risks(publication name)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
@@ -222,10 +252,13 @@ BEGIN
         WHERE ui.indexrelid IS DISTINCT FROM
               CASE i.relreplident WHEN 'd' THEN i.pk_index WHEN 'i' THEN i.ri_index END
         UNION ALL
-        -- Inactive logical slots retaining WAL (one row per slot).
+        -- Inactive logical slots retaining WAL (one row per slot; an
+        -- invalidated slot retains nothing and is reported below).
         SELECT NULL::name, NULL::name, 'inactive_slot_retains_wal',
-               format('slot %s (database %s, plugin %s) is inactive and retains %s of WAL (%s bytes); wal_status %s; safe_wal_size %s; max_slot_wal_keep_size %s',
+               format('slot %s (database %s, plugin %s) is inactive%s and retains %s of WAL (%s bytes); wal_status %s; safe_wal_size %s; max_slot_wal_keep_size %s',
                       quote_ident(s.slot_name), s.database, s.plugin,
+                      -- 17+: pg_replication_slots.inactive_since
+                      coalesce(' since ' || (pg_catalog.to_jsonb(s) ->> 'inactive_since')::timestamptz, ''),
                       pg_catalog.pg_size_pretty(w.retained), w.retained, s.wal_status,
                       coalesce(pg_catalog.pg_size_pretty(s.safe_wal_size), 'unlimited'),
                       CASE WHEN k.keep_mb < 0 THEN 'unlimited (-1): WAL grows until the disk is full'
@@ -242,6 +275,20 @@ BEGIN
             SELECT (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'max_slot_wal_keep_size') AS keep_mb
         ) k
         WHERE s.slot_type = 'logical' AND NOT s.active AND s.restart_lsn IS NOT NULL
+          AND s.wal_status IS DISTINCT FROM 'lost'
+        UNION ALL
+        -- Invalidated logical slots (one row per slot): wal_status 'lost' on
+        -- every version (15: WAL removed past max_slot_wal_keep_size; 16+
+        -- also recovery conflicts of slots on a standby).
+        SELECT NULL::name, NULL::name, 'logical_slot_invalidated',
+               format('slot %s (database %s, plugin %s) is invalidated (%s)%s: its subscriber can no longer receive changes from it (ERROR: can no longer get changes from replication slot)',
+                      quote_ident(s.slot_name), s.database, s.plugin,
+                      pubjson._slot_invalidation(pg_catalog.to_jsonb(s)),
+                      CASE WHEN s.active THEN format(', still in use by pid %s', s.active_pid) ELSE '' END),
+               format('the slot cannot be repaired: SELECT pg_drop_replication_slot(%L); then recreate it and resynchronize the subscriber (e.g. a new subscription with copy_data = true)', s.slot_name)
+        FROM pg_catalog.pg_replication_slots s
+        WHERE s.slot_type = 'logical'
+          AND pubjson._slot_invalidation(pg_catalog.to_jsonb(s)) IS NOT NULL
     )
     SELECT r.s_schema, r.s_table, r.s_risk, r.s_detail, r.s_hint FROM risks r
     ORDER BY r.s_schema NULLS LAST, r.s_table, r.s_risk, r.s_detail;
@@ -249,12 +296,14 @@ END
 $fn$;
 
 COMMENT ON FUNCTION pubjson.publication_risks(name) IS
-'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL';
+'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots';
 
 -------------------------------------------------------------------------------
 -- subscription_status
 -------------------------------------------------------------------------------
--- One row per subscription of the current database.
+-- One row per subscription of the current database. The last columns are
+-- NULL on servers that do not track them: parallel_apply_workers before 16,
+-- the conflict counters (pg_stat_subscription_stats) before 18.
 CREATE FUNCTION pubjson.subscription_status()
 RETURNS TABLE (
     subscription name,
@@ -274,7 +323,15 @@ RETURNS TABLE (
     transport_delay interval,
     applied_remote_lsn pg_lsn,
     apply_backlog_bytes numeric,
-    slot_name name
+    slot_name name,
+    parallel_apply_workers integer,
+    confl_insert_exists bigint,
+    confl_update_origin_differs bigint,
+    confl_update_exists bigint,
+    confl_update_missing bigint,
+    confl_delete_origin_differs bigint,
+    confl_delete_missing bigint,
+    confl_multiple_unique_conflicts bigint
 )
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -295,20 +352,15 @@ BEGIN
     SELECT s.subname,
            s.subenabled,
            s.subdisableonerr,
-           -- PG15 does not record why a subscription was disabled: it is
-           -- disabled by an error when disable_on_error is set, it is
-           -- disabled, and an apply or sync error was counted.
+           -- PostgreSQL (15 to 18) does not record why a subscription was
+           -- disabled: it is disabled by an error when disable_on_error is
+           -- set, it is disabled, and an apply or sync error was counted.
            (NOT s.subenabled AND s.subdisableonerr
             AND coalesce(st.apply_error_count + st.sync_error_count, 0) > 0),
            CASE WHEN s.subskiplsn <> '0/0'::pg_catalog.pg_lsn THEN s.subskiplsn END,
            st.apply_error_count,
            st.sync_error_count,
            st.stats_reset,
-           -- PG18: pg_stat_subscription_stats adds confl_insert_exists,
-           -- confl_update_origin_differs, confl_update_exists,
-           -- confl_update_missing, confl_delete_origin_differs,
-           -- confl_delete_missing, confl_multiple_unique_conflicts; they
-           -- would be returned here.
            w.pid,
            (SELECT count(*)::int FROM pg_catalog.pg_stat_subscription t
              WHERE t.subid = s.oid AND t.relid IS NOT NULL),
@@ -321,10 +373,32 @@ BEGIN
            -- received from the publisher but not yet applied
            CASE WHEN w.received_lsn IS NOT NULL AND o.remote_lsn IS NOT NULL
                 THEN greatest(pg_catalog.pg_wal_lsn_diff(w.received_lsn, o.remote_lsn), 0) END,
-           s.subslotname
+           s.subslotname,
+           -- 16+: parallel apply workers (streaming = parallel) are the
+           -- pg_stat_subscription rows with a leader_pid.
+           CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 160000 THEN
+             (SELECT count(*)::int FROM pg_catalog.pg_stat_subscription t
+               WHERE t.subid = s.oid AND (pg_catalog.to_jsonb(t) ->> 'leader_pid') IS NOT NULL) END,
+           -- 18+: conflicts the apply worker detected, by type (NULL before).
+           -- insert_exists, update_exists and multiple_unique_conflicts
+           -- stop apply (and are also counted in apply_error_count);
+           -- update_missing and delete_missing skip the change;
+           -- *_origin_differs apply it (last update wins) and are detected
+           -- only with track_commit_timestamp = on on the subscriber.
+           (sj.j ->> 'confl_insert_exists')::bigint,
+           (sj.j ->> 'confl_update_origin_differs')::bigint,
+           (sj.j ->> 'confl_update_exists')::bigint,
+           (sj.j ->> 'confl_update_missing')::bigint,
+           (sj.j ->> 'confl_delete_origin_differs')::bigint,
+           (sj.j ->> 'confl_delete_missing')::bigint,
+           (sj.j ->> 'confl_multiple_unique_conflicts')::bigint
     FROM pg_catalog.pg_subscription s
     LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid
+    LEFT JOIN LATERAL (SELECT pg_catalog.to_jsonb(st) AS j) sj ON true
+    -- The leader apply worker: no table (tablesync workers have one) and,
+    -- on 16+, no leader (parallel apply workers have one).
     LEFT JOIN pg_catalog.pg_stat_subscription w ON w.subid = s.oid AND w.relid IS NULL
+         AND (pg_catalog.to_jsonb(w) ->> 'leader_pid') IS NULL
     LEFT JOIN %s o ON o.external_id = 'pg_' || s.oid::pg_catalog.text
     WHERE s.subdbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
     ORDER BY s.subname
@@ -333,7 +407,7 @@ END
 $fn$;
 
 COMMENT ON FUNCTION pubjson.subscription_status() IS
-'Subscriptions of this database: enabled, disabled by disable_on_error, skip LSN, apply/sync error counts, apply worker progress and backlog';
+'Subscriptions of this database: enabled, disabled by disable_on_error, skip LSN, apply/sync error counts, apply worker progress and backlog, parallel apply workers (16+), conflict counters by type (18+)';
 
 -------------------------------------------------------------------------------
 -- standby_conflicts
@@ -342,6 +416,9 @@ COMMENT ON FUNCTION pubjson.subscription_status() IS
 -- pg_stat_database_conflicts counters, plus (repeated on every row) the grace
 -- budget the startup process currently allows a conflicting query. On a
 -- primary: a single row with applies = false and the reason.
+-- 16+ (logical decoding on a standby): per database also the
+-- confl_active_logicalslot counter and the logical slots on this standby,
+-- with the ones invalidated by recovery conflicts; NULL on 15.
 -- Volatile: it reads the live WAL receiver and replay positions and the clock.
 CREATE FUNCTION pubjson.standby_conflicts()
 RETURNS TABLE (
@@ -353,7 +430,6 @@ RETURNS TABLE (
     confl_snapshot bigint,
     confl_bufferpin bigint,
     confl_deadlock bigint,
-    -- PG16 adds confl_active_logicalslot.
     delay_setting text,
     max_delay interval,
     waits_forever boolean,
@@ -364,7 +440,12 @@ RETURNS TABLE (
     wal_receipt_time timestamptz,
     how_derived text,
     estimate_exact boolean,
-    budget_left interval
+    budget_left interval,
+    confl_active_logicalslot bigint,
+    logical_slots integer,
+    logical_slots_invalidated integer,
+    logical_slot_details jsonb,
+    logical_slot_hint text
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -379,13 +460,17 @@ DECLARE
     v_moment timestamptz;
     v_how text;
     v_exact boolean;
-    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_now timestamptz;
+    v_version int := pg_catalog.current_setting('server_version_num')::int;
+    v_feedback boolean := pg_catalog.current_setting('hot_standby_feedback')::boolean;
+    v_primary_slot text := pg_catalog.current_setting('primary_slot_name');
 BEGIN
     IF NOT pg_catalog.pg_is_in_recovery() THEN
         RETURN QUERY SELECT false, 'not a standby: this server is not in recovery, so no recovery conflicts can occur'::text,
             NULL::name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::text, NULL::interval, NULL::boolean, NULL::text, NULL::pg_lsn, NULL::pg_lsn,
-            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::boolean, NULL::interval;
+            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::boolean, NULL::interval,
+            NULL::bigint, NULL::integer, NULL::integer, NULL::jsonb, NULL::text;
         RETURN;
     END IF;
 
@@ -393,6 +478,8 @@ BEGIN
            r.last_msg_send_time, r.last_msg_receipt_time
       INTO rcv
       FROM pg_catalog.pg_stat_wal_receiver r;
+    -- After reading the receiver's times, so that none is in the future.
+    v_now := pg_catalog.clock_timestamp();
     v_replay := pg_catalog.pg_last_wal_replay_lsn();
     v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
 
@@ -442,15 +529,47 @@ BEGIN
            rcv.status::text, rcv.flushed_lsn, v_replay, v_xact_time,
            v_moment, v_how, v_exact,
            CASE WHEN v_delay_ms < 0 OR v_moment IS NULL THEN NULL
-                ELSE greatest(v_delay_ms * interval '1 millisecond' - (v_now - v_moment), interval '0') END
+                ELSE greatest(v_delay_ms * interval '1 millisecond' - (v_now - v_moment), interval '0') END,
+           -- 16+: walsenders/backends decoding a slot that replay had to
+           -- invalidate were terminated (counted here).
+           (pg_catalog.to_jsonb(c) ->> 'confl_active_logicalslot')::bigint,
+           CASE WHEN v_version >= 160000 THEN coalesce(ls.n, 0) END,
+           CASE WHEN v_version >= 160000 THEN coalesce(ls.n_invalid, 0) END,
+           CASE WHEN v_version >= 160000 THEN coalesce(ls.details, '[]'::jsonb) END,
+           CASE WHEN v_version < 160000 OR coalesce(ls.n, 0) = 0 THEN NULL
+                ELSE NULLIF(concat_ws(' ',
+                  CASE WHEN ls.n_invalid > 0 THEN
+                    format('%s of %s logical slot(s) invalidated: they cannot be used again; drop them (pg_drop_replication_slot) and recreate them, then resynchronize their consumers.',
+                           ls.n_invalid, ls.n) END,
+                  CASE WHEN NOT v_feedback THEN
+                    'hot_standby_feedback is off: when the primary removes catalog rows these slots still need (VACUUM), replay invalidates them (rows_removed) and terminates the sessions decoding them (confl_active_logicalslot); set hot_standby_feedback = on and primary_slot_name.'
+                       WHEN v_primary_slot = '' THEN
+                    'hot_standby_feedback is on but primary_slot_name is not set: the primary forgets this standby''s catalog_xmin whenever the connection drops, so the slots can still be invalidated (rows_removed); use a physical slot on the primary.' END), '')
+           END
     FROM pg_catalog.pg_stat_database_conflicts c
     JOIN pg_catalog.pg_database d ON d.oid = c.datid
+    LEFT JOIN LATERAL (
+        SELECT count(*)::int AS n,
+               (count(*) FILTER (WHERE x.invalidation IS NOT NULL))::int AS n_invalid,
+               jsonb_agg(jsonb_build_object(
+                   'slot_name', x.slot_name, 'plugin', x.plugin, 'active', x.active,
+                   'active_pid', x.active_pid, 'catalog_xmin', x.catalog_xmin,
+                   'restart_lsn', x.restart_lsn, 'confirmed_flush_lsn', x.confirmed_flush_lsn,
+                   'wal_status', x.wal_status, 'invalidation', x.invalidation,
+                   'conflicting', x.j -> 'conflicting',          -- 16+
+                   'inactive_since', x.j -> 'inactive_since')    -- 17+
+                 ORDER BY x.slot_name) AS details
+        FROM (SELECT r.*, pg_catalog.to_jsonb(r) AS j,
+                     pubjson._slot_invalidation(pg_catalog.to_jsonb(r)) AS invalidation
+              FROM pg_catalog.pg_replication_slots r
+              WHERE r.slot_type = 'logical' AND r.datoid = d.oid) x
+    ) ls ON true
     ORDER BY d.datname;
 END
 $fn$;
 
 COMMENT ON FUNCTION pubjson.standby_conflicts() IS
-'Hot-standby recovery conflicts per database and the grace budget a conflicting query has left (which delay applies, when WAL was last received, how that was derived)';
+'Hot-standby recovery conflicts per database and the grace budget a conflicting query has left (which delay applies, when WAL was last received, how that was derived); 16+: logical slots on the standby, their invalidations and confl_active_logicalslot';
 
 REVOKE ALL ON FUNCTION pubjson.publication_risks(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.subscription_status() FROM PUBLIC;

@@ -13,6 +13,19 @@ pub const SUB_ROOT: &str = "/tmp/pubjson-sub";
 pub const SUB_PORT: u16 = 54332;
 pub const STANDBY_ROOT: &str = "/tmp/pubjson-standby";
 pub const STANDBY_PORT: u16 = 54333;
+/// A primary of its own for the logical-slot-on-standby test (16+), so that
+/// nothing else on the main cluster holds back the catalog horizon.
+pub const LS_PRIMARY_ROOT: &str = "/tmp/pubjson-lsprimary";
+pub const LS_PRIMARY_PORT: u16 = 54335;
+pub const LS_STANDBY_ROOT: &str = "/tmp/pubjson-lsstandby";
+pub const LS_STANDBY_PORT: u16 = 54336;
+
+/// server_version_num of the connected server (150000 and up).
+pub fn server_version(c: &mut Client) -> i32 {
+    c.query_one("select current_setting('server_version_num')::int", &[])
+        .expect("server_version_num")
+        .get(0)
+}
 
 fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -148,28 +161,36 @@ impl Drop for ExtraCluster {
     }
 }
 
-/// A physical standby of the main cluster (pg_basebackup -R); stopped and
-/// removed on drop.
+/// A physical standby (pg_basebackup -R); stopped and removed on drop.
 pub struct Standby {
+    pub root: String,
     pub data: String,
     pub socket: String,
     pub port: u16,
 }
 
 impl Standby {
+    /// A standby of the main cluster at STANDBY_ROOT / STANDBY_PORT.
     pub fn start() -> Standby {
+        let (host, port) = main_cluster();
+        Standby::start_of(&host, port, STANDBY_ROOT, STANDBY_PORT)
+    }
+
+    /// A standby of the server at (`host`, `port`), in `root` on `sb_port`
+    /// (hot_standby_feedback off, max_standby_streaming_delay 1s).
+    pub fn start_of(host: &str, port: u16, root: &str, sb_port: u16) -> Standby {
         let sb = Standby {
-            data: format!("{STANDBY_ROOT}/data"),
-            socket: format!("{STANDBY_ROOT}/socket"),
-            port: STANDBY_PORT,
+            root: root.to_string(),
+            data: format!("{root}/data"),
+            socket: format!("{root}/socket"),
+            port: sb_port,
         };
         sb.teardown();
         std::fs::create_dir_all(&sb.socket).expect("mkdir standby socket");
-        run(Command::new("chown").args(["-R", "postgres:", STANDBY_ROOT]));
-        let (host, port) = main_cluster();
+        run(Command::new("chown").args(["-R", "postgres:", root]));
         run(as_postgres(&pg_bin("pg_basebackup")).args([
             "-h",
-            &host,
+            host,
             "-p",
             &port.to_string(),
             "-U",
@@ -195,7 +216,7 @@ impl Standby {
             "-D",
             &sb.data,
             "-l",
-            &format!("{STANDBY_ROOT}/server.log"),
+            &format!("{root}/server.log"),
             "-w",
             "-t",
             "60",
@@ -215,7 +236,7 @@ impl Standby {
                 .args(["-D", &self.data, "-m", "immediate", "-w", "stop"])
                 .output();
         }
-        let _ = std::fs::remove_dir_all(STANDBY_ROOT);
+        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 
