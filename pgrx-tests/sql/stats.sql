@@ -25,6 +25,12 @@ SELECT slot_name, source, txns_decoded, txns_emitted, txns_skipped_empty,
        bytes_emitted > 0 AS bytes, largest_txn_changes, largest_txn_spilled,
        total_txns IS NOT NULL AS joined_with_pg_stat, wal_status
   FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
+-- The slot's state from pg_replication_slots: conflicting is 16+ (NULL on
+-- 15: expected/stats_1.out is the 16+ output), inactive_since 17+.
+SELECT conflicting, invalidation_reason, retained_wal_bytes >= 0 AS retained_measured,
+       (inactive_since IS NOT NULL) = (current_setting('server_version_num')::int >= 170000)
+         AS inactive_since_per_version
+  FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
 SELECT rank, changes, spilled, commit_to_emit_ms >= 0 AS delay_measured, committed_at IS NOT NULL AS has_time
   FROM pubjson.worst_transactions() WHERE slot_name = 'regress_stats' ORDER BY rank;
 
