@@ -49,7 +49,11 @@ fn run_cluster_script(action: &str) {
 /// library directory (output_plugin_libraries lists it), e.g. during a
 /// `cargo pgrx install` run elsewhere: wait for it.
 fn wait_plugin_installed() {
-    let so = pg_bin_dir().join("../lib/pubjson.so");
+    let libdir = Command::new(pg_bin_dir().join("pg_config"))
+        .arg("--pkglibdir")
+        .output()
+        .expect("pg_config --pkglibdir");
+    let so = PathBuf::from(String::from_utf8_lossy(&libdir.stdout).trim()).join("pubjson.so");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !so.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
