@@ -68,13 +68,15 @@ fn publication_risks_reports_each_condition() {
         select setval('r.shared_seq', 1234);
         create table r.defseq (id int primary key default nextval('r.shared_seq'), v text);
         create table r.cl (id int primary key, a int, b int);
+        create table r.full_cl (a int, b int);
+        alter table r.full_cl replica identity full;
         create table r.parted (id int primary key, k int) partition by range (id);
         create table r.parted_1 partition of r.parted for values from (0) to (100);
         create table r.parted_nopk (id int, k int) partition by range (id);
         create table r.parted_nopk_1 partition of r.parted_nopk for values from (0) to (100);
         create publication p_all_risks for table r.clean, r.nopk, r.nothing, r.ri_dropped,
             r.filt where (region = 'eu'), r.filt_ok where (id > 10), r.full_toast, r.full_wide,
-            r.full_narrow, r.seqs, r.defseq, r.cl (a, b), r.parted, r.parted_nopk;
+            r.full_narrow, r.seqs, r.defseq, r.cl (a, b), r.full_cl (a, b), r.parted, r.parted_nopk;
         create publication p_insert_only for table r.nopk, r.filt where (region = 'eu')
             with (publish = 'insert');
         ",
@@ -104,6 +106,7 @@ fn publication_risks_reports_each_condition() {
         ("seqs", "unique_key_besides_identity"),
         ("defseq", "sequence_not_replicated"),
         ("cl", "column_list_missing_identity"),
+        ("full_cl", "column_list_missing_identity"),
         ("parted_nopk_1", "no_replica_identity"),
     ]
     .iter()
@@ -150,6 +153,20 @@ fn publication_risks_reports_each_condition() {
         "lacks replica identity column(s) id",
     );
     find(
+        "full_cl",
+        "column_list_missing_identity",
+        "with REPLICA IDENTITY FULL, which allows no column list",
+    );
+    // Real behaviour: even a column list naming every column fails with FULL.
+    let e = c
+        .batch_execute("insert into r.full_cl values (1, 1); update r.full_cl set b = 2")
+        .expect_err("update with FULL and a column list");
+    assert!(
+        format!("{e:?}")
+            .contains("Column list used by the publication does not cover the replica identity"),
+        "{e:?}"
+    );
+    find(
         "ri_dropped",
         "replica_identity_index_unusable",
         "index was dropped",
@@ -169,6 +186,89 @@ fn publication_risks_reports_each_condition() {
         "unique_key_besides_identity",
         "seqs_email_key on (email)",
     );
+
+    // Generated columns in the replica identity: on 18 they must be
+    // published or UPDATE/DELETE fail; before 18 they are never published
+    // and nothing fails.
+    let version = server_version(&mut c);
+    c.batch_execute(
+        "create schema g;
+         create table g.full_gen (a int, b int generated always as (a * 2) stored);
+         alter table g.full_gen replica identity full;
+         create table g.key_gen (a int not null, k int not null generated always as (a + 1) stored, v text);
+         create unique index key_gen_k on g.key_gen (k);
+         alter table g.key_gen replica identity using index key_gen_k;
+         insert into g.full_gen (a) values (1); insert into g.key_gen (a, v) values (1, 'x');
+         create publication p_gencols for table g.full_gen, g.key_gen;",
+    )
+    .expect("generated column tables");
+    let gen_risks = |c: &mut postgres::Client| -> Vec<(String, String, String)> {
+        risks(c, "p_gencols")
+            .into_iter()
+            .filter(|r| !r.0.is_empty())
+            .map(|r| (r.1, r.2, r.3))
+            .collect()
+    };
+    let update = |c: &mut postgres::Client| {
+        c.batch_execute("update g.full_gen set a = a + 1")
+            .and_then(|_| c.batch_execute("update g.key_gen set v = 'y'"))
+    };
+    if version >= 180000 {
+        // A virtual generated column (18's default) cannot be published at all.
+        c.batch_execute(
+            "create table g.full_virtual (a int, b int generated always as (a * 3));
+             alter table g.full_virtual replica identity full;
+             insert into g.full_virtual (a) values (1);
+             alter publication p_gencols add table g.full_virtual;",
+        )
+        .expect("virtual generated column");
+        let rows = gen_risks(&mut c);
+        println!("{rows:?}");
+        let names: Vec<(&str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("full_gen", "identity_generated_column_unpublished"),
+                ("full_virtual", "identity_generated_column_unpublished"),
+                ("key_gen", "identity_generated_column_unpublished"),
+            ]
+        );
+        assert!(rows[0].2.contains("replica identity FULL includes generated column(s) b, not published (publish_generated_columns = none)"), "{rows:?}");
+        assert!(
+            rows[1]
+                .2
+                .contains("virtual generated columns cannot be published"),
+            "{rows:?}"
+        );
+        assert!(
+            rows[2]
+                .2
+                .contains("replica identity USING INDEX includes generated column(s) k"),
+            "{rows:?}"
+        );
+        let e = update(&mut c).expect_err("update with unpublished generated identity column");
+        assert!(
+            format!("{e:?}")
+                .contains("Replica identity must not contain unpublished generated columns"),
+            "{e:?}"
+        );
+        // Publishing stored generated columns clears the stored ones.
+        c.batch_execute("alter publication p_gencols set (publish_generated_columns = stored)")
+            .expect("publish generated columns");
+        let rows = gen_risks(&mut c);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].0, "full_virtual");
+        update(&mut c).expect("update once generated columns are published");
+        c.batch_execute("update g.full_virtual set a = 2")
+            .expect_err("a virtual generated column in FULL identity still fails");
+    } else {
+        assert_eq!(
+            gen_risks(&mut c),
+            vec![],
+            "no generated-column rule before 18"
+        );
+        update(&mut c).expect("before 18 generated identity columns do not matter");
+    }
 
     // Insert-only: identity and row filter do not matter.
     let ins: Vec<_> = risks(&mut c, "p_insert_only")

@@ -51,6 +51,7 @@ $fn$;
 --   replica_identity_index_unusable  UPDATE/DELETE fail on the publisher
 --   row_filter_outside_identity      UPDATE/DELETE fail on the publisher
 --   column_list_missing_identity     UPDATE/DELETE fail on the publisher
+--   identity_generated_column_unpublished (18+) UPDATE/DELETE fail on the publisher
 --   replica_identity_full_wide       WAL volume, slow apply without an index
 --   sequence_not_replicated          subscriber sequences stay behind
 --   unique_key_besides_identity      insert_exists conflicts (multi-writer)
@@ -165,16 +166,48 @@ BEGIN
           AND NOT f.attname = ANY (i.ident_cols)
         GROUP BY i.leaf_schema, i.leaf_name, i.prqual, i.relid, i.ident_cols
         UNION ALL
-        -- Column list not covering the replica identity.
+        -- Column list not covering the replica identity (REPLICA IDENTITY
+        -- FULL allows no column list at all, even one naming every column).
         SELECT i.leaf_schema, i.leaf_name, 'column_list_missing_identity',
-               format('column list (%s) lacks replica identity column(s) %s; UPDATE/DELETE on this table fail on the publisher ("Column list used by the publication does not cover the replica identity")',
-                      array_to_string(i.attnames, ', '),
-                      array_to_string(ARRAY(SELECT x FROM unnest(i.ident_cols) x
-                                            WHERE NOT x = ANY (i.attnames)), ', ')),
-               'add the identity columns to the column list'
+               CASE WHEN i.relreplident = 'f' THEN
+                 format('column list (%s) with REPLICA IDENTITY FULL, which allows no column list; UPDATE/DELETE on this table fail on the publisher ("Column list used by the publication does not cover the replica identity")',
+                        array_to_string(i.attnames, ', '))
+               ELSE
+                 format('column list (%s) lacks replica identity column(s) %s; UPDATE/DELETE on this table fail on the publisher ("Column list used by the publication does not cover the replica identity")',
+                        array_to_string(i.attnames, ', '),
+                        array_to_string(ARRAY(SELECT x FROM unnest(i.ident_cols) x
+                                              WHERE NOT x = ANY (i.attnames)), ', ')) END,
+               CASE WHEN i.relreplident = 'f' THEN 'drop the column list, or use a replica identity key (primary key or REPLICA IDENTITY USING INDEX) covered by it'
+                    ELSE 'add the identity columns to the column list' END
         FROM ident i
         WHERE (pub.pubupdate OR pub.pubdelete) AND i.prattrs IS NOT NULL
-          AND i.ident_cols IS NOT NULL AND NOT i.ident_cols <@ i.attnames
+          AND i.ident_cols IS NOT NULL
+          AND (i.relreplident = 'f' OR NOT i.ident_cols <@ i.attnames)
+        UNION ALL
+        -- 18+: generated columns in the replica identity must be published
+        -- (without a column list: publish_generated_columns = stored; virtual
+        -- generated columns never are). Before 18 generated columns are never
+        -- published and the publisher does not check.
+        SELECT i.leaf_schema, i.leaf_name, 'identity_generated_column_unpublished',
+               format('replica identity %s includes generated column(s) %s, not published (publish_generated_columns = %s%s); UPDATE/DELETE on this table fail on the publisher ("Replica identity must not contain unpublished generated columns")',
+                      CASE i.relreplident WHEN 'f' THEN 'FULL' WHEN 'i' THEN 'USING INDEX' ELSE 'DEFAULT (primary key)' END,
+                      g.cols, g.pubgencols,
+                      CASE WHEN g.nvirtual > 0 THEN '; virtual generated columns cannot be published' ELSE '' END),
+               CASE WHEN g.nvirtual > 0 THEN 'use a replica identity key without virtual generated columns instead of FULL'
+                    ELSE format('ALTER PUBLICATION %I SET (publish_generated_columns = stored), or a replica identity key without generated columns', pub.pubname) END
+        FROM ident i
+        CROSS JOIN LATERAL (
+            SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) AS cols,
+                   count(*) FILTER (WHERE a.attgenerated = 'v') AS nvirtual,
+                   CASE pg_catalog.to_jsonb(pub) ->> 'pubgencols' WHEN 's' THEN 'stored' ELSE 'none' END AS pubgencols
+            FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = i.leaf AND a.attnum > 0 AND NOT a.attisdropped
+              AND a.attname = ANY (i.ident_cols)
+              AND (a.attgenerated = 'v'
+                   OR (a.attgenerated = 's' AND coalesce(pg_catalog.to_jsonb(pub) ->> 'pubgencols', 'n') <> 's'))
+        ) g
+        WHERE pg_catalog.current_setting('server_version_num')::int >= 180000
+          AND (pub.pubupdate OR pub.pubdelete) AND i.prattrs IS NULL AND g.cols IS NOT NULL
         UNION ALL
         -- REPLICA IDENTITY FULL on wide or TOASTed tables.
         SELECT i.leaf_schema, i.leaf_name, 'replica_identity_full_wide',
