@@ -1041,5 +1041,87 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         .expect("decoding_stats");
     assert_eq!(r.get::<_, Option<bool>>(0), Some(true));
     assert_eq!(r.get::<_, Option<String>>(1).as_deref(), Some(reason));
+
+    if version >= 170000 {
+        // 17+: a failover slot of the primary synchronized to the standby
+        // (synced) is inactive there by design and cannot be dropped there:
+        // it is reported on the primary only.
+        p.batch_execute("select pg_create_physical_replication_slot('ls_standby')")
+            .expect("physical slot");
+        p.batch_execute(
+            "select pg_create_logical_replication_slot('ls_failover', 'pubjson', false, false, true)",
+        )
+        .expect("failover slot");
+        for q in [
+            "alter system set hot_standby_feedback = on".to_string(),
+            "alter system set primary_slot_name = 'ls_standby'".to_string(),
+            format!(
+                "alter system set primary_conninfo = 'host={} port={} user=postgres dbname=lsdb'",
+                primary.socket, primary.port
+            ),
+            "select pg_reload_conf()".to_string(),
+        ] {
+            b.batch_execute(&q).unwrap_or_else(|e| panic!("{q}: {e}"));
+        }
+        // The standby copies the slot once the primary's slot is past what
+        // the standby has: advance it and synchronize until it sticks.
+        poll(
+            "ls_failover synced to the standby",
+            Duration::from_secs(60),
+            || {
+                for q in [
+                    "insert into flush_wal default values",
+                    "select pg_log_standby_snapshot()",
+                    "checkpoint",
+                    "select pg_replication_slot_advance('ls_failover', pg_current_wal_lsn())",
+                ] {
+                    p.batch_execute(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                let mut fresh = sb.connect("lsdb");
+                let _ = fresh.batch_execute("select pg_sync_replication_slots()");
+                let r = fresh
+                .query_one(
+                    "select count(*) from pg_replication_slots where slot_name = 'ls_failover' and synced and not temporary",
+                    &[],
+                )
+                .ok()?;
+                (r.get::<_, i64>(0) == 1).then_some(())
+            },
+        );
+        let rows = risks(&mut b, "lspub");
+        assert!(
+            !rows.iter().any(|r| r.3.contains("ls_failover")),
+            "a synced slot is not a risk on the standby: {rows:?}"
+        );
+        let on_primary = risks(&mut p, "lspub");
+        assert!(
+            on_primary
+                .iter()
+                .any(|r| r.2 == "inactive_slot_retains_wal" && r.3.contains("slot ls_failover")),
+            "{on_primary:?}"
+        );
+        let details: String = b
+            .query_one(
+                "select logical_slot_details::text from pubjson.standby_conflicts() where database = current_database()",
+                &[],
+            )
+            .expect("details")
+            .get(0);
+        let details: serde_json::Value = serde_json::from_str(&details).expect("json");
+        let fs = details
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|s| s["slot_name"] == "ls_failover")
+            .unwrap_or_else(|| panic!("ls_failover in {details}"));
+        assert_eq!(
+            (&fs["synced"], &fs["failover"]),
+            (&true.into(), &true.into()),
+            "{fs}"
+        );
+        assert!(fs["invalidation"].is_null(), "{fs}");
+        println!("synced failover slot on the standby: {fs}");
+    }
     println!("logical slot standby test took {:?}", started.elapsed());
 }

@@ -286,7 +286,9 @@ BEGIN
               CASE i.relreplident WHEN 'd' THEN i.pk_index WHEN 'i' THEN i.ri_index END
         UNION ALL
         -- Inactive logical slots retaining WAL (one row per slot; an
-        -- invalidated slot retains nothing and is reported below).
+        -- invalidated slot retains nothing and is reported below). 17+: a
+        -- standby's copies of failover slots (synced) are inactive by
+        -- design and follow the primary's slot, reported on the primary.
         SELECT NULL::name, NULL::name, 'inactive_slot_retains_wal',
                format('slot %s (database %s, plugin %s) is inactive%s and retains %s of WAL (%s bytes); wal_status %s; safe_wal_size %s; max_slot_wal_keep_size %s',
                       quote_ident(s.slot_name), s.database, s.plugin,
@@ -309,6 +311,7 @@ BEGIN
         ) k
         WHERE s.slot_type = 'logical' AND NOT s.active AND s.restart_lsn IS NOT NULL
           AND s.wal_status IS DISTINCT FROM 'lost'
+          AND (pg_catalog.to_jsonb(s) ->> 'synced') IS DISTINCT FROM 'true'
         UNION ALL
         -- Invalidated logical slots (one row per slot): wal_status 'lost' on
         -- every version (15: WAL removed past max_slot_wal_keep_size; 16+
@@ -318,7 +321,9 @@ BEGIN
                       quote_ident(s.slot_name), s.database, s.plugin,
                       pubjson._slot_invalidation(pg_catalog.to_jsonb(s)),
                       CASE WHEN s.active THEN format(', still in use by pid %s', s.active_pid) ELSE '' END),
-               format('the slot cannot be repaired: SELECT pg_drop_replication_slot(%L); then recreate it and resynchronize the subscriber (e.g. a new subscription with copy_data = true)', s.slot_name)
+               CASE WHEN (pg_catalog.to_jsonb(s) ->> 'synced') = 'true'
+                    THEN 'the slot is synchronized from the primary (failover slot; 17+), so it cannot be dropped on this standby: see the slot of the same name on the primary'
+                    ELSE format('the slot cannot be repaired: SELECT pg_drop_replication_slot(%L); then recreate it and resynchronize the subscriber (e.g. a new subscription with copy_data = true)', s.slot_name) END
         FROM pg_catalog.pg_replication_slots s
         WHERE s.slot_type = 'logical'
           AND pubjson._slot_invalidation(pg_catalog.to_jsonb(s)) IS NOT NULL
@@ -590,7 +595,9 @@ BEGIN
                    'restart_lsn', x.restart_lsn, 'confirmed_flush_lsn', x.confirmed_flush_lsn,
                    'wal_status', x.wal_status, 'invalidation', x.invalidation,
                    'conflicting', x.j -> 'conflicting',          -- 16+
-                   'inactive_since', x.j -> 'inactive_since')    -- 17+
+                   'inactive_since', x.j -> 'inactive_since',    -- 17+
+                   'failover', x.j -> 'failover',                -- 17+
+                   'synced', x.j -> 'synced')                    -- 17+
                  ORDER BY x.slot_name) AS details
         FROM (SELECT r.*, pg_catalog.to_jsonb(r) AS j,
                      pubjson._slot_invalidation(pg_catalog.to_jsonb(r)) AS invalidation
