@@ -1032,6 +1032,20 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         !rows.iter().any(|r| r.2 == "inactive_slot_retains_wal"),
         "{rows:?}"
     );
+    // The error the detail quotes is the one the server gives.
+    let e = b
+        .query(
+            "select data from pg_logical_slot_get_changes('ls_idle', NULL, NULL)",
+            &[],
+        )
+        .expect_err("decoding from an invalidated slot");
+    let quoted = if version >= 180000 {
+        "can no longer access replication slot"
+    } else {
+        "can no longer get changes from replication slot"
+    };
+    assert!(format!("{e:?}").contains(quoted), "{e:?}");
+    assert!(inv[0].3.contains(&format!("(ERROR: {quoted})")), "{inv:?}");
     // decoding_stats reports the invalidation too.
     let r = b
         .query_one(

@@ -317,10 +317,12 @@ BEGIN
         -- every version (15: WAL removed past max_slot_wal_keep_size; 16+
         -- also recovery conflicts of slots on a standby).
         SELECT NULL::name, NULL::name, 'logical_slot_invalidated',
-               format('slot %s (database %s, plugin %s) is invalidated (%s)%s: its subscriber can no longer receive changes from it (ERROR: can no longer get changes from replication slot)',
+               format('slot %s (database %s, plugin %s) is invalidated (%s)%s: its subscriber can no longer receive changes from it (ERROR: %s replication slot)',
                       quote_ident(s.slot_name), s.database, s.plugin,
                       pubjson._slot_invalidation(pg_catalog.to_jsonb(s)),
-                      CASE WHEN s.active THEN format(', still in use by pid %s', s.active_pid) ELSE '' END),
+                      CASE WHEN s.active THEN format(', still in use by pid %s', s.active_pid) ELSE '' END,
+                      CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 180000
+                           THEN 'can no longer access' ELSE 'can no longer get changes from' END),
                CASE WHEN (pg_catalog.to_jsonb(s) ->> 'synced') = 'true'
                     THEN 'the slot is synchronized from the primary (failover slot; 17+), so it cannot be dropped on this standby: see the slot of the same name on the primary'
                     ELSE format('the slot cannot be repaired: SELECT pg_drop_replication_slot(%L); then recreate it and resynchronize the subscriber (e.g. a new subscription with copy_data = true)', s.slot_name) END
