@@ -413,6 +413,21 @@ fn workload(db: &mut TestDb, table: &str, second: &mut postgres::Client) {
     db.flush_wal();
 }
 
+fn server_major(db: &mut TestDb) -> i32 {
+    db.query_one_string("select (current_setting('server_version_num')::int / 10000)::text")
+        .parse()
+        .expect("server major")
+}
+
+/// Whether the workload's aborted transaction reaches the plugin: from 18
+/// on the reorder buffer drops a transaction it finds already aborted
+/// instead of streaming it (ReorderBufferCheckAndTruncateAbortedTXN), so
+/// there is nothing to abort downstream. (The immediate-streaming test
+/// still sees stream aborts on 18.)
+fn aborted_transactions_are_streamed(db: &mut TestDb) -> bool {
+    server_major(db) < 18
+}
+
 fn peek(db: &mut TestDb, slot: &str, options: &str) -> Vec<String> {
     let upto = db.upto_lsn.clone().expect("flush_wal first");
     db.exec("set logical_decoding_work_mem = '64kB'");
@@ -472,7 +487,7 @@ fn streamed_format_2_replays_to_the_committed_data() {
         "no subtransaction abort was streamed: {stats:?}"
     );
     assert!(
-        stats.txn_aborts >= 1,
+        stats.txn_aborts >= 1 || !aborted_transactions_are_streamed(&mut db),
         "no transaction abort was streamed: {stats:?}"
     );
     assert_eq!(model.len(), expected.len());
@@ -495,7 +510,9 @@ fn streamed_format_1_replays_to_the_committed_data() {
     let stats = replay_v1(&docs, &mut model);
     println!("format 1 streamed: {} documents, {stats:?}", docs.len());
     assert!(
-        stats.stream_blocks >= 10 && stats.subxact_aborts >= 1 && stats.txn_aborts >= 1,
+        stats.stream_blocks >= 10
+            && stats.subxact_aborts >= 1
+            && (stats.txn_aborts >= 1 || !aborted_transactions_are_streamed(&mut db)),
         "{stats:?}"
     );
     assert!(model == expected, "replayed data differs from the table");
@@ -633,7 +650,7 @@ fn two_phase_with_and_without_streaming() {
 
 #[test]
 fn streaming_through_pg_recvlogical() {
-    let (db, slot, _guard, expected) = streamed_workload("stream_recv");
+    let (mut db, slot, _guard, expected) = streamed_workload("stream_recv");
     let end = db.upto_lsn.clone().expect("flushed");
 
     let dir = scratch_dir("stream_recv");
@@ -666,7 +683,8 @@ fn streaming_through_pg_recvlogical() {
     let stats = replay_v2(&lines, &mut model);
     println!("pg_recvlogical streamed: {} lines, {stats:?}", lines.len());
     assert!(
-        stats.stream_blocks >= 10 && stats.txn_aborts >= 1,
+        stats.stream_blocks >= 10
+            && (stats.txn_aborts >= 1 || !aborted_transactions_are_streamed(&mut db)),
         "{stats:?}"
     );
     assert!(
@@ -769,11 +787,7 @@ fn two_phase_through_pg_recvlogical() {
 #[test]
 fn immediate_streaming_of_small_transactions() {
     let mut db = TestDb::new("stream_now");
-    let major: i32 = db
-        .query_one_string("select (current_setting('server_version_num')::int / 10000)::text")
-        .parse()
-        .expect("server major");
-    if major < 16 {
+    if server_major(&mut db) < 16 {
         eprintln!("SKIPPED immediate_streaming_of_small_transactions: needs PostgreSQL 16+");
         return;
     }
