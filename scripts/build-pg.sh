@@ -21,6 +21,11 @@ CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
 MIRROR=${PUBJSON_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 declare -A PG_VERSION=([17]=17.11 [18]=18.6)
+# Bumped when the build recipe changes: a new prefix, so servers running
+# from the old one keep their files until the switch of the pgNN symlink.
+RECIPE=2
+# As Debian builds it, minus what the tests do not use (ssl, perl, ...).
+CONFIGURE_FLAGS=(--with-libxml --with-icu --enable-debug)
 declare -A PG_SHA256=(
   [17]=dd27f2b3c59e73ed14aa3324901242bf69a032a6347805f274e6260322d42979
   [18]=555610c24d53e4316da5b7d3fc25c279d96856d5e0e23ee308c328c5fa881d9f
@@ -30,7 +35,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
 install_build_packages() {
-  local packages=(build-essential bison flex libreadline-dev zlib1g-dev curl ca-certificates bzip2)
+  local packages=(build-essential bison flex libreadline-dev zlib1g-dev libxml2-dev libicu-dev
+                  pkg-config curl ca-certificates bzip2)
   local missing=() p
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -63,7 +69,7 @@ build_major() {
     echo "ERROR: no Debian source package for PostgreSQL $major (known: ${!PG_VERSION[*]})" >&2
     exit 1
   fi
-  local prefix=$CACHE/pg$major-$version
+  local prefix=$CACHE/pg$major-$version-r$RECIPE
   local stamp=$prefix/.pubjson-built
   if [ -f "$stamp" ]; then
     ln -sfn "$prefix" "$CACHE/pg$major"
@@ -81,7 +87,7 @@ build_major() {
   echo "==> building PostgreSQL $version into $prefix (several minutes)"
   (
     cd "$build"
-    ./configure --prefix="$prefix" --without-icu --enable-debug CFLAGS="-O2" >"$build/configure.out" 2>&1 ||
+    ./configure --prefix="$prefix" "${CONFIGURE_FLAGS[@]}" CFLAGS="-O2" >"$build/configure.out" 2>&1 ||
       { tail -30 "$build/configure.out" >&2; exit 1; }
     make -s -j"$(nproc)" >"$build/make.out" 2>&1 || { tail -40 "$build/make.out" >&2; exit 1; }
     make -s install >>"$build/make.out" 2>&1
