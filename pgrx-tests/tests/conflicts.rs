@@ -335,6 +335,115 @@ fn publication_risks_reports_each_condition() {
     assert!(retained > 100_000, "slot retains {retained} bytes");
 }
 
+/// A logical slot whose WAL was removed past max_slot_wal_keep_size (every
+/// version): publication_risks reports it invalidated (wal_removed) instead
+/// of retaining WAL, and decoding_stats() says why. On a cluster of its own:
+/// the setting and the forced checkpoints would disturb the main cluster.
+#[test]
+fn slot_invalidated_by_wal_removal() {
+    let cl = ExtraCluster::start(WAL_ROOT, WAL_PORT);
+    let mut c = fresh_db(&cl.socket, cl.port, "waldb", true);
+    let version = server_version(&mut c);
+    // One statement per transaction: a slot cannot be created in a
+    // transaction that has written.
+    for q in [
+        "create table t (id int primary key, v text)",
+        "create publication walpub for table t",
+        "select pg_create_logical_replication_slot('wal_slot', 'pubjson')",
+        "insert into t values (1, 'a')",
+    ] {
+        c.batch_execute(q).unwrap_or_else(|e| panic!("{q}: {e}"));
+    }
+    // Decode once, so that decoding_stats() has a row for the slot.
+    let n = c
+        .query(
+            "select data from pg_logical_slot_get_changes('wal_slot', NULL, NULL, 'format-version', '2')",
+            &[],
+        )
+        .expect("decode")
+        .len();
+    assert_eq!(n, 3, "B I C");
+    let before = risks(&mut c, "walpub");
+    assert!(
+        before
+            .iter()
+            .any(|r| r.2 == "inactive_slot_retains_wal" && r.3.contains("slot wal_slot")),
+        "{before:?}"
+    );
+    c.batch_execute("alter system set max_slot_wal_keep_size = '1MB'")
+        .expect("max_slot_wal_keep_size");
+    c.batch_execute("select pg_reload_conf()").expect("reload");
+    poll("wal_slot invalidated", Duration::from_secs(60), || {
+        for _ in 0..3 {
+            c.batch_execute(
+                "insert into t select g, 'x' from generate_series(1, 100) g on conflict do nothing",
+            )
+            .expect("write");
+            c.batch_execute("select pg_switch_wal()").expect("switch");
+        }
+        c.batch_execute("checkpoint").expect("checkpoint");
+        let r = c
+            .query_one(
+                "select wal_status from pg_replication_slots where slot_name = 'wal_slot'",
+                &[],
+            )
+            .ok()?;
+        (r.get::<_, Option<String>>(0).as_deref() == Some("lost")).then_some(())
+    });
+    let rows = risks(&mut c, "walpub");
+    for r in &rows {
+        println!("{r:?}");
+    }
+    let slot_rows: Vec<_> = rows
+        .iter()
+        .filter(|r| r.3.contains("slot wal_slot"))
+        .collect();
+    assert_eq!(slot_rows.len(), 1, "{rows:?}");
+    assert_eq!(slot_rows[0].2, "logical_slot_invalidated");
+    assert!(
+        slot_rows[0].3.contains("is invalidated (wal_removed)"),
+        "{slot_rows:?}"
+    );
+    assert!(
+        slot_rows[0]
+            .4
+            .contains("SELECT pg_drop_replication_slot('wal_slot');"),
+        "{slot_rows:?}"
+    );
+    let r = c
+        .query_one(
+            "select conflicting, invalidation_reason from pubjson.decoding_stats() where slot_name = 'wal_slot'",
+            &[],
+        )
+        .expect("decoding_stats");
+    assert_eq!(
+        r.get::<_, Option<String>>(1).as_deref(),
+        Some("wal_removed")
+    );
+    // conflicting: NULL on 15; on 16+ false (WAL removal is no recovery conflict).
+    assert_eq!(
+        r.get::<_, Option<bool>>(0),
+        (version >= 160000).then_some(false)
+    );
+    let e = c
+        .query(
+            "select data from pg_logical_slot_get_changes('wal_slot', NULL, NULL)",
+            &[],
+        )
+        .expect_err("decoding from an invalidated slot");
+    println!("decoding from the invalidated slot: {e:?}");
+    let quoted = if version >= 180000 {
+        "can no longer access replication slot"
+    } else {
+        "can no longer get changes from replication slot"
+    };
+    assert!(format!("{e:?}").contains(quoted), "{e:?}");
+    assert!(
+        slot_rows[0].3.contains(&format!("(ERROR: {quoted})")),
+        "{slot_rows:?}"
+    );
+}
+
 #[test]
 fn subscription_disabled_by_insert_exists() {
     let started = Instant::now();
@@ -517,9 +626,17 @@ fn subscription_disabled_by_insert_exists() {
     );
     println!("publisher slot row: {slot_row:?}");
 
-    // Skip LSN shows up once set.
-    s.batch_execute("alter subscription sub_conflicts skip (lsn = '0/12345678')")
-        .expect("skip");
+    // Skip LSN shows up once set. It must lie past the subscription's
+    // origin LSN: take one ahead of the publisher's WAL position (a fixed
+    // value fails once the main cluster's WAL has grown past it).
+    let skip_to: String = publ
+        .query_one("select (pg_current_wal_lsn() + 1000000)::text", &[])
+        .expect("lsn")
+        .get(0);
+    s.batch_execute(&format!(
+        "alter subscription sub_conflicts skip (lsn = '{skip_to}')"
+    ))
+    .expect("skip");
     let skip: Option<String> = s
         .query_one(
             "select skip_lsn::text from pubjson.subscription_status()",
@@ -527,7 +644,7 @@ fn subscription_disabled_by_insert_exists() {
         )
         .expect("status")
         .get(0);
-    assert_eq!(skip.as_deref(), Some("0/12345678"));
+    assert_eq!(skip.as_deref(), Some(skip_to.as_str()));
 
     for q in [
         "alter subscription sub_conflicts disable",

@@ -20,6 +20,10 @@ pub const LS_PRIMARY_PORT: u16 = 54335;
 pub const LS_STANDBY_ROOT: &str = "/tmp/pubjson-lsstandby";
 pub const LS_STANDBY_PORT: u16 = 54336;
 
+/// A cluster of its own for the WAL-removal invalidation test.
+pub const WAL_ROOT: &str = "/tmp/pubjson-walremoved";
+pub const WAL_PORT: u16 = 54337;
+
 /// server_version_num of the connected server (150000 and up).
 pub fn server_version(c: &mut Client) -> i32 {
     c.query_one("select current_setting('server_version_num')::int", &[])
