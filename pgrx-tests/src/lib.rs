@@ -179,10 +179,10 @@ pub fn note_skip(test: &str, reason: &str) {
 macro_rules! require_wal2json {
     () => {
         if !$crate::wal2json_installed() {
-            $crate::note_skip(
-                concat!(module_path!(), " line ", line!()),
-                "wal2json is not installed for this server",
-            );
+            // The test harness names each test's thread after the test.
+            let thread = std::thread::current();
+            let test = format!("{}::{}", module_path!(), thread.name().unwrap_or("?"));
+            $crate::note_skip(&test, "wal2json is not installed for this server");
             return;
         }
     };

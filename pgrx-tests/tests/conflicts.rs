@@ -444,6 +444,117 @@ fn slot_invalidated_by_wal_removal() {
     );
 }
 
+/// 16+: parallel apply workers (streaming = parallel) are rows of
+/// pg_stat_subscription without a table, like the leader apply worker;
+/// subscription_status() still returns one row per subscription, with the
+/// leader's pid, and counts them in parallel_apply_workers.
+#[test]
+fn subscription_status_with_parallel_apply() {
+    let (host, port) = main_cluster();
+    let mut publ = fresh_db(&host, port, "pubjson_conflicts_par", true);
+    let version = server_version(&mut publ);
+    if version < 160000 {
+        println!(
+            "skipped: PostgreSQL {} has no parallel apply",
+            version / 10000
+        );
+        return;
+    }
+    // Every change is streamed (this database only: the walsender applies
+    // the database's settings), so every transaction goes to a parallel
+    // apply worker.
+    publ.batch_execute(
+        "create table t (id int primary key, v text);
+         create publication pub_par for table t;
+         alter database pubjson_conflicts_par set debug_logical_replication_streaming = immediate;",
+    )
+    .expect("publisher setup");
+
+    let sub = ExtraCluster::start(PAR_SUB_ROOT, PAR_SUB_PORT);
+    let slot = "pubjson_conflicts_par";
+    let _cleanup = SlotCleanup(slot.to_string());
+    let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
+    s.batch_execute("create table t (id int primary key, v text)")
+        .expect("subscriber table");
+    s.batch_execute(&format!(
+        "create subscription sub_par
+           connection 'host={host} port={port} user=postgres dbname=pubjson_conflicts_par'
+           publication pub_par with (streaming = parallel, slot_name = '{slot}');"
+    ))
+    .expect("create subscription");
+    // Parallel apply starts only once every table is synchronized.
+    poll("table sync ready", Duration::from_secs(30), || {
+        let n: i64 = s
+            .query_one(
+                "select count(*) from pg_subscription_rel where srsubstate <> 'r'",
+                &[],
+            )
+            .ok()?
+            .get(0);
+        (n == 0).then_some(())
+    });
+    // A streamed transaction goes to a parallel apply worker, which then
+    // stays in the pool. The leader applies it itself while it still sees
+    // a table as not ready, so write until a worker shows up.
+    let mut batch = 0;
+    let (leader, workers) = poll(
+        "a parallel apply worker in pg_stat_subscription",
+        Duration::from_secs(60),
+        || {
+            batch += 1;
+            publ.batch_execute(&format!(
+                "begin; insert into t select g, 'x' from generate_series({} * 1000, {} * 1000 + 99) g;
+                 update t set v = 'y' where v = 'x'; commit;",
+                batch, batch
+            ))
+            .expect("transaction");
+            poll(
+                "streamed transaction applied",
+                Duration::from_secs(30),
+                || {
+                    let n: i64 = s
+                        .query_one("select count(*) from t where v = 'y'", &[])
+                        .ok()?
+                        .get(0);
+                    (n == 100 * batch).then_some(())
+                },
+            );
+            let r = s
+                .query_one(
+                    "select (select pid from pg_stat_subscription where relid is null and leader_pid is null),
+                            (select count(*) from pg_stat_subscription where leader_pid is not null)",
+                    &[],
+                )
+                .ok()?;
+            let leader: Option<i32> = r.get(0);
+            let workers: i64 = r.get(1);
+            (leader.is_some() && workers >= 1).then_some((leader, workers))
+        },
+    );
+    println!("a parallel apply worker after {batch} transaction(s)");
+    let rows = s
+        .query(
+            "select subscription::text, worker_pid, parallel_apply_workers from pubjson.subscription_status()",
+            &[],
+        )
+        .expect("status");
+    assert_eq!(rows.len(), 1, "one row per subscription");
+    assert_eq!(rows[0].get::<_, String>(0), "sub_par");
+    assert_eq!(rows[0].get::<_, Option<i32>>(1), leader, "the leader's pid");
+    assert_eq!(
+        rows[0].get::<_, Option<i32>>(2).map(i64::from),
+        Some(workers)
+    );
+    println!("leader apply worker {leader:?}, parallel apply workers {workers}");
+    for q in [
+        "alter subscription sub_par disable",
+        "alter subscription sub_par set (slot_name = none)",
+        "drop subscription sub_par",
+    ] {
+        s.batch_execute(q).expect(q);
+    }
+}
+
 #[test]
 fn subscription_disabled_by_insert_exists() {
     let started = Instant::now();

@@ -20,6 +20,10 @@ pub const LS_PRIMARY_PORT: u16 = 54335;
 pub const LS_STANDBY_ROOT: &str = "/tmp/pubjson-lsstandby";
 pub const LS_STANDBY_PORT: u16 = 54336;
 
+/// The subscriber of the parallel apply test (16+).
+pub const PAR_SUB_ROOT: &str = "/tmp/pubjson-parsub";
+pub const PAR_SUB_PORT: u16 = 54338;
+
 /// A cluster of its own for the WAL-removal invalidation test.
 pub const WAL_ROOT: &str = "/tmp/pubjson-walremoved";
 pub const WAL_PORT: u16 = 54337;
