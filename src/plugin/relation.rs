@@ -35,6 +35,8 @@ pub enum FastPath {
     Text,
     /// numeric: decoded from its on-disk digits (`output/numeric.rs`).
     Numeric,
+    /// jsonb: printed from its on-disk format (`output/jsonb.rs`).
+    Jsonb,
     /// timestamp (`utc` false) or timestamptz (`utc` true) printed directly,
     /// chosen only when DateStyle is ISO (and the time zone UTC for timestamptz).
     Timestamp {
@@ -275,6 +277,7 @@ fn fast_path(typid: pg_sys::Oid, dates: DateSettings) -> FastPath {
         pg_sys::BOOLOID => FastPath::Bool,
         pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => FastPath::Text,
         pg_sys::NUMERICOID => FastPath::Numeric,
+        pg_sys::JSONBOID => FastPath::Jsonb,
         _ => FastPath::OutputFunction,
     }
 }

@@ -7,6 +7,7 @@ use pgrx::pg_sys;
 
 use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
+use crate::output::jsonb::jsonb_text;
 use crate::output::numeric::{numeric_text, NumericKind};
 use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
 use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
@@ -16,6 +17,8 @@ use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
 pub struct DeformBuffers {
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
+    /// A jsonb value's text, before it is escaped into the output.
+    scratch: Vec<u8>,
 }
 
 pub struct DeformedTuple<'a> {
@@ -24,6 +27,7 @@ pub struct DeformedTuple<'a> {
     entry: &'a RelationEntry,
     /// Published columns by attribute index (publication column lists).
     mask: Option<&'a [bool]>,
+    scratch: &'a mut Vec<u8>,
 }
 
 impl DeformBuffers {
@@ -58,6 +62,7 @@ impl DeformBuffers {
             nulls: &self.nulls,
             entry,
             mask: None,
+            scratch: &mut self.scratch,
         }
     }
 
@@ -88,6 +93,7 @@ impl DeformBuffers {
             nulls: &self.nulls,
             entry,
             mask,
+            scratch: &mut self.scratch,
         }
     }
 }
@@ -105,16 +111,26 @@ pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
     }
 }
 
-/// The bytes of a varlena value after its header, detoasted if needed (a
-/// copy in the current, per-change, memory context).
+/// The bytes of a varlena value after its header: read in place when the
+/// value is inline and uncompressed (almost always), otherwise detoasted
+/// into a copy in the current, per-change, memory context.
 ///
 /// # Safety
 /// `datum` must be a non-null varlena value.
 unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    // SAFETY: per the contract; the copy lives until the per-change reset.
+    let p = datum.cast_mut_ptr::<pg_sys::varlena>();
+    // SAFETY: per the contract; pg_detoast_datum_packed() returns the value
+    // itself in exactly the in-place case, so both branches agree, and its
+    // copy lives until the per-change reset.
     unsafe {
-        let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-        pgrx::varlena::varlena_to_byte_slice(detoasted)
+        use pgrx::varlena::{varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u};
+        let in_place = varatt_is_4b_u(p) || (varatt_is_1b(p) && !varatt_is_1b_e(p));
+        let value = if in_place {
+            p
+        } else {
+            pg_sys::pg_detoast_datum_packed(p)
+        };
+        pgrx::varlena::varlena_to_byte_slice(value)
     }
 }
 
@@ -225,6 +241,22 @@ impl TupleValues for DeformedTuple<'_> {
                         out.extend_from_slice(b"null");
                     }
                     Some(NumericKind::Finite) => {}
+                }
+            }
+            FastPath::Jsonb => {
+                // SAFETY: a non-null jsonb datum.
+                let body = unsafe { varlena_bytes(datum) };
+                self.scratch.clear();
+                if jsonb_text(body, self.scratch) {
+                    push_json_string(out, self.scratch);
+                } else {
+                    self.write_with_output_function(
+                        column,
+                        output,
+                        datum,
+                        numbers_as_strings,
+                        out,
+                    )?;
                 }
             }
             FastPath::Timestamp { utc } => {
