@@ -137,6 +137,15 @@ fn is_plain_quoted(s: &[u8]) -> bool {
 
 /// Appends the decimal form of an unsigned integer.
 pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    // Most numbers in a change are small: no buffer, no memcpy call.
+    if v < 10 {
+        out.push(b'0' + v as u8);
+        return;
+    }
+    if v < 100 {
+        out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
+        return;
+    }
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {

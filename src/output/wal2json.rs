@@ -7,6 +7,8 @@
 //! `columnnames`/`columntypes`/`columnvalues` arrays built side by side),
 //! format 2 one JSON object per change.
 
+use std::cell::OnceCell;
+
 use super::json::{classify_number, push_i64, push_json_string, push_lsn, push_u64, NumberText};
 use crate::plugin::options::Options;
 
@@ -64,6 +66,79 @@ pub struct RelationMeta {
     pub has_identity_index: bool,
     /// `REPLICA IDENTITY FULL`.
     pub identity_full: bool,
+    /// Format 2's per-column pieces, rendered on first use (see [`V2Column`]).
+    pub v2_columns: OnceCell<(V2Layout, Vec<V2Column>)>,
+}
+
+/// The options that shape format 2's per-column pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V2Layout {
+    types: bool,
+    type_oids: bool,
+    not_null: bool,
+    positions: bool,
+    defaults: bool,
+}
+
+impl V2Layout {
+    fn of(o: &Options) -> Self {
+        V2Layout {
+            types: o.include_types,
+            type_oids: o.include_type_oids,
+            not_null: o.include_not_null,
+            positions: o.include_column_positions,
+            defaults: o.include_default,
+        }
+    }
+}
+
+/// Everything format 2 prints about a column around its value, rendered
+/// once per relation: a change then copies two pieces per column instead of
+/// assembling names, types and options value by value.
+#[derive(Debug, Clone)]
+pub struct V2Column {
+    /// `,{"name":...[,"type":...][,"typeoid":...]`: the separator and the
+    /// fields before the value (the first column skips the comma).
+    head: Vec<u8>,
+    /// `,"optional":...,"position":...,"default":...}`: the rest of a
+    /// `columns` element (identity and pk elements just close with `}`).
+    change_tail: Vec<u8>,
+}
+
+impl V2Column {
+    fn render(col: &ColumnMeta, layout: V2Layout) -> Self {
+        let mut head = b",{\"name\":".to_vec();
+        head.extend_from_slice(&col.name_json);
+        if layout.types {
+            head.extend_from_slice(b",\"type\":");
+            head.extend_from_slice(&col.type_json);
+        }
+        if layout.type_oids {
+            head.extend_from_slice(b",\"typeoid\":");
+            head.extend_from_slice(&col.type_oid_text);
+        }
+        let mut change_tail = Vec::new();
+        if layout.not_null {
+            change_tail.extend_from_slice(if col.not_null {
+                b",\"optional\":false"
+            } else {
+                b",\"optional\":true"
+            });
+        }
+        if layout.positions {
+            change_tail.extend_from_slice(b",\"position\":");
+            push_i64(&mut change_tail, col.attnum as i64);
+        }
+        if layout.defaults {
+            change_tail.extend_from_slice(b",\"default\":");
+            match &col.default_json {
+                Some(d) => change_tail.extend_from_slice(d),
+                None => change_tail.extend_from_slice(b"null"),
+            }
+        }
+        change_tail.push(b'}');
+        V2Column { head, change_tail }
+    }
 }
 
 /// An error while rendering a value.
@@ -839,15 +914,32 @@ impl<'o> Wal2JsonFormat<'o> {
         tuple: &mut dyn TupleValues,
         section: V2Section,
     ) -> Result<(), EncodeError> {
-        let o = self.opts;
+        let layout = V2Layout::of(self.opts);
+        let rendered;
+        let pieces = match rel.v2_columns.get_or_init(|| {
+            let pieces = rel.columns.iter().map(|c| V2Column::render(c, layout));
+            (layout, pieces.collect())
+        }) {
+            (cached, pieces) if *cached == layout => pieces,
+            // Only a test formats one relation with several option sets.
+            _ => {
+                rendered = rel
+                    .columns
+                    .iter()
+                    .map(|c| V2Column::render(c, layout))
+                    .collect::<Vec<_>>();
+                &rendered
+            }
+        };
         let selection = match section {
             V2Section::Columns => Selection::All,
             V2Section::Identity => Selection::IdentityKey,
             V2Section::PrimaryKey => Selection::PrimaryKey,
         };
-        let is_change = section == V2Section::Columns;
-        let mut need_sep = false;
-        for col in &rel.columns {
+        let numbers_as_strings = self.opts.numeric_data_types_as_string;
+        // The first element skips its piece's leading comma.
+        let mut skip = 1;
+        for (col, piece) in rel.columns.iter().zip(pieces) {
             if !selected(rel, col, selection) || !tuple.is_visible(col) {
                 continue;
             }
@@ -855,47 +947,23 @@ impl<'o> Wal2JsonFormat<'o> {
             if !is_null && col.is_varlena && tuple.is_unchanged_toast(col) {
                 continue;
             }
-            if need_sep {
-                out.push(b',');
+            out.extend_from_slice(&piece.head[skip..]);
+            skip = 0;
+            if section == V2Section::PrimaryKey {
+                out.push(b'}');
+                continue;
             }
-            need_sep = true;
-            out.extend_from_slice(b"{\"name\":");
-            out.extend_from_slice(&col.name_json);
-            if o.include_types {
-                out.extend_from_slice(b",\"type\":");
-                out.extend_from_slice(&col.type_json);
+            out.extend_from_slice(b",\"value\":");
+            if is_null {
+                out.extend_from_slice(b"null");
+            } else {
+                tuple.write_value(col, numbers_as_strings, out)?;
             }
-            if o.include_type_oids {
-                out.extend_from_slice(b",\"typeoid\":");
-                out.extend_from_slice(&col.type_oid_text);
+            if section == V2Section::Columns {
+                out.extend_from_slice(&piece.change_tail);
+            } else {
+                out.push(b'}');
             }
-            if section != V2Section::PrimaryKey {
-                out.extend_from_slice(b",\"value\":");
-                if is_null {
-                    out.extend_from_slice(b"null");
-                } else {
-                    tuple.write_value(col, o.numeric_data_types_as_string, out)?;
-                }
-            }
-            if is_change && o.include_not_null {
-                out.extend_from_slice(if col.not_null {
-                    b",\"optional\":false"
-                } else {
-                    b",\"optional\":true"
-                });
-            }
-            if is_change && o.include_column_positions {
-                out.extend_from_slice(b",\"position\":");
-                push_i64(out, col.attnum as i64);
-            }
-            if is_change && o.include_default {
-                out.extend_from_slice(b",\"default\":");
-                match &col.default_json {
-                    Some(d) => out.extend_from_slice(d),
-                    None => out.extend_from_slice(b"null"),
-                }
-            }
-            out.push(b'}');
         }
         Ok(())
     }
@@ -1033,6 +1101,7 @@ mod tests {
             has_primary_key: true,
             has_identity_index: true,
             identity_full: false,
+            v2_columns: OnceCell::new(),
         }
     }
 
