@@ -40,6 +40,7 @@ impl DeformBuffers {
         rel: pg_sys::Relation,
         tuple: pg_sys::HeapTuple,
         entry: &'a RelationEntry,
+        mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
         // SAFETY: the descriptor belongs to the open relation; the buffers
         // are sized to its attribute count before heap_deform_tuple fills them.
@@ -61,15 +62,16 @@ impl DeformBuffers {
             values: &self.values,
             nulls: &self.nulls,
             entry,
-            mask: None,
+            mask,
             scratch: &mut self.scratch,
         }
     }
 
-    /// Copies the values of a slot (all attributes deformed).
+    /// The values of a slot (all attributes deformed), read in place.
     ///
     /// # Safety
-    /// `slot` must hold a tuple with `entry`'s relation's layout.
+    /// `slot` must hold a tuple with `entry`'s relation's layout and stay
+    /// unchanged while the result is in use.
     pub unsafe fn load_slot<'a>(
         &'a mut self,
         slot: *mut pg_sys::TupleTableSlot,
@@ -77,20 +79,18 @@ impl DeformBuffers {
         mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
         // SAFETY: slot_getallattrs fills tts_values/tts_isnull for every
-        // attribute of the slot's descriptor.
-        unsafe {
+        // attribute of the slot's descriptor; the caller keeps the slot as it is.
+        let (values, nulls) = unsafe {
             pg_sys::slot_getallattrs(slot);
             let natts = (*(*slot).tts_tupleDescriptor).natts as usize;
-            self.values.clear();
-            self.values
-                .extend_from_slice(std::slice::from_raw_parts((*slot).tts_values, natts));
-            self.nulls.clear();
-            self.nulls
-                .extend_from_slice(std::slice::from_raw_parts((*slot).tts_isnull, natts));
-        }
+            (
+                std::slice::from_raw_parts((*slot).tts_values, natts),
+                std::slice::from_raw_parts((*slot).tts_isnull, natts),
+            )
+        };
         DeformedTuple {
-            values: &self.values,
-            nulls: &self.nulls,
+            values,
+            nulls,
             entry,
             mask,
             scratch: &mut self.scratch,
