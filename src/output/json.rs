@@ -24,6 +24,19 @@ const fn special_table() -> [bool; 256] {
 }
 static SPECIAL: [bool; 256] = special_table();
 
+/// Whether any of the eight bytes of `word` is [`SPECIAL`]: below 0x20,
+/// `"`, `\` or 0x80 and above (the classic exact "has zero byte" and
+/// "has byte less than" word tests).
+fn has_special_byte(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    word & HIGH != 0
+        || word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0
+        || has_zero(word ^ (ONES * b'"' as u64))
+        || has_zero(word ^ (ONES * b'\\' as u64))
+}
+
 /// Bytes that `escape_json` itself rewrites (ASCII only).
 fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
@@ -70,6 +83,15 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
     let mut start = 0;
     let mut i = 0;
     while i < s.len() {
+        // Eight plain bytes at a time (most text has nothing to escape).
+        if let Some(chunk) = s.get(i..i + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            if !has_special_byte(u64::from_le_bytes(word)) {
+                i += 8;
+                continue;
+            }
+        }
         let b = s[i];
         if !SPECIAL[b as usize] {
             i += 1;
@@ -146,17 +168,23 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
         out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
         return;
     }
+    // The digits go to the front of a fixed-size buffer, which is copied
+    // whole (a fixed-size copy compiles to a few moves, a variable-length
+    // one to a memcpy call) and the output cut back to the digits.
+    let mut len = 1;
+    let mut rest = v / 10;
+    while rest > 0 {
+        len += 1;
+        rest /= 10;
+    }
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
+    for i in (0..len).rev() {
         buf[i] = b'0' + (v % 10) as u8;
         v /= 10;
-        if v == 0 {
-            break;
-        }
     }
-    out.extend_from_slice(&buf[i..]);
+    let end = out.len() + len;
+    out.extend_from_slice(&buf);
+    out.truncate(end);
 }
 
 /// Appends the decimal form of a signed integer.
@@ -227,6 +255,26 @@ pub(crate) mod tests {
 
     fn esc(s: &[u8]) -> String {
         String::from_utf8(json_string(s)).unwrap()
+    }
+
+    #[test]
+    fn word_test_agrees_with_the_table() {
+        let mut rng = Rng(11);
+        for _ in 0..200_000 {
+            let mut word = rng.next().to_le_bytes();
+            // Mostly plain ASCII, so both answers get exercised.
+            for b in word.iter_mut() {
+                if rng.below(4) != 0 {
+                    *b = 0x20 + (*b % 0x5f);
+                }
+            }
+            let expected = word.iter().any(|&b| SPECIAL[b as usize]);
+            assert_eq!(
+                has_special_byte(u64::from_le_bytes(word)),
+                expected,
+                "{word:?}"
+            );
+        }
     }
 
     #[test]
@@ -362,6 +410,12 @@ pub(crate) mod tests {
 
     #[test]
     fn integers_match_std_formatting() {
+        let mut out = Vec::new();
+        for v in [0u64, 9, 10, 99, 100, 999, 1000, 99_999, u64::MAX] {
+            out.clear();
+            push_u64(&mut out, v);
+            assert_eq!(String::from_utf8(out.clone()).unwrap(), v.to_string());
+        }
         let mut rng = Rng(42);
         for _ in 0..10_000 {
             let v = rng.next() as i64 >> rng.below(64);
