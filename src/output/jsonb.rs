@@ -255,7 +255,7 @@ mod tests {
     }
 
     fn pad(buf: &mut Vec<u8>) {
-        while buf.len() % 4 != 0 {
+        while !buf.len().is_multiple_of(4) {
             buf.push(0);
         }
     }
