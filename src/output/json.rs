@@ -22,7 +22,7 @@ const fn special_table() -> [bool; 256] {
     }
     table
 }
-static SPECIAL: [bool; 256] = special_table();
+pub(crate) static SPECIAL: [bool; 256] = special_table();
 
 /// Whether any of the eight bytes of `word` is [`SPECIAL`]: below 0x20,
 /// `"`, `\` or 0x80 and above (the classic exact "has zero byte" and
@@ -44,7 +44,7 @@ fn needs_escape(b: u8) -> bool {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-fn push_u_escape(out: &mut Vec<u8>, b: u8) {
+pub(crate) fn push_u_escape(out: &mut Vec<u8>, b: u8) {
     out.extend_from_slice(&[
         b'\\',
         b'u',
@@ -57,7 +57,7 @@ fn push_u_escape(out: &mut Vec<u8>, b: u8) {
 
 /// Length of the valid UTF-8 sequence starting at `s[0]` (a non-ASCII
 /// byte), or `None` when it is not one.
-fn utf8_sequence_len(s: &[u8]) -> Option<usize> {
+pub(crate) fn utf8_sequence_len(s: &[u8]) -> Option<usize> {
     let len = match s[0] {
         0xC2..=0xDF => 2,
         0xE0..=0xEF => 3,
@@ -83,7 +83,7 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
     let mut start = 0;
     let mut i = 0;
     while i < s.len() {
-        // Eight plain bytes at a time (most text has nothing to escape).
+        // Eight plain bytes at a time (most text has nothing to escape)...
         if let Some(chunk) = s.get(i..i + 8) {
             let mut word = [0u8; 8];
             word.copy_from_slice(chunk);
@@ -92,35 +92,39 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
                 continue;
             }
         }
-        let b = s[i];
-        if !SPECIAL[b as usize] {
-            i += 1;
-            continue;
-        }
-        if b >= 0x80 {
-            if let Some(len) = utf8_sequence_len(&s[i..]) {
-                i += len;
+        // ...otherwise those eight (or the last few) one by one.
+        let word_end = (i + 8).min(s.len());
+        while i < word_end {
+            let b = s[i];
+            if !SPECIAL[b as usize] {
+                i += 1;
+                continue;
+            }
+            if b >= 0x80 {
+                if let Some(len) = utf8_sequence_len(&s[i..]) {
+                    i += len;
+                    continue;
+                }
+                out.extend_from_slice(&s[start..i]);
+                push_u_escape(out, b);
+                i += 1;
+                start = i;
                 continue;
             }
             out.extend_from_slice(&s[start..i]);
-            push_u_escape(out, b);
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                _ => push_u_escape(out, b),
+            }
             i += 1;
             start = i;
-            continue;
         }
-        out.extend_from_slice(&s[start..i]);
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            _ => push_u_escape(out, b),
-        }
-        i += 1;
-        start = i;
     }
     out.extend_from_slice(&s[start..]);
     out.push(b'"');

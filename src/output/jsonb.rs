@@ -15,6 +15,7 @@
 //! values with `": "`, escapes strings with `escape_json` and prints numbers
 //! with `numeric_out`.
 
+use super::json::{push_u_escape, utf8_sequence_len, SPECIAL};
 use super::numeric::{numeric_text, NumericKind};
 
 const JB_CMASK: u32 = 0x0FFF_FFFF;
@@ -40,11 +41,35 @@ const MAX_DEPTH: usize = 64;
 /// jsonb this understands (the caller then uses the output function).
 pub fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
     let start = out.len();
-    let ok = container(body, 0, out).is_some();
+    let ok = container(body, 0, Mode::Text, out).is_some();
     if !ok {
         out.truncate(start);
     }
     ok
+}
+
+/// Appends what wal2json prints for a jsonb value: `jsonb_out`'s text as a
+/// JSON string (`push_json_string` of [`jsonb_text`]), in one pass. Returns
+/// false, with `out` as it was, like [`jsonb_text`].
+pub fn jsonb_json_string(body: &[u8], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    out.push(b'"');
+    let ok = container(body, 0, Mode::InJsonString, out).is_some();
+    if ok {
+        out.push(b'"');
+    } else {
+        out.truncate(start);
+    }
+    ok
+}
+
+/// Whether the text is written as it is or escaped into a JSON string.
+/// Only strings differ: the rest of jsonb_out's text (brackets, `, `, `: `,
+/// numbers, true/false/null) is ASCII that JSON strings keep as it is.
+#[derive(Clone, Copy)]
+enum Mode {
+    Text,
+    InJsonString,
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -57,7 +82,7 @@ fn int_align(offset: usize) -> usize {
 }
 
 /// One container (`c` starts at its header and may run past its end).
-fn container(c: &[u8], depth: usize, out: &mut Vec<u8>) -> Option<()> {
+fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -90,11 +115,11 @@ fn container(c: &[u8], depth: usize, out: &mut Vec<u8>) -> Option<()> {
             }
             let key = entry(i)?;
             let key_end = end_of(key, key_start);
-            scalar_or_container(key, data, key_start, key_end, depth, out)?;
+            scalar_or_container(key, data, key_start, key_end, depth, mode, out)?;
             out.extend_from_slice(b": ");
             let value = entry(count + i)?;
             let value_end = end_of(value, value_start);
-            scalar_or_container(value, data, value_start, value_end, depth, out)?;
+            scalar_or_container(value, data, value_start, value_end, depth, mode, out)?;
             key_start = key_end;
             value_start = value_end;
         }
@@ -114,7 +139,7 @@ fn container(c: &[u8], depth: usize, out: &mut Vec<u8>) -> Option<()> {
             }
             let e = entry(i)?;
             let end = end_of(e, start);
-            scalar_or_container(e, data, start, end, depth, out)?;
+            scalar_or_container(e, data, start, end, depth, mode, out)?;
             start = end;
         }
         if !raw_scalar {
@@ -140,10 +165,14 @@ fn scalar_or_container(
     start: usize,
     end: usize,
     depth: usize,
+    mode: Mode,
     out: &mut Vec<u8>,
 ) -> Option<()> {
     match entry & JENTRY_TYPEMASK {
-        JENTRY_ISSTRING => escape_json(out, data.get(start..end)?),
+        JENTRY_ISSTRING => match mode {
+            Mode::Text => escape_json(out, data.get(start..end)?),
+            Mode::InJsonString => escape_json_twice(out, data.get(start..end)?),
+        },
         JENTRY_ISNUMERIC => {
             let numeric = data.get(int_align(start)..end)?;
             let body = varlena_body(numeric)?;
@@ -155,7 +184,7 @@ fn scalar_or_container(
         JENTRY_ISBOOL_FALSE => out.extend_from_slice(b"false"),
         JENTRY_ISBOOL_TRUE => out.extend_from_slice(b"true"),
         JENTRY_ISNULL => out.extend_from_slice(b"null"),
-        JENTRY_ISCONTAINER => container(data.get(int_align(start)..end)?, depth + 1, out)?,
+        JENTRY_ISCONTAINER => container(data.get(int_align(start)..end)?, depth + 1, mode, out)?,
         _ => return None,
     }
     Some(())
@@ -237,9 +266,64 @@ fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
+/// `push_json_string`'s escaping (without the outer quotes) of what
+/// [`escape_json`] prints for `s`: `"` becomes `\\\"`, a newline `\\n`, and
+/// bytes that are not UTF-8 `\u00XX` (escape_json keeps them as they are).
+fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
+    let s = match s.iter().position(|&b| b == 0) {
+        Some(nul) => &s[..nul],
+        None => s,
+    };
+    out.reserve(s.len() + 4);
+    out.extend_from_slice(b"\\\"");
+    let mut start = 0;
+    let mut i = 0;
+    while i < s.len() {
+        let b = s[i];
+        if !SPECIAL[b as usize] {
+            i += 1;
+            continue;
+        }
+        out.extend_from_slice(&s[start..i]);
+        if b >= 0x80 {
+            match utf8_sequence_len(&s[i..]) {
+                Some(len) => {
+                    out.extend_from_slice(&s[i..i + len]);
+                    i += len;
+                }
+                None => {
+                    push_u_escape(out, b);
+                    i += 1;
+                }
+            }
+            start = i;
+            continue;
+        }
+        match b {
+            b'"' => out.extend_from_slice(b"\\\\\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\\\\\"),
+            0x08 => out.extend_from_slice(b"\\\\b"),
+            0x0c => out.extend_from_slice(b"\\\\f"),
+            b'\n' => out.extend_from_slice(b"\\\\n"),
+            b'\r' => out.extend_from_slice(b"\\\\r"),
+            b'\t' => out.extend_from_slice(b"\\\\t"),
+            _ => {
+                // escape_json's \u00XX, its backslash escaped.
+                out.extend_from_slice(b"\\");
+                push_u_escape(out, b);
+            }
+        }
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&s[start..]);
+    out.extend_from_slice(b"\\\"");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::json::json_string;
     use crate::output::json::tests::Rng;
 
     /// A JSON value to encode the way PostgreSQL's convertToJsonb does.
@@ -320,7 +404,7 @@ mod tests {
             V::Str(s) => {
                 let mut out = Vec::new();
                 escape_json(&mut out, s);
-                String::from_utf8(out).unwrap()
+                String::from_utf8_lossy(&out).into_owned()
             }
             V::Arr(items) => format!(
                 "[{}]",
@@ -341,11 +425,18 @@ mod tests {
         let mut buf = Vec::new();
         encode(v, &mut buf, offsets_every);
         let mut out = b"prefix".to_vec();
+        let mut escaped = b"prefix".to_vec();
+        let ok = jsonb_json_string(&buf, &mut escaped);
         if !jsonb_text(&buf, &mut out) {
             assert_eq!(out, b"prefix");
+            assert_eq!(escaped, b"prefix");
+            assert!(!ok);
             return None;
         }
-        Some(String::from_utf8(out[6..].to_vec()).unwrap())
+        // The one-pass JSON string is the text's JSON string.
+        assert!(ok);
+        assert_eq!(escaped[6..], json_string(&out[6..]));
+        Some(String::from_utf8_lossy(&out[6..]).into_owned())
     }
 
     fn num(text: &'static str) -> V {
@@ -389,6 +480,10 @@ mod tests {
         assert_eq!(render(&V::Bool(false), 32).unwrap(), "false");
         // pnstrdup stops at a NUL.
         assert_eq!(render(&V::Str(b"a\0b".to_vec()), 32).unwrap(), r#""a""#);
+        // Bytes that are not UTF-8 (SQL_ASCII databases) and every control.
+        let all: Vec<u8> = (1..=255).collect();
+        render(&V::Str(all), 32).unwrap();
+        render(&V::Str(b"\xe2\x82 \xe2\x82\xac \xff".to_vec()), 32).unwrap();
     }
 
     fn random_value(rng: &mut Rng, depth: usize) -> V {
@@ -396,7 +491,8 @@ mod tests {
             0 => V::Null,
             1 => V::Bool(rng.below(2) == 0),
             2 => num(["1.50", "-7", "0"][rng.below(3) as usize]),
-            3 | 4 => V::Str(rng.string(12).into_bytes()),
+            3 => V::Str(rng.string(12).into_bytes()),
+            4 => V::Str((0..rng.below(12)).map(|_| rng.next() as u8).collect()),
             5 => V::Arr(
                 (0..rng.below(20))
                     .map(|_| random_value(rng, depth + 1))

@@ -7,7 +7,7 @@ use pgrx::pg_sys;
 
 use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
-use crate::output::jsonb::jsonb_text;
+use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
 use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
 use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
@@ -17,8 +17,6 @@ use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
 pub struct DeformBuffers {
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
-    /// A jsonb value's text, before it is escaped into the output.
-    scratch: Vec<u8>,
 }
 
 pub struct DeformedTuple<'a> {
@@ -27,7 +25,6 @@ pub struct DeformedTuple<'a> {
     entry: &'a RelationEntry,
     /// Published columns by attribute index (publication column lists).
     mask: Option<&'a [bool]>,
-    scratch: &'a mut Vec<u8>,
 }
 
 impl DeformBuffers {
@@ -63,7 +60,6 @@ impl DeformBuffers {
             nulls: &self.nulls,
             entry,
             mask,
-            scratch: &mut self.scratch,
         }
     }
 
@@ -93,7 +89,6 @@ impl DeformBuffers {
             nulls,
             entry,
             mask,
-            scratch: &mut self.scratch,
         }
     }
 }
@@ -246,10 +241,7 @@ impl TupleValues for DeformedTuple<'_> {
             FastPath::Jsonb => {
                 // SAFETY: a non-null jsonb datum.
                 let body = unsafe { varlena_bytes(datum) };
-                self.scratch.clear();
-                if jsonb_text(body, self.scratch) {
-                    push_json_string(out, self.scratch);
-                } else {
+                if !jsonb_json_string(body, out) {
                     self.write_with_output_function(
                         column,
                         output,
