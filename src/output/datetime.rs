@@ -101,17 +101,45 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
         bytes: [0; 40],
         len: 0,
     };
-    text.year(display_year as u64);
-    text.push(b'-');
-    text.two(month);
-    text.push(b'-');
-    text.two(day);
-    text.push(b' ');
-    text.two(hour);
-    text.push(b':');
-    text.two(minute);
-    text.push(b':');
-    text.two(second);
+    if (1000..=9999).contains(&display_year) {
+        // The usual four-digit year: every position is known, no checks.
+        let y = display_year as u32;
+        let d = |v: u32| b'0' + (v % 10) as u8;
+        text.bytes[..19].copy_from_slice(&[
+            d(y / 1000),
+            d(y / 100),
+            d(y / 10),
+            d(y),
+            b'-',
+            d(month / 10),
+            d(month),
+            b'-',
+            d(day / 10),
+            d(day),
+            b' ',
+            d(hour / 10),
+            d(hour),
+            b':',
+            d(minute / 10),
+            d(minute),
+            b':',
+            d(second / 10),
+            d(second),
+        ]);
+        text.len = 19;
+    } else {
+        text.year(display_year as u64);
+        text.push(b'-');
+        text.two(month);
+        text.push(b'-');
+        text.two(day);
+        text.push(b' ');
+        text.two(hour);
+        text.push(b':');
+        text.two(minute);
+        text.push(b':');
+        text.two(second);
+    }
     if fsec != 0 {
         // Six digits without the trailing zeros (AppendSeconds).
         text.push(b'.');

@@ -165,6 +165,19 @@ pub trait TupleValues {
     fn is_null(&self, column: &ColumnMeta) -> bool;
     /// An unchanged TOAST value that logical decoding does not carry.
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool;
+    /// The three questions above in one call (format 2 asks them for
+    /// every column of every change).
+    fn cell(&self, column: &ColumnMeta) -> Cell {
+        if !self.is_visible(column) {
+            Cell::Hidden
+        } else if self.is_null(column) {
+            Cell::Null
+        } else if column.is_varlena && self.is_unchanged_toast(column) {
+            Cell::UnchangedToast
+        } else {
+            Cell::Value
+        }
+    }
     /// Appends the JSON encoding of a non-null value.
     fn write_value(
         &mut self,
@@ -172,6 +185,17 @@ pub trait TupleValues {
         numbers_as_strings: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError>;
+}
+
+/// What a tuple holds for one column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cell {
+    /// Left out by a publication's column list.
+    Hidden,
+    Null,
+    /// An unchanged TOAST value, not in the WAL.
+    UnchangedToast,
+    Value,
 }
 
 /// Encodes a value's text output the way wal2json does.
@@ -940,13 +964,14 @@ impl<'o> Wal2JsonFormat<'o> {
         // The first element skips its piece's leading comma.
         let mut skip = 1;
         for (col, piece) in rel.columns.iter().zip(pieces) {
-            if !selected(rel, col, selection) || !tuple.is_visible(col) {
+            if !selected(rel, col, selection) {
                 continue;
             }
-            let is_null = tuple.is_null(col);
-            if !is_null && col.is_varlena && tuple.is_unchanged_toast(col) {
-                continue;
-            }
+            let is_null = match tuple.cell(col) {
+                Cell::Hidden | Cell::UnchangedToast => continue,
+                Cell::Null => true,
+                Cell::Value => false,
+            };
             out.extend_from_slice(&piece.head[skip..]);
             skip = 0;
             if section == V2Section::PrimaryKey {

@@ -9,7 +9,7 @@ use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
-use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
+use crate::output::wal2json::{push_text_value, Cell, ColumnMeta, EncodeError, TupleValues};
 use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
 
 /// Reusable `heap_deform_tuple` buffers.
@@ -177,6 +177,21 @@ impl TupleValues for DeformedTuple<'_> {
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool {
         // SAFETY: only asked for non-null varlena columns (see the formats).
         column.is_varlena && unsafe { is_external_ondisk(self.values[column.attr_index]) }
+    }
+
+    fn cell(&self, column: &ColumnMeta) -> Cell {
+        let i = column.attr_index;
+        if !self.is_visible(column) {
+            return Cell::Hidden;
+        }
+        if self.nulls[i] {
+            return Cell::Null;
+        }
+        // SAFETY: a non-null varlena column holds a varlena pointer.
+        if column.is_varlena && unsafe { is_external_ondisk(self.values[i]) } {
+            return Cell::UnchangedToast;
+        }
+        Cell::Value
     }
 
     fn write_value(
