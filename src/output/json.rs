@@ -161,6 +161,17 @@ fn is_plain_quoted(s: &[u8]) -> bool {
         && !s[1..s.len() - 1].iter().any(|&b| needs_escape(b))
 }
 
+/// "00" to "99": two digits with one table lookup.
+pub(crate) const DIGIT_PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0u8; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        pairs[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    pairs
+};
+
 /// Appends the decimal form of an unsigned integer.
 pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     // Most numbers in a change are small: no buffer, no memcpy call.
@@ -182,9 +193,16 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
         rest /= 10;
     }
     let mut buf = [0u8; 20];
-    for i in (0..len).rev() {
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
+    let mut i = len;
+    while v >= 100 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[(v % 100) as usize]);
+        v /= 100;
+    }
+    if v >= 10 {
+        buf[..2].copy_from_slice(&DIGIT_PAIRS[v as usize]);
+    } else {
+        buf[0] = b'0' + v as u8;
     }
     let end = out.len() + len;
     out.extend_from_slice(&buf);

@@ -10,6 +10,8 @@
 //! `0xC000`, +Infinity `0xD000`, -Infinity `0xF000`. Digits are base 10000,
 //! the first one worth 10000^weight.
 
+use super::json::DIGIT_PAIRS;
+
 const NBASE_DIGITS: usize = 4;
 
 /// What [`numeric_text`] wrote.
@@ -86,7 +88,8 @@ fn write_decimal(
     out: &mut Vec<u8>,
 ) -> bool {
     // Every stored digit is checked, printed or not.
-    if (0..digits.len()).any(|i| !(0..10000).contains(&digits.get(i))) {
+    let valid = |pair: &[u8]| (0..10000).contains(&i16::from_ne_bytes([pair[0], pair[1]]));
+    if !digits.0.chunks_exact(2).all(valid) {
         return false;
     }
     let digit_at = |i: i32| -> u16 {
@@ -139,13 +142,11 @@ fn push_first_group(out: &mut Vec<u8>, dig: u16) {
     }
 }
 
+/// A digit group (< 10000) as four digits.
 fn push_group(out: &mut Vec<u8>, dig: u16) {
-    out.extend_from_slice(&[
-        b'0' + (dig / 1000) as u8,
-        b'0' + (dig / 100 % 10) as u8,
-        b'0' + (dig / 10 % 10) as u8,
-        b'0' + (dig % 10) as u8,
-    ]);
+    let [a, b] = DIGIT_PAIRS[(dig / 100 % 100) as usize];
+    let [c, d] = DIGIT_PAIRS[(dig % 100) as usize];
+    out.extend_from_slice(&[a, b, c, d]);
 }
 
 #[cfg(test)]
