@@ -539,14 +539,12 @@ impl<'o> Wal2JsonFormat<'o> {
         // The columns every array lists: nulls are left out of identities,
         // unchanged TOAST values (not in the WAL) out of everything.
         let printed = |tuple: &dyn TupleValues, col: &ColumnMeta| {
-            if !selected(rel, col, selection) || !tuple.is_visible(col) {
-                return false;
-            }
-            if tuple.is_null(col) {
-                !replident
-            } else {
-                !(col.is_varlena && tuple.is_unchanged_toast(col))
-            }
+            selected(rel, col, selection)
+                && match tuple.cell(col) {
+                    Cell::Hidden | Cell::UnchangedToast => false,
+                    Cell::Null => !replident,
+                    Cell::Value => true,
+                }
         };
         let depth = if replident { 4 } else { 3 };
         let key = |s: &'static [u8], k: &'static [u8]| if replident { k } else { s };

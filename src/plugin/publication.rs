@@ -622,7 +622,12 @@ pub unsafe fn row_filter_matches(
         if econtext.is_null() {
             econtext = pg_sys::MakePerTupleExprContext(estate);
         } else {
-            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            // Most filters allocate nothing: skip the (guarded) call when
+            // MemoryContextReset() would do nothing either.
+            let memory = (*econtext).ecxt_per_tuple_memory;
+            if !(*memory).isReset || !(*memory).firstchild.is_null() {
+                pg_sys::MemoryContextReset(memory);
+            }
         }
         (*econtext).ecxt_scantuple = slot;
         let mut isnull = false;
