@@ -107,18 +107,27 @@ pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
 }
 
 /// The bytes of a varlena value after its header: read in place when the
-/// value is inline and uncompressed (almost always), otherwise detoasted
-/// into a copy in the current, per-change, memory context.
+/// value is inline and uncompressed (almost always; also behind the
+/// INDIRECT pointers logical decoding uses for reassembled TOAST values),
+/// otherwise detoasted into a copy in the current, per-change, memory context.
 ///
 /// # Safety
 /// `datum` must be a non-null varlena value.
 unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    let p = datum.cast_mut_ptr::<pg_sys::varlena>();
+    let mut p = datum.cast_mut_ptr::<pg_sys::varlena>();
     // SAFETY: per the contract; pg_detoast_datum_packed() returns the value
     // itself in exactly the in-place case, so both branches agree, and its
-    // copy lives until the per-change reset.
+    // copy lives until the per-change reset. An INDIRECT pointer's target
+    // (a TOAST value the reorder buffer reassembled for this change) lives
+    // until the change has been decoded.
     unsafe {
-        use pgrx::varlena::{varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u};
+        use pgrx::varlena::{varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u, vartag_external};
+        if varatt_is_1b_e(p) && vartag_external(p) == pg_sys::vartag_external::VARTAG_INDIRECT as u8
+        {
+            // VARDATA_EXTERNAL: a (possibly unaligned) varatt_indirect.
+            let indirect = (p as *const u8).add(2) as *const pg_sys::varatt_indirect;
+            p = std::ptr::read_unaligned(indirect).pointer;
+        }
         let in_place = varatt_is_4b_u(p) || (varatt_is_1b(p) && !varatt_is_1b_e(p));
         let value = if in_place {
             p
