@@ -270,19 +270,21 @@ fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
 /// [`escape_json`] prints for `s`: `"` becomes `\\\"`, a newline `\\n`, and
 /// bytes that are not UTF-8 `\u00XX` (escape_json keeps them as they are).
 fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
-    let s = match s.iter().position(|&b| b == 0) {
-        Some(nul) => &s[..nul],
-        None => s,
-    };
     out.reserve(s.len() + 4);
     out.extend_from_slice(b"\\\"");
     let mut start = 0;
+    let mut end = s.len();
     let mut i = 0;
     while i < s.len() {
         let b = s[i];
         if !SPECIAL[b as usize] {
             i += 1;
             continue;
+        }
+        if b == 0 {
+            // escape_json() prints a pnstrdup() copy, which ends at a NUL.
+            end = i;
+            break;
         }
         out.extend_from_slice(&s[start..i]);
         if b >= 0x80 {
@@ -316,7 +318,7 @@ fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
         i += 1;
         start = i;
     }
-    out.extend_from_slice(&s[start..]);
+    out.extend_from_slice(&s[start..end]);
     out.extend_from_slice(b"\\\"");
 }
 

@@ -98,8 +98,11 @@ impl V2Layout {
 #[derive(Debug, Clone)]
 pub struct V2Column {
     /// `,{"name":...[,"type":...][,"typeoid":...]`: the separator and the
-    /// fields before the value (the first column skips the comma).
+    /// fields before the value (the first column skips the comma), as a
+    /// pk element prints them.
     head: Vec<u8>,
+    /// `head` and `,"value":`, as columns and identity elements print them.
+    value_head: Vec<u8>,
     /// `,"optional":...,"position":...,"default":...}`: the rest of a
     /// `columns` element (identity and pk elements just close with `}`).
     change_tail: Vec<u8>,
@@ -137,7 +140,13 @@ impl V2Column {
             }
         }
         change_tail.push(b'}');
-        V2Column { head, change_tail }
+        let mut value_head = head.clone();
+        value_head.extend_from_slice(b",\"value\":");
+        V2Column {
+            head,
+            value_head,
+            change_tail,
+        }
     }
 }
 
@@ -970,13 +979,14 @@ impl<'o> Wal2JsonFormat<'o> {
                 Cell::Null => true,
                 Cell::Value => false,
             };
-            out.extend_from_slice(&piece.head[skip..]);
-            skip = 0;
             if section == V2Section::PrimaryKey {
+                out.extend_from_slice(&piece.head[skip..]);
                 out.push(b'}');
+                skip = 0;
                 continue;
             }
-            out.extend_from_slice(b",\"value\":");
+            out.extend_from_slice(&piece.value_head[skip..]);
+            skip = 0;
             if is_null {
                 out.extend_from_slice(b"null");
             } else {
