@@ -553,6 +553,7 @@ unsafe fn build_entry(
                 has_identity_index,
                 identity_full,
                 v2_columns: Default::default(),
+                v1_arrays: Default::default(),
             },
             outputs,
             wanted,
