@@ -3,8 +3,9 @@
 
 Builds workloads on the benchmark cluster, creates every slot before the
 workload (so all of them decode the same WAL), then times
-pg_logical_slot_peek_[binary_]changes over that WAL, best of N runs, and
-prints each time and the ratios to pgoutput and wal2json from the same run.
+pg_logical_slot_peek_[binary_]changes over that WAL, best of N runs
+(interleaved across decoders), and prints each time and the ratios to
+pgoutput and wal2json from the same run.
 Absolute times depend on the machine; the ratios are what to compare.
 
 Usage: bench/decode_bench.py [--runs 3] [--scale 1.0] [--workload NAME ...]
@@ -117,21 +118,28 @@ def run_workload(name, scale):
     psql("CHECKPOINT")
 
 
-def time_decoder(i, kind, options, runs):
+def time_decoder_once(i, kind, options):
     fn = "pg_logical_slot_peek_binary_changes" if kind == "binary" else "pg_logical_slot_peek_changes"
-    length = "octet_length(data)" if kind == "binary" else "octet_length(data)"
-    sql = f"SELECT count(*), coalesce(sum({length}), 0) FROM {fn}('{slot_name(i)}', NULL, NULL, {options});"
-    best = None
-    rows = None
+    sql = f"SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM {fn}('{slot_name(i)}', NULL, NULL, {options});"
+    out = psql(sql, timing=True)
+    m = re.search(r"Time: ([0-9.]+) ms", out)
+    if not m:
+        sys.exit(f"no timing in: {out}")
+    return float(m.group(1)) / 1000.0, out.splitlines()[0]
+
+
+def time_decoders(runs):
+    """Best of `runs` per decoder. The runs are interleaved (every decoder
+    once, then again), so that load from elsewhere on the machine during
+    the measurement falls on all decoders alike instead of on whichever
+    happened to be timed then."""
+    best = [None] * len(DECODERS)
+    rows = [None] * len(DECODERS)
     for _ in range(runs):
-        out = psql(sql, timing=True)
-        m = re.search(r"Time: ([0-9.]+) ms", out)
-        if not m:
-            sys.exit(f"no timing in: {out}")
-        ms = float(m.group(1))
-        rows = out.splitlines()[0]
-        best = ms if best is None else min(best, ms)
-    return best / 1000.0, rows
+        for i, (_, _, kind, options) in enumerate(DECODERS):
+            seconds, rows[i] = time_decoder_once(i, kind, options)
+            best[i] = seconds if best[i] is None else min(best[i], seconds)
+    return best, rows
 
 
 def drop_slots():
@@ -149,10 +157,8 @@ def main():
     for name in args.workload:
         drop_slots()
         run_workload(name, args.scale)
-        results = []
-        for i, (label, _, kind, options) in enumerate(DECODERS):
-            seconds, rows = time_decoder(i, kind, options, args.runs)
-            results.append((label, seconds, rows))
+        best, rows = time_decoders(args.runs)
+        results = [(label, best[i], rows[i]) for i, (label, _, _, _) in enumerate(DECODERS)]
         drop_slots()
         times = {label: s for label, s, _ in results}
         pgoutput = times["pgoutput"]

@@ -32,17 +32,41 @@ fn j2date(jd: i64) -> (i64, u32, u32) {
     (year, month as u32, day as u32)
 }
 
-/// Appends `v` in decimal, zero-padded to at least `width` digits.
-fn push_padded(out: &mut Vec<u8>, mut v: u64, width: usize) {
-    let mut buf = [b'0'; 20];
-    let mut start = buf.len();
-    while v > 0 {
-        start -= 1;
-        buf[start] = b'0' + (v % 10) as u8;
-        v /= 10;
+/// The text of one timestamp, built on the stack and appended in one copy
+/// (at most 35 bytes: a 7-digit year, `.ffffff`, `+00` and ` BC`).
+struct Text {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl Text {
+    fn push(&mut self, b: u8) {
+        self.bytes[self.len] = b;
+        self.len += 1;
     }
-    start = start.min(buf.len() - width.min(buf.len()));
-    out.extend_from_slice(&buf[start..]);
+
+    fn push_slice(&mut self, s: &[u8]) {
+        self.bytes[self.len..self.len + s.len()].copy_from_slice(s);
+        self.len += s.len();
+    }
+
+    /// Two digits (`v` < 100).
+    fn two(&mut self, v: u32) {
+        self.push(b'0' + (v / 10) as u8);
+        self.push(b'0' + (v % 10) as u8);
+    }
+
+    /// `v` in decimal, zero-padded to at least four digits (`v` < 10^10).
+    fn year(&mut self, mut v: u64) {
+        let mut digits = [b'0'; 10];
+        let mut start = digits.len();
+        while v > 0 {
+            start -= 1;
+            digits[start] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        self.push_slice(&digits[start.min(digits.len() - 4)..]);
+    }
 }
 
 /// Appends the ISO text of a timestamp (microseconds since 2000-01-01);
@@ -67,41 +91,78 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
         return false;
     }
     let (year, month, day) = j2date(date);
-    let hour = time / USECS_PER_HOUR;
-    let minute = time % USECS_PER_HOUR / USECS_PER_MINUTE;
-    let second = time % USECS_PER_MINUTE / USECS_PER_SEC;
-    let fsec = time % USECS_PER_SEC;
+    let hour = (time / USECS_PER_HOUR) as u32;
+    let minute = (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32;
+    let second = (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32;
+    let fsec = (time % USECS_PER_SEC) as u32;
 
     let display_year = if year > 0 { year } else { -(year - 1) };
-    push_padded(out, display_year as u64, 4);
-    out.push(b'-');
-    push_padded(out, month as u64, 2);
-    out.push(b'-');
-    push_padded(out, day as u64, 2);
-    out.push(b' ');
-    push_padded(out, hour as u64, 2);
-    out.push(b':');
-    push_padded(out, minute as u64, 2);
-    out.push(b':');
-    push_padded(out, second as u64, 2);
+    let mut text = Text {
+        bytes: [0; 40],
+        len: 0,
+    };
+    if (1000..=9999).contains(&display_year) {
+        // The usual four-digit year: every position is known, no checks.
+        let y = display_year as u32;
+        let d = |v: u32| b'0' + (v % 10) as u8;
+        text.bytes[..19].copy_from_slice(&[
+            d(y / 1000),
+            d(y / 100),
+            d(y / 10),
+            d(y),
+            b'-',
+            d(month / 10),
+            d(month),
+            b'-',
+            d(day / 10),
+            d(day),
+            b' ',
+            d(hour / 10),
+            d(hour),
+            b':',
+            d(minute / 10),
+            d(minute),
+            b':',
+            d(second / 10),
+            d(second),
+        ]);
+        text.len = 19;
+    } else {
+        text.year(display_year as u64);
+        text.push(b'-');
+        text.two(month);
+        text.push(b'-');
+        text.two(day);
+        text.push(b' ');
+        text.two(hour);
+        text.push(b':');
+        text.two(minute);
+        text.push(b':');
+        text.two(second);
+    }
     if fsec != 0 {
         // Six digits without the trailing zeros (AppendSeconds).
-        let mut frac = [0u8; 6];
-        let mut v = fsec;
-        for d in frac.iter_mut().rev() {
-            *d = b'0' + (v % 10) as u8;
-            v /= 10;
+        text.push(b'.');
+        let mut frac = fsec;
+        let mut digits = 6;
+        while frac.is_multiple_of(10) {
+            frac /= 10;
+            digits -= 1;
         }
-        let len = frac.iter().rposition(|&d| d != b'0').map_or(0, |p| p + 1);
-        out.push(b'.');
-        out.extend_from_slice(&frac[..len]);
+        let end = text.len + digits;
+        for i in (text.len..end).rev() {
+            text.bytes[i] = b'0' + (frac % 10) as u8;
+            frac /= 10;
+        }
+        text.len = end;
     }
     if utc_offset {
-        out.extend_from_slice(b"+00");
+        text.push_slice(b"+00");
     }
     if year <= 0 {
-        out.extend_from_slice(b" BC");
+        text.push_slice(b" BC");
     }
+    out.extend_from_slice(&text.bytes[..text.len]);
     true
 }
 
@@ -143,5 +204,37 @@ mod tests {
         // ('12345-06-07'::date - '2000-01-01'::date = 3778591 in PostgreSQL.)
         let t = 3_778_591 * USECS_PER_DAY + (8 * 3600 + 9 * 60 + 10) * USECS_PER_SEC + 120_000;
         assert_eq!(iso(t, true), "12345-06-07 08:09:10.12+00");
+    }
+
+    #[test]
+    fn random_timestamps_match_a_plain_formatter() {
+        let mut rng = crate::output::json::tests::Rng(3);
+        for _ in 0..20_000 {
+            // From 4714 BC to about 285000 AD (the microseconds fit an i64).
+            let days = rng.below(106_000_000) as i64 - POSTGRES_EPOCH_JDATE;
+            let time = rng.below(USECS_PER_DAY as u64) as i64;
+            let time = if rng.below(3) == 0 {
+                time / 1_000_000 * 1_000_000
+            } else {
+                time
+            };
+            let (year, month, day) = j2date(days + POSTGRES_EPOCH_JDATE);
+            let mut want = format!(
+                "{:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+                if year > 0 { year } else { 1 - year },
+                time / USECS_PER_HOUR,
+                time % USECS_PER_HOUR / USECS_PER_MINUTE,
+                time % USECS_PER_MINUTE / USECS_PER_SEC
+            );
+            if time % USECS_PER_SEC != 0 {
+                let frac = format!(".{:06}", time % USECS_PER_SEC);
+                want.push_str(frac.trim_end_matches('0'));
+            }
+            want.push_str("+00");
+            if year <= 0 {
+                want.push_str(" BC");
+            }
+            assert_eq!(iso(days * USECS_PER_DAY + time, true), want);
+        }
     }
 }

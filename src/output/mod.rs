@@ -2,5 +2,6 @@
 pub mod control;
 pub mod datetime;
 pub mod json;
+pub mod jsonb;
 pub mod numeric;
 pub mod wal2json;

@@ -10,7 +10,7 @@
 //! `0xC000`, +Infinity `0xD000`, -Infinity `0xF000`. Digits are base 10000,
 //! the first one worth 10000^weight.
 
-use super::json::push_u64;
+use super::json::DIGIT_PAIRS;
 
 const NBASE_DIGITS: usize = 4;
 
@@ -58,11 +58,9 @@ pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<NumericKind> {
     if raw.len() % 2 != 0 {
         return None;
     }
-    let digits = Digits(raw);
-    if (0..digits.len()).any(|i| !(0..10000).contains(&digits.get(i))) {
+    if !write_decimal(negative, weight, dscale, Digits(raw), out) {
         return None;
     }
-    write_decimal(negative, weight, dscale, digits, out);
     Some(NumericKind::Finite)
 }
 
@@ -80,15 +78,29 @@ impl Digits<'_> {
 }
 
 /// `get_str_from_var()`: base-10000 digits to decimal text with `dscale`
-/// digits after the point.
-fn write_decimal(negative: bool, weight: i32, dscale: usize, digits: Digits, out: &mut Vec<u8>) {
-    let digit_at = |i: i32| -> i16 {
+/// digits after the point. False, writing nothing, when a digit is out of
+/// range (the bytes are not a numeric).
+fn write_decimal(
+    negative: bool,
+    weight: i32,
+    dscale: usize,
+    digits: Digits,
+    out: &mut Vec<u8>,
+) -> bool {
+    // Every stored digit is checked, printed or not.
+    let valid = |pair: &[u8]| (0..10000).contains(&i16::from_ne_bytes([pair[0], pair[1]]));
+    if !digits.0.chunks_exact(2).all(valid) {
+        return false;
+    }
+    let digit_at = |i: i32| -> u16 {
         if i >= 0 && (i as usize) < digits.len() {
-            digits.get(i as usize)
+            digits.get(i as usize) as u16
         } else {
             0
         }
     };
+    let integer_groups = weight.max(0) as usize + 1;
+    out.reserve(2 + integer_groups * NBASE_DIGITS + dscale + NBASE_DIGITS);
     if negative {
         out.push(b'-');
     }
@@ -97,15 +109,11 @@ fn write_decimal(negative: bool, weight: i32, dscale: usize, digits: Digits, out
         d = weight + 1;
         out.push(b'0');
     } else {
-        d = 0;
+        // The first digit group prints without leading zeros.
+        push_first_group(out, digit_at(0));
+        d = 1;
         while d <= weight {
-            let dig = digit_at(d);
-            if d == 0 {
-                // The first digit group prints without leading zeros.
-                push_u64(out, dig as u64);
-            } else {
-                push_group(out, dig);
-            }
+            push_group(out, digit_at(d));
             d += 1;
         }
     }
@@ -120,16 +128,25 @@ fn write_decimal(negative: bool, weight: i32, dscale: usize, digits: Digits, out
         }
         out.truncate(end);
     }
+    true
 }
 
-fn push_group(out: &mut Vec<u8>, dig: i16) {
-    let dig = dig as u16;
-    out.extend_from_slice(&[
-        b'0' + (dig / 1000) as u8,
-        b'0' + (dig / 100 % 10) as u8,
-        b'0' + (dig / 10 % 10) as u8,
-        b'0' + (dig % 10) as u8,
-    ]);
+/// A digit group (< 10000) without leading zeros.
+fn push_first_group(out: &mut Vec<u8>, dig: u16) {
+    let digit = |v: u16| b'0' + (v % 10) as u8;
+    match dig {
+        0..=9 => out.push(digit(dig)),
+        10..=99 => out.extend_from_slice(&[digit(dig / 10), digit(dig)]),
+        100..=999 => out.extend_from_slice(&[digit(dig / 100), digit(dig / 10), digit(dig)]),
+        _ => push_group(out, dig),
+    }
+}
+
+/// A digit group (< 10000) as four digits.
+fn push_group(out: &mut Vec<u8>, dig: u16) {
+    let [a, b] = DIGIT_PAIRS[(dig / 100 % 100) as usize];
+    let [c, d] = DIGIT_PAIRS[(dig % 100) as usize];
+    out.extend_from_slice(&[a, b, c, d]);
 }
 
 #[cfg(test)]
@@ -178,6 +195,12 @@ mod tests {
         assert_eq!(text(&short(true, 4, 1, &[1, 2345, 6789])), "-12345.6789");
         assert_eq!(text(&short(false, 4, -1, &[1])), "0.0001");
         assert_eq!(text(&short(false, 0, 1, &[1])), "10000");
+        // Leading groups of every width.
+        assert_eq!(text(&short(false, 0, 0, &[7])), "7");
+        assert_eq!(text(&short(false, 0, 0, &[42])), "42");
+        assert_eq!(text(&short(false, 0, 0, &[999])), "999");
+        assert_eq!(text(&short(false, 0, 0, &[1000])), "1000");
+        assert_eq!(text(&short(true, 1, 1, &[42, 7, 5000])), "-420007.5");
         assert_eq!(text(&short(false, 10, -2, &[100])), "0.0000010000");
         assert_eq!(text(&short(false, 10, -2, &[1])), "0.0000000100");
         assert_eq!(

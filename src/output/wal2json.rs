@@ -7,6 +7,8 @@
 //! `columnnames`/`columntypes`/`columnvalues` arrays built side by side),
 //! format 2 one JSON object per change.
 
+use std::cell::{OnceCell, RefCell};
+
 use super::json::{classify_number, push_i64, push_json_string, push_lsn, push_u64, NumberText};
 use crate::plugin::options::Options;
 
@@ -64,6 +66,123 @@ pub struct RelationMeta {
     pub has_identity_index: bool,
     /// `REPLICA IDENTITY FULL`.
     pub identity_full: bool,
+    /// Format 2's per-column pieces, rendered on first use (see [`V2Column`]).
+    pub v2_columns: OnceCell<(V2Layout, Vec<V2Column>)>,
+    /// Format 1's arrays before the values when every selected column is
+    /// printed, rendered on first use (see `Wal2JsonFormat::v1_tuple`).
+    pub v1_arrays: RefCell<Vec<(V1Key, Vec<u8>)>>,
+}
+
+/// What format 1's arrays before the values depend on, besides the columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V1Key {
+    selection: Selection,
+    replident: bool,
+    has_primary_key: bool,
+    has_identity_index: bool,
+    pretty_print: bool,
+    types: bool,
+    type_oids: bool,
+    positions: bool,
+    not_null: bool,
+    defaults: bool,
+}
+
+impl V1Key {
+    fn new(o: &Options, rel: &RelationMeta, selection: Selection, replident: bool) -> Self {
+        V1Key {
+            selection,
+            replident,
+            has_primary_key: rel.has_primary_key,
+            has_identity_index: rel.has_identity_index,
+            pretty_print: o.pretty_print,
+            types: o.include_types,
+            type_oids: o.include_type_oids,
+            positions: o.include_column_positions,
+            not_null: o.include_not_null,
+            defaults: o.include_default,
+        }
+    }
+}
+
+/// The options that shape format 2's per-column pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V2Layout {
+    types: bool,
+    type_oids: bool,
+    not_null: bool,
+    positions: bool,
+    defaults: bool,
+}
+
+impl V2Layout {
+    fn of(o: &Options) -> Self {
+        V2Layout {
+            types: o.include_types,
+            type_oids: o.include_type_oids,
+            not_null: o.include_not_null,
+            positions: o.include_column_positions,
+            defaults: o.include_default,
+        }
+    }
+}
+
+/// Everything format 2 prints about a column around its value, rendered
+/// once per relation: a change then copies two pieces per column instead of
+/// assembling names, types and options value by value.
+#[derive(Debug, Clone)]
+pub struct V2Column {
+    /// `,{"name":...[,"type":...][,"typeoid":...]`: the separator and the
+    /// fields before the value (the first column skips the comma), as a
+    /// pk element prints them.
+    head: Vec<u8>,
+    /// `head` and `,"value":`, as columns and identity elements print them.
+    value_head: Vec<u8>,
+    /// `,"optional":...,"position":...,"default":...}`: the rest of a
+    /// `columns` element (identity and pk elements just close with `}`).
+    change_tail: Vec<u8>,
+}
+
+impl V2Column {
+    fn render(col: &ColumnMeta, layout: V2Layout) -> Self {
+        let mut head = b",{\"name\":".to_vec();
+        head.extend_from_slice(&col.name_json);
+        if layout.types {
+            head.extend_from_slice(b",\"type\":");
+            head.extend_from_slice(&col.type_json);
+        }
+        if layout.type_oids {
+            head.extend_from_slice(b",\"typeoid\":");
+            head.extend_from_slice(&col.type_oid_text);
+        }
+        let mut change_tail = Vec::new();
+        if layout.not_null {
+            change_tail.extend_from_slice(if col.not_null {
+                b",\"optional\":false"
+            } else {
+                b",\"optional\":true"
+            });
+        }
+        if layout.positions {
+            change_tail.extend_from_slice(b",\"position\":");
+            push_i64(&mut change_tail, col.attnum as i64);
+        }
+        if layout.defaults {
+            change_tail.extend_from_slice(b",\"default\":");
+            match &col.default_json {
+                Some(d) => change_tail.extend_from_slice(d),
+                None => change_tail.extend_from_slice(b"null"),
+            }
+        }
+        change_tail.push(b'}');
+        let mut value_head = head.clone();
+        value_head.extend_from_slice(b",\"value\":");
+        V2Column {
+            head,
+            value_head,
+            change_tail,
+        }
+    }
 }
 
 /// An error while rendering a value.
@@ -90,6 +209,19 @@ pub trait TupleValues {
     fn is_null(&self, column: &ColumnMeta) -> bool;
     /// An unchanged TOAST value that logical decoding does not carry.
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool;
+    /// The three questions above in one call (format 2 asks them for
+    /// every column of every change).
+    fn cell(&self, column: &ColumnMeta) -> Cell {
+        if !self.is_visible(column) {
+            Cell::Hidden
+        } else if self.is_null(column) {
+            Cell::Null
+        } else if column.is_varlena && self.is_unchanged_toast(column) {
+            Cell::UnchangedToast
+        } else {
+            Cell::Value
+        }
+    }
     /// Appends the JSON encoding of a non-null value.
     fn write_value(
         &mut self,
@@ -97,6 +229,17 @@ pub trait TupleValues {
         numbers_as_strings: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError>;
+}
+
+/// What a tuple holds for one column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cell {
+    /// Left out by a publication's column list.
+    Hidden,
+    Null,
+    /// An unchanged TOAST value, not in the WAL.
+    UnchangedToast,
+    Value,
 }
 
 /// Encodes a value's text output the way wal2json does.
@@ -209,7 +352,7 @@ fn qualified_name(rel: &RelationMeta) -> String {
 }
 
 /// Which columns of a tuple a section prints.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Selection {
     All,
     PrimaryKey,
@@ -427,6 +570,10 @@ impl<'o> Wal2JsonFormat<'o> {
     /// wal2json builds the arrays side by side in scratch buffers; this
     /// writes them one after the other straight into `out`, one pass over
     /// the columns per array, which gives the same bytes without allocating.
+    /// The arrays before the values depend only on which columns are
+    /// printed: when that is every selected column (no unchanged TOAST
+    /// value, no NULL in an identity), they are the same for every change
+    /// of the relation and copied from a rendering cached in the relation.
     fn v1_tuple(
         &self,
         out: &mut Vec<u8>,
@@ -440,15 +587,34 @@ impl<'o> Wal2JsonFormat<'o> {
         // The columns every array lists: nulls are left out of identities,
         // unchanged TOAST values (not in the WAL) out of everything.
         let printed = |tuple: &dyn TupleValues, col: &ColumnMeta| {
-            if !selected(rel, col, selection) || !tuple.is_visible(col) {
-                return false;
-            }
-            if tuple.is_null(col) {
-                !replident
-            } else {
-                !(col.is_varlena && tuple.is_unchanged_toast(col))
-            }
+            selected(rel, col, selection)
+                && match tuple.cell(col) {
+                    Cell::Hidden | Cell::UnchangedToast => false,
+                    Cell::Null => !replident,
+                    Cell::Value => true,
+                }
         };
+        let every_selected = |col: &ColumnMeta| selected(rel, col, selection);
+        let all_printed = rel
+            .columns
+            .iter()
+            .all(|c| !every_selected(c) || printed(&*tuple, c));
+        if all_printed {
+            let key = V1Key::new(o, rel, selection, replident);
+            let mut cache = rel.v1_arrays.borrow_mut();
+            match cache.iter().find(|(k, _)| *k == key) {
+                Some((_, arrays)) => out.extend_from_slice(arrays),
+                None => {
+                    let mut arrays = Vec::new();
+                    self.v1_arrays(&mut arrays, rel, &every_selected, replident);
+                    out.extend_from_slice(&arrays);
+                    cache.push((key, arrays));
+                }
+            }
+        } else {
+            self.v1_arrays(out, rel, &|c| printed(&*tuple, c), replident);
+        }
+
         let depth = if replident { 4 } else { 3 };
         let key = |s: &'static [u8], k: &'static [u8]| if replident { k } else { s };
         let separator = |out: &mut Vec<u8>, first: &mut bool| {
@@ -458,84 +624,6 @@ impl<'o> Wal2JsonFormat<'o> {
             }
             *first = false;
         };
-        // One array of per-column facts that need no tuple value.
-        let array = |out: &mut Vec<u8>,
-                     tuple: &dyn TupleValues,
-                     tabs: usize,
-                     name: &[u8],
-                     item: &dyn Fn(&mut Vec<u8>, &ColumnMeta)| {
-            self.v1_key(out, tabs, name);
-            out.push(b'[');
-            let mut first = true;
-            for col in rel.columns.iter().filter(|c| printed(tuple, c)) {
-                separator(out, &mut first);
-                item(out, col);
-            }
-            out.extend_from_slice(b"],");
-            out.extend_from_slice(self.nl);
-        };
-
-        if replident {
-            self.v1_key(out, 3, b"oldkeys");
-            out.push(b'{');
-            out.extend_from_slice(self.nl);
-        }
-        array(
-            out,
-            tuple,
-            depth,
-            key(b"columnnames", b"keynames"),
-            &|out, c| out.extend_from_slice(&c.name_json),
-        );
-        if o.include_types {
-            array(
-                out,
-                tuple,
-                depth,
-                key(b"columntypes", b"keytypes"),
-                &|out, c| out.extend_from_slice(&c.type_json),
-            );
-        }
-        if o.include_type_oids {
-            array(
-                out,
-                tuple,
-                depth,
-                key(b"columntypeoids", b"keytypeoids"),
-                &|out, c| out.extend_from_slice(&c.type_oid_text),
-            );
-        }
-        if !replident {
-            if o.include_column_positions {
-                array(out, tuple, 3, b"columnpositions", &|out, c| {
-                    push_i64(out, c.attnum as i64)
-                });
-            }
-            if o.include_not_null {
-                if o.include_types {
-                    array(out, tuple, 3, b"columnoptionals", &|out, c| {
-                        out.extend_from_slice(if c.not_null { b"false" } else { b"true" })
-                    });
-                } else {
-                    // wal2json fills this array only while printing types.
-                    self.v1_key(out, 3, b"columnoptionals");
-                    out.extend_from_slice(b"[],");
-                    out.extend_from_slice(self.nl);
-                }
-            }
-            if o.include_default {
-                array(
-                    out,
-                    tuple,
-                    3,
-                    b"columndefaults",
-                    &|out, c| match &c.default_json {
-                        Some(d) => out.extend_from_slice(d),
-                        None => out.extend_from_slice(b"null"),
-                    },
-                );
-            }
-        }
         self.v1_key(out, depth, key(b"columnvalues", b"keyvalues"));
         out.push(b'[');
         let mut first = true;
@@ -560,6 +648,89 @@ impl<'o> Wal2JsonFormat<'o> {
         }
         out.extend_from_slice(self.nl);
         Ok(())
+    }
+
+    /// The arrays of [`Self::v1_tuple`] before the values (and the opening
+    /// of `oldkeys`), listing the columns `printed` accepts.
+    fn v1_arrays(
+        &self,
+        out: &mut Vec<u8>,
+        rel: &RelationMeta,
+        printed: &dyn Fn(&ColumnMeta) -> bool,
+        replident: bool,
+    ) {
+        let o = self.opts;
+        let depth = if replident { 4 } else { 3 };
+        let key = |s: &'static [u8], k: &'static [u8]| if replident { k } else { s };
+        let separator = |out: &mut Vec<u8>, first: &mut bool| {
+            if !*first {
+                out.push(b',');
+                out.extend_from_slice(self.sp);
+            }
+            *first = false;
+        };
+        // One array of per-column facts that need no tuple value.
+        let array = |out: &mut Vec<u8>,
+                     tabs: usize,
+                     name: &[u8],
+                     item: &dyn Fn(&mut Vec<u8>, &ColumnMeta)| {
+            self.v1_key(out, tabs, name);
+            out.push(b'[');
+            let mut first = true;
+            for col in rel.columns.iter().filter(|c| printed(c)) {
+                separator(out, &mut first);
+                item(out, col);
+            }
+            out.extend_from_slice(b"],");
+            out.extend_from_slice(self.nl);
+        };
+
+        if replident {
+            self.v1_key(out, 3, b"oldkeys");
+            out.push(b'{');
+            out.extend_from_slice(self.nl);
+        }
+        array(out, depth, key(b"columnnames", b"keynames"), &|out, c| {
+            out.extend_from_slice(&c.name_json)
+        });
+        if o.include_types {
+            array(out, depth, key(b"columntypes", b"keytypes"), &|out, c| {
+                out.extend_from_slice(&c.type_json)
+            });
+        }
+        if o.include_type_oids {
+            array(
+                out,
+                depth,
+                key(b"columntypeoids", b"keytypeoids"),
+                &|out, c| out.extend_from_slice(&c.type_oid_text),
+            );
+        }
+        if !replident {
+            if o.include_column_positions {
+                array(out, 3, b"columnpositions", &|out, c| {
+                    push_i64(out, c.attnum as i64)
+                });
+            }
+            if o.include_not_null {
+                if o.include_types {
+                    array(out, 3, b"columnoptionals", &|out, c| {
+                        out.extend_from_slice(if c.not_null { b"false" } else { b"true" })
+                    });
+                } else {
+                    // wal2json fills this array only while printing types.
+                    self.v1_key(out, 3, b"columnoptionals");
+                    out.extend_from_slice(b"[],");
+                    out.extend_from_slice(self.nl);
+                }
+            }
+            if o.include_default {
+                array(out, 3, b"columndefaults", &|out, c| match &c.default_json {
+                    Some(d) => out.extend_from_slice(d),
+                    None => out.extend_from_slice(b"null"),
+                });
+            }
+        }
     }
 
     /// wal2json's `pk_to_stringinfo`: the `pk` object (names and types only).
@@ -839,63 +1010,58 @@ impl<'o> Wal2JsonFormat<'o> {
         tuple: &mut dyn TupleValues,
         section: V2Section,
     ) -> Result<(), EncodeError> {
-        let o = self.opts;
+        let layout = V2Layout::of(self.opts);
+        let rendered;
+        let pieces = match rel.v2_columns.get_or_init(|| {
+            let pieces = rel.columns.iter().map(|c| V2Column::render(c, layout));
+            (layout, pieces.collect())
+        }) {
+            (cached, pieces) if *cached == layout => pieces,
+            // Only a test formats one relation with several option sets.
+            _ => {
+                rendered = rel
+                    .columns
+                    .iter()
+                    .map(|c| V2Column::render(c, layout))
+                    .collect::<Vec<_>>();
+                &rendered
+            }
+        };
         let selection = match section {
             V2Section::Columns => Selection::All,
             V2Section::Identity => Selection::IdentityKey,
             V2Section::PrimaryKey => Selection::PrimaryKey,
         };
-        let is_change = section == V2Section::Columns;
-        let mut need_sep = false;
-        for col in &rel.columns {
-            if !selected(rel, col, selection) || !tuple.is_visible(col) {
+        let numbers_as_strings = self.opts.numeric_data_types_as_string;
+        // The first element skips its piece's leading comma.
+        let mut skip = 1;
+        for (col, piece) in rel.columns.iter().zip(pieces) {
+            if !selected(rel, col, selection) {
                 continue;
             }
-            let is_null = tuple.is_null(col);
-            if !is_null && col.is_varlena && tuple.is_unchanged_toast(col) {
+            let is_null = match tuple.cell(col) {
+                Cell::Hidden | Cell::UnchangedToast => continue,
+                Cell::Null => true,
+                Cell::Value => false,
+            };
+            if section == V2Section::PrimaryKey {
+                out.extend_from_slice(&piece.head[skip..]);
+                out.push(b'}');
+                skip = 0;
                 continue;
             }
-            if need_sep {
-                out.push(b',');
+            out.extend_from_slice(&piece.value_head[skip..]);
+            skip = 0;
+            if is_null {
+                out.extend_from_slice(b"null");
+            } else {
+                tuple.write_value(col, numbers_as_strings, out)?;
             }
-            need_sep = true;
-            out.extend_from_slice(b"{\"name\":");
-            out.extend_from_slice(&col.name_json);
-            if o.include_types {
-                out.extend_from_slice(b",\"type\":");
-                out.extend_from_slice(&col.type_json);
+            if section == V2Section::Columns {
+                out.extend_from_slice(&piece.change_tail);
+            } else {
+                out.push(b'}');
             }
-            if o.include_type_oids {
-                out.extend_from_slice(b",\"typeoid\":");
-                out.extend_from_slice(&col.type_oid_text);
-            }
-            if section != V2Section::PrimaryKey {
-                out.extend_from_slice(b",\"value\":");
-                if is_null {
-                    out.extend_from_slice(b"null");
-                } else {
-                    tuple.write_value(col, o.numeric_data_types_as_string, out)?;
-                }
-            }
-            if is_change && o.include_not_null {
-                out.extend_from_slice(if col.not_null {
-                    b",\"optional\":false"
-                } else {
-                    b",\"optional\":true"
-                });
-            }
-            if is_change && o.include_column_positions {
-                out.extend_from_slice(b",\"position\":");
-                push_i64(out, col.attnum as i64);
-            }
-            if is_change && o.include_default {
-                out.extend_from_slice(b",\"default\":");
-                match &col.default_json {
-                    Some(d) => out.extend_from_slice(d),
-                    None => out.extend_from_slice(b"null"),
-                }
-            }
-            out.push(b'}');
         }
         Ok(())
     }
@@ -1033,6 +1199,8 @@ mod tests {
             has_primary_key: true,
             has_identity_index: true,
             identity_full: false,
+            v2_columns: OnceCell::new(),
+            v1_arrays: RefCell::default(),
         }
     }
 
@@ -1150,6 +1318,60 @@ mod tests {
              {\"action\":\"C\",\"xid\":7,\"timestamp\":\"2024-01-01 00:00:00+00\",\"origin\":0,\"lsn\":\"0/10\",\"nextlsn\":\"1/20\"}\n\
              {\"action\":\"M\",\"xid\":null,\"timestamp\":null,\"origin\":null,\"lsn\":\"0/30\",\"transactional\":false,\"prefix\":\"p\",\"content\":\"c\\u0000d\"}"
         );
+    }
+
+    #[test]
+    fn v1_cached_arrays_match_fresh_rendering() {
+        // One relation reused across changes (arrays cached once every
+        // column is printed) against a fresh relation per change.
+        let tuples: Vec<Vec<Option<&'static str>>> = vec![
+            vec![Some("1"), Some("a"), Some("t")],
+            vec![Some("2"), Some("<toast>"), Some("f")],
+            vec![Some("3"), None, None],
+            vec![None, Some("b"), Some("t")],
+            vec![Some("4"), Some("c"), Some("f")],
+        ];
+        for pretty in [false, true] {
+            let opts = Options {
+                pretty_print: pretty,
+                include_pk: true,
+                include_type_oids: true,
+                include_not_null: true,
+                include_default: true,
+                include_column_positions: true,
+                ..Options::default()
+            };
+            let f = Wal2JsonFormat::new(&opts);
+            let shared = relation();
+            for (i, values) in tuples.iter().chain(tuples.iter()).enumerate() {
+                for kind in [ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete] {
+                    let render = |rel: &RelationMeta| {
+                        let mut out = Vec::new();
+                        let mut new = Literal(values.clone());
+                        let mut old = Literal(values.clone());
+                        let (new, old): (
+                            Option<&mut dyn TupleValues>,
+                            Option<&mut dyn TupleValues>,
+                        ) = match kind {
+                            ChangeKind::Insert => (Some(&mut new), None),
+                            ChangeKind::Update => (Some(&mut new), Some(&mut old)),
+                            ChangeKind::Delete => (None, Some(&mut old)),
+                        };
+                        f.v1_change(
+                            &mut out,
+                            i as u64 + 1,
+                            &ChangeHeader::plain(kind),
+                            rel,
+                            new,
+                            old,
+                        )
+                        .unwrap();
+                        out
+                    };
+                    assert_eq!(render(&shared), render(&relation()), "{kind:?} {values:?}");
+                }
+            }
+        }
     }
 
     #[test]

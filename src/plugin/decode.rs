@@ -186,6 +186,44 @@ unsafe fn publish_change(
             state.stats.filtered_by_action += 1;
             return;
         }
+        let via_ancestor = info.publish_as_relid != (*relation).rd_id;
+        if !via_ancestor && info.row_filters[filter_index].is_null() {
+            // Published as itself, no row filter: nothing needs a slot; the
+            // decoded tuples are printed as in wal2json mode, through the
+            // column list.
+            let row = |t: pg_sys::HeapTuple| {
+                if t.is_null() {
+                    Row::Absent
+                } else {
+                    Row::Heap(t)
+                }
+            };
+            let header = ChangeHeader {
+                kind,
+                transformed_from: None,
+                stream_xid,
+            };
+            emit_change(
+                ctx,
+                state,
+                lsn,
+                header,
+                &entry,
+                relation,
+                Some(&info.column_mask),
+                if kind == ChangeKind::Delete {
+                    Row::Absent
+                } else {
+                    row(new_tuple)
+                },
+                if kind == ChangeKind::Insert {
+                    Row::Absent
+                } else {
+                    row(old_tuple)
+                },
+            );
+            return;
+        }
         let mut old_slot = std::ptr::null_mut();
         let mut new_slot = std::ptr::null_mut();
         if !old_tuple.is_null() {
@@ -197,7 +235,6 @@ unsafe fn publish_change(
             new_slot = info.new_slot;
         }
 
-        let via_ancestor = info.publish_as_relid != (*relation).rd_id;
         let target_rel = if via_ancestor {
             pg_sys::RelationIdGetRelation(info.publish_as_relid)
         } else {
@@ -401,12 +438,12 @@ unsafe fn emit_change(
         state.txn.items_emitted += 1;
         let mut new_values = match new {
             Row::Absent => None,
-            Row::Heap(t) => Some(state.new_tuple.deform(rel, t, entry)),
+            Row::Heap(t) => Some(state.new_tuple.deform(rel, t, entry, column_mask)),
             Row::Slot(s) => Some(state.new_tuple.load_slot(s, entry, column_mask)),
         };
         let mut old_values = match old {
             Row::Absent => None,
-            Row::Heap(t) => Some(state.old_tuple.deform(rel, t, entry)),
+            Row::Heap(t) => Some(state.old_tuple.deform(rel, t, entry, column_mask)),
             Row::Slot(s) => Some(state.old_tuple.load_slot(s, entry, column_mask)),
         };
         let new_dyn = new_values.as_mut().map(|t| t as &mut dyn TupleValues);

@@ -705,31 +705,48 @@ pub unsafe fn row_filter_matches(
         if econtext.is_null() {
             econtext = pg_sys::MakePerTupleExprContext(estate);
         } else {
-            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            // Most filters allocate nothing: skip the (guarded) call when
+            // MemoryContextReset() would do nothing either.
+            let memory = (*econtext).ecxt_per_tuple_memory;
+            if !(*memory).isReset || !(*memory).firstchild.is_null() {
+                pg_sys::MemoryContextReset(memory);
+            }
         }
         (*econtext).ecxt_scantuple = slot;
         let mut isnull = false;
         let result = pg_sys::ExecEvalExprSwitchContext(state, econtext, &mut isnull);
         !isnull && result.value() & 0xff != 0
     };
-    PgTryBuilder::new(std::panic::AssertUnwindSafe(evaluate))
-        .catch_others(|caught| match caught {
-            CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
-                let context = format!("While evaluating the {}.", info.filter_context.to_string_lossy());
-                let detail = match report.detail() {
-                    Some(detail) => format!("{detail}\n{context}"),
-                    None => context,
-                };
-                ErrorReport::new(report.sql_error_code(), report.message().to_owned(), "pubjson row filter")
-                    .set_detail(detail)
-                    .set_hint(
-                        "Fix the data or the publication's WHERE clause; a change already in the WAL can only be \
-                         skipped with pg_replication_slot_advance().",
-                    )
-                    .report(PgLogLevel::ERROR);
-                unreachable!("ERROR does not return")
-            }
-            other => other.rethrow(),
-        })
-        .execute()
+    // A PostgreSQL ERROR inside a pg_sys call reaches Rust as a panic
+    // carrying a CaughtError (pgrx's FFI guard has already copied and
+    // flushed the error state): catch_unwind sees it without PgTryBuilder,
+    // whose boxed handler would cost an allocation per row.
+    let caught = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(evaluate)) {
+        Ok(matches) => return matches,
+        Err(payload) => match payload.downcast::<CaughtError>() {
+            Ok(caught) => *caught,
+            Err(other) => std::panic::resume_unwind(other),
+        },
+    };
+    match caught {
+        CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
+            let context = format!(
+                "While evaluating the {}.",
+                info.filter_context.to_string_lossy()
+            );
+            let detail = match report.detail() {
+                Some(detail) => format!("{detail}\n{context}"),
+                None => context,
+            };
+            ErrorReport::new(report.sql_error_code(), report.message().to_owned(), "pubjson row filter")
+                .set_detail(detail)
+                .set_hint(
+                    "Fix the data or the publication's WHERE clause; a change already in the WAL can only be \
+                     skipped with pg_replication_slot_advance().",
+                )
+                .report(PgLogLevel::ERROR);
+            unreachable!("ERROR does not return")
+        }
+        other => other.rethrow(),
+    }
 }

@@ -13,6 +13,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::CStr;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
 use pgrx::pg_sys;
@@ -36,6 +37,8 @@ pub enum FastPath {
     Text,
     /// numeric: decoded from its on-disk digits (`output/numeric.rs`).
     Numeric,
+    /// jsonb: printed from its on-disk format (`output/jsonb.rs`).
+    Jsonb,
     /// timestamp (`utc` false) or timestamptz (`utc` true) printed directly,
     /// chosen only when DateStyle is ISO (and the time zone UTC for timestamptz).
     Timestamp {
@@ -71,6 +74,9 @@ struct PendingInvalidations {
 
 thread_local! {
     static PENDING: RefCell<PendingInvalidations> = RefCell::new(PendingInvalidations::default());
+    /// Set whenever PENDING gets something: checking it is all a lookup
+    /// costs when nothing was invalidated.
+    static ANY_PENDING: Cell<bool> = const { Cell::new(false) };
     static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -89,6 +95,7 @@ pub fn invalidate_relation(relid: pg_sys::Oid) {
             p.relids.push(relid);
         }
     });
+    ANY_PENDING.with(|a| a.set(true));
 }
 
 #[pg_guard]
@@ -100,6 +107,7 @@ unsafe extern "C-unwind" fn syscache_invalidated(_arg: pg_sys::Datum, _cacheid: 
 /// Queues the invalidation of every cached relation.
 pub fn invalidate_all_relations() {
     PENDING.with(|p| p.borrow_mut().all = true);
+    ANY_PENDING.with(|a| a.set(true));
 }
 
 /// Registers the invalidation callbacks, once per backend (they cannot be
@@ -125,8 +133,27 @@ pub fn register_invalidation_callbacks() {
     }
 }
 
+/// Hashes an OID with one multiplication (SipHash, the default, costs more
+/// than the rest of a lookup; OIDs need no protection from collisions).
+#[derive(Default)]
+pub struct OidHasher(u64);
+
+impl Hasher for OidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0 ^ v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 pub struct RelationCache {
-    entries: HashMap<pg_sys::Oid, Rc<RelationEntry>>,
+    entries: HashMap<pg_sys::Oid, Rc<RelationEntry>, BuildHasherDefault<OidHasher>>,
     /// Where output functions and publication executor state live; a child
     /// of the decoding context, so PostgreSQL frees it with the slot's state.
     memory: pg_sys::MemoryContext,
@@ -141,8 +168,9 @@ impl RelationCache {
     pub fn new(memory: pg_sys::MemoryContext) -> Self {
         // Invalidations queued for an earlier decoding session are moot.
         PENDING.with(|p| *p.borrow_mut() = PendingInvalidations::default());
+        ANY_PENDING.with(|a| a.set(false));
         RelationCache {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             memory,
             retired: Vec::new(),
             dates: DateSettings::current(),
@@ -156,6 +184,9 @@ impl RelationCache {
     }
 
     fn apply_invalidations(&mut self) {
+        if !ANY_PENDING.with(|a| a.replace(false)) {
+            return;
+        }
         let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
         if pending.all {
             let entries: Vec<_> = self.entries.drain().map(|(_, e)| e).collect();
@@ -281,6 +312,7 @@ fn fast_path(typid: pg_sys::Oid, dates: DateSettings) -> FastPath {
         pg_sys::BOOLOID => FastPath::Bool,
         pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => FastPath::Text,
         pg_sys::NUMERICOID => FastPath::Numeric,
+        pg_sys::JSONBOID => FastPath::Jsonb,
         _ => FastPath::OutputFunction,
     }
 }
@@ -526,6 +558,8 @@ unsafe fn build_entry(
                 has_primary_key,
                 has_identity_index,
                 identity_full,
+                v2_columns: Default::default(),
+                v1_arrays: Default::default(),
             },
             outputs,
             wanted,

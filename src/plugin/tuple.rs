@@ -7,8 +7,9 @@ use pgrx::pg_sys;
 
 use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
+use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
-use crate::output::wal2json::{push_text_value, ColumnMeta, EncodeError, TupleValues};
+use crate::output::wal2json::{push_text_value, Cell, ColumnMeta, EncodeError, TupleValues};
 use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
 
 /// Reusable `heap_deform_tuple` buffers.
@@ -36,6 +37,7 @@ impl DeformBuffers {
         rel: pg_sys::Relation,
         tuple: pg_sys::HeapTuple,
         entry: &'a RelationEntry,
+        mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
         // SAFETY: the descriptor belongs to the open relation; the buffers
         // are sized to its attribute count before heap_deform_tuple fills them.
@@ -57,14 +59,15 @@ impl DeformBuffers {
             values: &self.values,
             nulls: &self.nulls,
             entry,
-            mask: None,
+            mask,
         }
     }
 
-    /// Copies the values of a slot (all attributes deformed).
+    /// The values of a slot (all attributes deformed), read in place.
     ///
     /// # Safety
-    /// `slot` must hold a tuple with `entry`'s relation's layout.
+    /// `slot` must hold a tuple with `entry`'s relation's layout and stay
+    /// unchanged while the result is in use.
     pub unsafe fn load_slot<'a>(
         &'a mut self,
         slot: *mut pg_sys::TupleTableSlot,
@@ -72,20 +75,18 @@ impl DeformBuffers {
         mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
         // SAFETY: slot_getallattrs fills tts_values/tts_isnull for every
-        // attribute of the slot's descriptor.
-        unsafe {
+        // attribute of the slot's descriptor; the caller keeps the slot as it is.
+        let (values, nulls) = unsafe {
             pg_sys::slot_getallattrs(slot);
             let natts = (*(*slot).tts_tupleDescriptor).natts as usize;
-            self.values.clear();
-            self.values
-                .extend_from_slice(std::slice::from_raw_parts((*slot).tts_values, natts));
-            self.nulls.clear();
-            self.nulls
-                .extend_from_slice(std::slice::from_raw_parts((*slot).tts_isnull, natts));
-        }
+            (
+                std::slice::from_raw_parts((*slot).tts_values, natts),
+                std::slice::from_raw_parts((*slot).tts_isnull, natts),
+            )
+        };
         DeformedTuple {
-            values: &self.values,
-            nulls: &self.nulls,
+            values,
+            nulls,
             entry,
             mask,
         }
@@ -127,16 +128,35 @@ pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
     }
 }
 
-/// The bytes of a varlena value after its header, detoasted if needed (a
-/// copy in the current, per-change, memory context).
+/// The bytes of a varlena value after its header: read in place when the
+/// value is inline and uncompressed (almost always; also behind the
+/// INDIRECT pointers logical decoding uses for reassembled TOAST values),
+/// otherwise detoasted into a copy in the current, per-change, memory context.
 ///
 /// # Safety
 /// `datum` must be a non-null varlena value.
 unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    // SAFETY: per the contract; the copy lives until the per-change reset.
+    let mut p = datum.cast_mut_ptr::<pg_sys::varlena>();
+    // SAFETY: per the contract; pg_detoast_datum_packed() returns the value
+    // itself in exactly the in-place case, so both branches agree, and its
+    // copy lives until the per-change reset. An INDIRECT pointer's target
+    // (a TOAST value the reorder buffer reassembled for this change) lives
+    // until the change has been decoded.
     unsafe {
-        let detoasted = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-        pgrx::varlena::varlena_to_byte_slice(detoasted)
+        use pgrx::varlena::{varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u, vartag_external};
+        if varatt_is_1b_e(p) && vartag_external(p) == pg_sys::vartag_external::VARTAG_INDIRECT as u8
+        {
+            // VARDATA_EXTERNAL: a (possibly unaligned) varatt_indirect.
+            let indirect = (p as *const u8).add(2) as *const pg_sys::varatt_indirect;
+            p = std::ptr::read_unaligned(indirect).pointer;
+        }
+        let in_place = varatt_is_4b_u(p) || (varatt_is_1b(p) && !varatt_is_1b_e(p));
+        let value = if in_place {
+            p
+        } else {
+            pg_sys::pg_detoast_datum_packed(p)
+        };
+        pgrx::varlena::varlena_to_byte_slice(value)
     }
 }
 
@@ -188,6 +208,21 @@ impl TupleValues for DeformedTuple<'_> {
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool {
         // SAFETY: only asked for non-null varlena columns (see the formats).
         column.is_varlena && unsafe { is_external_ondisk(self.values[column.attr_index]) }
+    }
+
+    fn cell(&self, column: &ColumnMeta) -> Cell {
+        let i = column.attr_index;
+        if !self.is_visible(column) {
+            return Cell::Hidden;
+        }
+        if self.nulls[i] {
+            return Cell::Null;
+        }
+        // SAFETY: a non-null varlena column holds a varlena pointer.
+        if column.is_varlena && unsafe { is_external_ondisk(self.values[i]) } {
+            return Cell::UnchangedToast;
+        }
+        Cell::Value
     }
 
     fn write_value(
@@ -247,6 +282,19 @@ impl TupleValues for DeformedTuple<'_> {
                         out.extend_from_slice(b"null");
                     }
                     Some(NumericKind::Finite) => {}
+                }
+            }
+            FastPath::Jsonb => {
+                // SAFETY: a non-null jsonb datum.
+                let body = unsafe { varlena_bytes(datum) };
+                if !jsonb_json_string(body, out) {
+                    self.write_with_output_function(
+                        column,
+                        output,
+                        datum,
+                        numbers_as_strings,
+                        out,
+                    )?;
                 }
             }
             FastPath::Timestamp { utc } => {

@@ -23,16 +23,33 @@ pub unsafe fn flush(
     // ctx->out is a valid StringInfo between prepare and write.
     unsafe {
         pg_sys::OutputPluginPrepareWrite(ctx, last);
-        pg_sys::appendBinaryStringInfo(
-            (*ctx).out,
-            state.out.as_ptr().cast(),
-            state.out.len() as i32,
-        );
+        append_to_string_info((*ctx).out, &state.out);
         pg_sys::OutputPluginWrite(ctx, last);
     }
     state.stats.bytes_emitted += state.out.len() as u64;
     state.txn.bytes_emitted += state.out.len() as u64;
     state.out.clear();
+}
+
+/// appendBinaryStringInfo(), without a guarded FFI call when the buffer
+/// (reused from write to write) already has room, which is nearly always.
+///
+/// # Safety
+/// `info` must be a valid StringInfo.
+unsafe fn append_to_string_info(info: pg_sys::StringInfo, bytes: &[u8]) {
+    // SAFETY: a valid StringInfo has `maxlen` bytes at `data`, `len` of them
+    // used plus the terminating NUL; enlargeStringInfo makes room for
+    // `bytes.len()` more (or raises an ERROR past MaxAllocSize).
+    unsafe {
+        let free = ((*info).maxlen - (*info).len - 1) as usize;
+        if bytes.len() > free {
+            pg_sys::enlargeStringInfo(info, bytes.len() as i32);
+        }
+        let end = (*info).data.add((*info).len as usize);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast(), end, bytes.len());
+        (*info).len += bytes.len() as i32;
+        *end.add(bytes.len()) = 0;
+    }
 }
 
 /// Lets the walsender send keepalives during long runs of changes that
@@ -181,7 +198,12 @@ pub unsafe fn in_change_memory<R>(
         let old = pg_sys::MemoryContextSwitchTo(memory);
         let result = f(state);
         pg_sys::MemoryContextSwitchTo(old);
-        pg_sys::MemoryContextReset(memory);
+        // What MemoryContextReset() itself checks first: a context with no
+        // children and no palloc since its last reset has nothing to free
+        // (saves a guarded FFI call for changes that allocate nothing).
+        if !(*memory).isReset || !(*memory).firstchild.is_null() {
+            pg_sys::MemoryContextReset(memory);
+        }
         result
     }
 }

@@ -1,0 +1,556 @@
+//! `jsonb_out`'s text straight from jsonb's on-disk format, without an fmgr
+//! call, an iterator and a palloc'd copy of every string (pure code).
+//!
+//! Layout (PostgreSQL's jsonb.h): a container is a 32-bit header (element
+//! count in the low 28 bits, `0x10000000` raw scalar, `0x20000000` object,
+//! `0x40000000` array), then one 32-bit JEntry per child (an object lists
+//! its keys, then its values), then the children's data. A JEntry holds the
+//! child's type in bits `0x70000000` and, in the low 28 bits, its length, or
+//! its end offset when `0x80000000` is set (every 32nd child); a child starts
+//! where the previous one ends. Numerics and nested containers start at the
+//! next 4-byte boundary. A top-level scalar is a one-element array flagged
+//! raw scalar, printed without brackets.
+//!
+//! `jsonb_out` (`JsonbToCString`) separates elements with `", "`, keys from
+//! values with `": "`, escapes strings with `escape_json` and prints numbers
+//! with `numeric_out`.
+
+use super::json::{push_u_escape, utf8_sequence_len, SPECIAL};
+use super::numeric::{numeric_text, NumericKind};
+
+const JB_CMASK: u32 = 0x0FFF_FFFF;
+const JB_FSCALAR: u32 = 0x1000_0000;
+const JB_FOBJECT: u32 = 0x2000_0000;
+const JB_FARRAY: u32 = 0x4000_0000;
+
+const JENTRY_OFFLENMASK: u32 = 0x0FFF_FFFF;
+const JENTRY_TYPEMASK: u32 = 0x7000_0000;
+const JENTRY_HAS_OFF: u32 = 0x8000_0000;
+const JENTRY_ISSTRING: u32 = 0x0000_0000;
+const JENTRY_ISNUMERIC: u32 = 0x1000_0000;
+const JENTRY_ISBOOL_FALSE: u32 = 0x2000_0000;
+const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
+const JENTRY_ISNULL: u32 = 0x4000_0000;
+const JENTRY_ISCONTAINER: u32 = 0x5000_0000;
+
+/// Deeper documents are left to `jsonb_out` (which checks the stack depth).
+const MAX_DEPTH: usize = 64;
+
+/// Appends the text `jsonb_out` prints for the bytes after the varlena
+/// header. Returns false, with `out` as it was, when the bytes are not a
+/// jsonb this understands (the caller then uses the output function).
+pub fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let ok = container(body, 0, Mode::Text, out).is_some();
+    if !ok {
+        out.truncate(start);
+    }
+    ok
+}
+
+/// Appends what wal2json prints for a jsonb value: `jsonb_out`'s text as a
+/// JSON string (`push_json_string` of [`jsonb_text`]), in one pass. Returns
+/// false, with `out` as it was, like [`jsonb_text`].
+pub fn jsonb_json_string(body: &[u8], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    out.push(b'"');
+    let ok = container(body, 0, Mode::InJsonString, out).is_some();
+    if ok {
+        out.push(b'"');
+    } else {
+        out.truncate(start);
+    }
+    ok
+}
+
+/// Whether the text is written as it is or escaped into a JSON string.
+/// Only strings differ: the rest of jsonb_out's text (brackets, `, `, `: `,
+/// numbers, true/false/null) is ASCII that JSON strings keep as it is.
+#[derive(Clone, Copy)]
+enum Mode {
+    Text,
+    InJsonString,
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn int_align(offset: usize) -> usize {
+    (offset + 3) & !3
+}
+
+/// One container (`c` starts at its header and may run past its end).
+fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let header = read_u32(c, 0)?;
+    let count = (header & JB_CMASK) as usize;
+    let is_object = header & JB_FOBJECT != 0;
+    if !is_object && header & JB_FARRAY == 0 {
+        return None;
+    }
+    let entries = if is_object { count * 2 } else { count };
+    let base = 4 + entries * 4;
+    let data = c.get(base..)?;
+    let entry = |i: usize| read_u32(c, 4 + i * 4);
+
+    if is_object {
+        // Values follow the keys: the first value starts where the last key ends.
+        let mut value_start = 0;
+        for i in (0..count).rev() {
+            let e = entry(i)?;
+            value_start += (e & JENTRY_OFFLENMASK) as usize;
+            if e & JENTRY_HAS_OFF != 0 {
+                break;
+            }
+        }
+        out.push(b'{');
+        let mut key_start = 0;
+        for i in 0..count {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            let key = entry(i)?;
+            let key_end = end_of(key, key_start);
+            scalar_or_container(key, data, key_start, key_end, depth, mode, out)?;
+            out.extend_from_slice(b": ");
+            let value = entry(count + i)?;
+            let value_end = end_of(value, value_start);
+            scalar_or_container(value, data, value_start, value_end, depth, mode, out)?;
+            key_start = key_end;
+            value_start = value_end;
+        }
+        out.push(b'}');
+    } else {
+        let raw_scalar = header & JB_FSCALAR != 0;
+        if raw_scalar && count != 1 {
+            return None;
+        }
+        if !raw_scalar {
+            out.push(b'[');
+        }
+        let mut start = 0;
+        for i in 0..count {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            let e = entry(i)?;
+            let end = end_of(e, start);
+            scalar_or_container(e, data, start, end, depth, mode, out)?;
+            start = end;
+        }
+        if !raw_scalar {
+            out.push(b']');
+        }
+    }
+    Some(())
+}
+
+/// A child's end offset from its JEntry and its start.
+fn end_of(entry: u32, start: usize) -> usize {
+    let field = (entry & JENTRY_OFFLENMASK) as usize;
+    if entry & JENTRY_HAS_OFF != 0 {
+        field
+    } else {
+        start + field
+    }
+}
+
+fn scalar_or_container(
+    entry: u32,
+    data: &[u8],
+    start: usize,
+    end: usize,
+    depth: usize,
+    mode: Mode,
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    match entry & JENTRY_TYPEMASK {
+        JENTRY_ISSTRING => match mode {
+            Mode::Text => escape_json(out, data.get(start..end)?),
+            Mode::InJsonString => escape_json_twice(out, data.get(start..end)?),
+        },
+        JENTRY_ISNUMERIC => {
+            let numeric = data.get(int_align(start)..end)?;
+            let body = varlena_body(numeric)?;
+            if numeric_text(body, out)? == NumericKind::Special {
+                // Not valid in jsonb; let jsonb_out decide.
+                return None;
+            }
+        }
+        JENTRY_ISBOOL_FALSE => out.extend_from_slice(b"false"),
+        JENTRY_ISBOOL_TRUE => out.extend_from_slice(b"true"),
+        JENTRY_ISNULL => out.extend_from_slice(b"null"),
+        JENTRY_ISCONTAINER => container(data.get(int_align(start)..end)?, depth + 1, mode, out)?,
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The bytes after an inline, uncompressed varlena header (1 or 4 bytes,
+/// little- or big-endian as the server stores them).
+fn varlena_body(v: &[u8]) -> Option<&[u8]> {
+    let first = *v.first()?;
+    #[cfg(target_endian = "little")]
+    let (short, external) = (first & 0x01 == 0x01, first == 0x01);
+    #[cfg(target_endian = "big")]
+    let (short, external) = (first & 0x80 == 0x80, first == 0x80);
+    if external {
+        return None;
+    }
+    let (header, size) = if short {
+        #[cfg(target_endian = "little")]
+        let size = (first >> 1) as usize;
+        #[cfg(target_endian = "big")]
+        let size = (first & 0x7F) as usize;
+        (1, size)
+    } else {
+        let word = read_u32(v, 0)?;
+        #[cfg(target_endian = "little")]
+        let (compressed, size) = (word & 0x03 == 0x02, (word >> 2) as usize);
+        #[cfg(target_endian = "big")]
+        let (compressed, size) = (
+            word & 0xC0000000 == 0x40000000,
+            (word & 0x3FFF_FFFF) as usize,
+        );
+        if compressed {
+            return None;
+        }
+        (4, size)
+    };
+    v.get(header..size)
+}
+
+/// PostgreSQL's `escape_json()` of a `pnstrdup()` copy (which ends at a NUL).
+fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
+    let s = match s.iter().position(|&b| b == 0) {
+        Some(nul) => &s[..nul],
+        None => s,
+    };
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&s[start..i]);
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 0xf) as usize],
+                ]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&s[start..i]);
+        out.extend_from_slice(escaped);
+        start = i + 1;
+    }
+    out.extend_from_slice(&s[start..]);
+    out.push(b'"');
+}
+
+/// `push_json_string`'s escaping (without the outer quotes) of what
+/// [`escape_json`] prints for `s`: `"` becomes `\\\"`, a newline `\\n`, and
+/// bytes that are not UTF-8 `\u00XX` (escape_json keeps them as they are).
+fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
+    out.reserve(s.len() + 4);
+    out.extend_from_slice(b"\\\"");
+    let mut start = 0;
+    let mut end = s.len();
+    let mut i = 0;
+    while i < s.len() {
+        let b = s[i];
+        if !SPECIAL[b as usize] {
+            i += 1;
+            continue;
+        }
+        if b == 0 {
+            // escape_json() prints a pnstrdup() copy, which ends at a NUL.
+            end = i;
+            break;
+        }
+        out.extend_from_slice(&s[start..i]);
+        if b >= 0x80 {
+            match utf8_sequence_len(&s[i..]) {
+                Some(len) => {
+                    out.extend_from_slice(&s[i..i + len]);
+                    i += len;
+                }
+                None => {
+                    push_u_escape(out, b);
+                    i += 1;
+                }
+            }
+            start = i;
+            continue;
+        }
+        match b {
+            b'"' => out.extend_from_slice(b"\\\\\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\\\\\"),
+            0x08 => out.extend_from_slice(b"\\\\b"),
+            0x0c => out.extend_from_slice(b"\\\\f"),
+            b'\n' => out.extend_from_slice(b"\\\\n"),
+            b'\r' => out.extend_from_slice(b"\\\\r"),
+            b'\t' => out.extend_from_slice(b"\\\\t"),
+            _ => {
+                // escape_json's \u00XX, its backslash escaped.
+                out.extend_from_slice(b"\\");
+                push_u_escape(out, b);
+            }
+        }
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&s[start..end]);
+    out.extend_from_slice(b"\\\"");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::json::json_string;
+    use crate::output::json::tests::Rng;
+
+    /// A JSON value to encode the way PostgreSQL's convertToJsonb does.
+    #[derive(Debug, Clone)]
+    enum V {
+        Null,
+        Bool(bool),
+        /// Numeric body (after the varlena header) and its numeric_out text.
+        Num(Vec<u8>, &'static str),
+        Str(Vec<u8>),
+        Arr(Vec<V>),
+        Obj(Vec<(Vec<u8>, V)>),
+    }
+
+    fn pad(buf: &mut Vec<u8>) {
+        while !buf.len().is_multiple_of(4) {
+            buf.push(0);
+        }
+    }
+
+    /// Appends a container (or, for a scalar, the raw-scalar array) to
+    /// `buf`, which must be 4-byte aligned like PostgreSQL's buffer.
+    fn encode(v: &V, buf: &mut Vec<u8>, offsets_every: usize) {
+        let (header, children): (u32, Vec<V>) = match v {
+            V::Arr(items) => (JB_FARRAY | items.len() as u32, items.clone()),
+            V::Obj(pairs) => (
+                JB_FOBJECT | pairs.len() as u32,
+                pairs
+                    .iter()
+                    .map(|(k, _)| V::Str(k.clone()))
+                    .chain(pairs.iter().map(|(_, v)| v.clone()))
+                    .collect(),
+            ),
+            scalar => (JB_FARRAY | JB_FSCALAR | 1, vec![scalar.clone()]),
+        };
+        buf.extend_from_slice(&header.to_ne_bytes());
+        let entries_at = buf.len();
+        buf.resize(entries_at + 4 * children.len(), 0);
+        let base = buf.len();
+        for (i, child) in children.iter().enumerate() {
+            let child_start = buf.len();
+            let kind = match child {
+                V::Null => JENTRY_ISNULL,
+                V::Bool(false) => JENTRY_ISBOOL_FALSE,
+                V::Bool(true) => JENTRY_ISBOOL_TRUE,
+                V::Str(s) => {
+                    buf.extend_from_slice(s);
+                    JENTRY_ISSTRING
+                }
+                V::Num(body, _) => {
+                    pad(buf);
+                    let size = body.len() + 4;
+                    buf.extend_from_slice(&((size as u32) << 2).to_ne_bytes());
+                    buf.extend_from_slice(body);
+                    JENTRY_ISNUMERIC
+                }
+                V::Arr(_) | V::Obj(_) => {
+                    pad(buf);
+                    encode(child, buf, offsets_every);
+                    JENTRY_ISCONTAINER
+                }
+            };
+            let e = if i % offsets_every == 0 && i > 0 {
+                JENTRY_HAS_OFF | (buf.len() - base) as u32
+            } else {
+                (buf.len() - child_start) as u32
+            };
+            let at = entries_at + 4 * i;
+            buf[at..at + 4].copy_from_slice(&(kind | e).to_ne_bytes());
+        }
+    }
+
+    fn expected(v: &V) -> String {
+        match v {
+            V::Null => "null".into(),
+            V::Bool(b) => b.to_string(),
+            V::Num(_, t) => t.to_string(),
+            V::Str(s) => {
+                let mut out = Vec::new();
+                escape_json(&mut out, s);
+                String::from_utf8_lossy(&out).into_owned()
+            }
+            V::Arr(items) => format!(
+                "[{}]",
+                items.iter().map(expected).collect::<Vec<_>>().join(", ")
+            ),
+            V::Obj(pairs) => format!(
+                "{{{}}}",
+                pairs
+                    .iter()
+                    .map(|(k, v)| format!("{}: {}", expected(&V::Str(k.clone())), expected(v)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    fn render(v: &V, offsets_every: usize) -> Option<String> {
+        let mut buf = Vec::new();
+        encode(v, &mut buf, offsets_every);
+        let mut out = b"prefix".to_vec();
+        let mut escaped = b"prefix".to_vec();
+        let ok = jsonb_json_string(&buf, &mut escaped);
+        if !jsonb_text(&buf, &mut out) {
+            assert_eq!(out, b"prefix");
+            assert_eq!(escaped, b"prefix");
+            assert!(!ok);
+            return None;
+        }
+        // The one-pass JSON string is the text's JSON string.
+        assert!(ok);
+        assert_eq!(escaped[6..], json_string(&out[6..]));
+        Some(String::from_utf8_lossy(&out[6..]).into_owned())
+    }
+
+    fn num(text: &'static str) -> V {
+        // 1.50: short form, dscale 2, weight 0, digits [1, 5000].
+        let body = match text {
+            "1.50" => [0x8000u16 | (2 << 7), 1, 5000]
+                .iter()
+                .flat_map(|d| d.to_ne_bytes())
+                .collect(),
+            "-7" => [0x8000u16 | 0x2000, 7]
+                .iter()
+                .flat_map(|d| d.to_ne_bytes())
+                .collect(),
+            _ => [0x8000u16].iter().flat_map(|d| d.to_ne_bytes()).collect(),
+        };
+        V::Num(body, text)
+    }
+
+    #[test]
+    fn prints_like_jsonb_out() {
+        let doc = V::Obj(vec![
+            (
+                b"a".to_vec(),
+                V::Arr(vec![num("1.50"), V::Str(b"x\"y".to_vec()), V::Null]),
+            ),
+            (b"bb".to_vec(), V::Obj(vec![])),
+            (b"c\n".to_vec(), V::Arr(vec![])),
+            (b"d".to_vec(), V::Bool(true)),
+            (b"e".to_vec(), V::Obj(vec![(b"f".to_vec(), num("-7"))])),
+        ]);
+        assert_eq!(
+            render(&doc, 32).unwrap(),
+            r#"{"a": [1.50, "x\"y", null], "bb": {}, "c\n": [], "d": true, "e": {"f": -7}}"#
+        );
+        assert_eq!(
+            render(&V::Str(b"s\x01\\".to_vec()), 32).unwrap(),
+            r#""s\u0001\\""#
+        );
+        assert_eq!(render(&num("0"), 32).unwrap(), "0");
+        assert_eq!(render(&V::Null, 32).unwrap(), "null");
+        assert_eq!(render(&V::Bool(false), 32).unwrap(), "false");
+        // pnstrdup stops at a NUL.
+        assert_eq!(render(&V::Str(b"a\0b".to_vec()), 32).unwrap(), r#""a""#);
+        // Bytes that are not UTF-8 (SQL_ASCII databases) and every control.
+        let all: Vec<u8> = (1..=255).collect();
+        render(&V::Str(all), 32).unwrap();
+        render(&V::Str(b"\xe2\x82 \xe2\x82\xac \xff".to_vec()), 32).unwrap();
+    }
+
+    fn random_value(rng: &mut Rng, depth: usize) -> V {
+        match rng.below(if depth > 3 { 5 } else { 7 }) {
+            0 => V::Null,
+            1 => V::Bool(rng.below(2) == 0),
+            2 => num(["1.50", "-7", "0"][rng.below(3) as usize]),
+            3 => V::Str(rng.string(12).into_bytes()),
+            4 => V::Str((0..rng.below(12)).map(|_| rng.next() as u8).collect()),
+            5 => V::Arr(
+                (0..rng.below(20))
+                    .map(|_| random_value(rng, depth + 1))
+                    .collect(),
+            ),
+            _ => V::Obj(
+                (0..rng.below(20))
+                    .map(|_| (rng.string(6).into_bytes(), random_value(rng, depth + 1)))
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn random_documents_with_offsets_and_lengths() {
+        let mut rng = Rng(7);
+        for _ in 0..1000 {
+            let v = random_value(&mut rng, 0);
+            for every in [1, 3, 32] {
+                assert_eq!(
+                    render(&v, every).as_deref(),
+                    Some(expected(&v).as_str()),
+                    "{v:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_without_output() {
+        let mut out = b"x".to_vec();
+        assert!(!jsonb_text(&[], &mut out));
+        assert!(!jsonb_text(&[1, 2], &mut out));
+        // Neither object nor array.
+        assert!(!jsonb_text(&3u32.to_ne_bytes(), &mut out));
+        // An array of 5 elements with no room for their entries.
+        assert!(!jsonb_text(&(JB_FARRAY | 5).to_ne_bytes(), &mut out));
+        // Truncating any valid document never panics.
+        let mut buf = Vec::new();
+        encode(
+            &V::Obj(vec![(
+                b"key".to_vec(),
+                V::Arr(vec![num("1.50"), V::Str(b"s".to_vec())]),
+            )]),
+            &mut buf,
+            1,
+        );
+        for len in 0..buf.len() {
+            let _ = jsonb_text(&buf[..len], &mut out);
+        }
+        assert_eq!(out, b"x");
+        // Nesting past the limit is left to jsonb_out.
+        let mut deep = V::Arr(vec![]);
+        for _ in 0..=MAX_DEPTH + 1 {
+            deep = V::Arr(vec![deep]);
+        }
+        assert_eq!(render(&deep, 32), None);
+    }
+}
