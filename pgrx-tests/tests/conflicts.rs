@@ -454,9 +454,9 @@ fn subscription_status_with_parallel_apply() {
     let mut publ = fresh_db(&host, port, "pubjson_conflicts_par", true);
     let version = server_version(&mut publ);
     if version < 160000 {
-        println!(
-            "skipped: PostgreSQL {} has no parallel apply",
-            version / 10000
+        pubjson_e2e::note_skip(
+            "conflicts::subscription_status_with_parallel_apply",
+            "no parallel apply before PostgreSQL 16",
         );
         return;
     }
@@ -1011,9 +1011,9 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
     let started = Instant::now();
     let version = server_version(&mut connect_main("postgres"));
     if version < 160000 {
-        println!(
-            "skipped: PostgreSQL {} has no logical decoding on a standby",
-            version / 10000
+        pubjson_e2e::note_skip(
+            "conflicts::standby_logical_slot_invalidated_by_recovery_conflict",
+            "no logical decoding on a standby before PostgreSQL 16",
         );
         return;
     }

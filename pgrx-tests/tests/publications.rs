@@ -451,7 +451,10 @@ fn generated_columns_18() {
     let _serial = serial();
     let mut sc = Scenario::new("gencols18");
     if sc.server_major() < 18 {
-        eprintln!("SKIPPED generated_columns_18: publish_generated_columns is new in 18");
+        pubjson_e2e::note_skip(
+            "publications::generated_columns_18",
+            "publish_generated_columns is new in PostgreSQL 18",
+        );
         return;
     }
     sc.exec(

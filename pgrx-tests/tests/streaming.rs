@@ -788,7 +788,10 @@ fn two_phase_through_pg_recvlogical() {
 fn immediate_streaming_of_small_transactions() {
     let mut db = TestDb::new("stream_now");
     if server_major(&mut db) < 16 {
-        eprintln!("SKIPPED immediate_streaming_of_small_transactions: needs PostgreSQL 16+");
+        pubjson_e2e::note_skip(
+            "streaming::immediate_streaming_of_small_transactions",
+            "debug_logical_replication_streaming is new in PostgreSQL 16",
+        );
         return;
     }
     let table = format!("{}.t", db.schema);
