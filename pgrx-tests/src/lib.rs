@@ -620,6 +620,13 @@ impl TestDb {
         row.get(0)
     }
 
+    /// The server's major version (15, 17, 18...).
+    pub fn server_major(&mut self) -> i32 {
+        self.query_one_string("select (current_setting('server_version_num')::int / 10000)::text")
+            .parse()
+            .expect("server major")
+    }
+
     /// A unique slot name for this test.
     pub fn slot_name(&self, suffix: &str) -> String {
         let n = SLOT_COUNTER.fetch_add(1, Ordering::Relaxed);

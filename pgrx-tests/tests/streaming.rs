@@ -413,19 +413,13 @@ fn workload(db: &mut TestDb, table: &str, second: &mut postgres::Client) {
     db.flush_wal();
 }
 
-fn server_major(db: &mut TestDb) -> i32 {
-    db.query_one_string("select (current_setting('server_version_num')::int / 10000)::text")
-        .parse()
-        .expect("server major")
-}
-
 /// Whether the workload's aborted transaction reaches the plugin: from 18
 /// on the reorder buffer drops a transaction it finds already aborted
 /// instead of streaming it (ReorderBufferCheckAndTruncateAbortedTXN), so
 /// there is nothing to abort downstream. (The immediate-streaming test
 /// still sees stream aborts on 18.)
 fn aborted_transactions_are_streamed(db: &mut TestDb) -> bool {
-    server_major(db) < 18
+    db.server_major() < 18
 }
 
 fn peek(db: &mut TestDb, slot: &str, options: &str) -> Vec<String> {
@@ -787,7 +781,7 @@ fn two_phase_through_pg_recvlogical() {
 #[test]
 fn immediate_streaming_of_small_transactions() {
     let mut db = TestDb::new("stream_now");
-    if server_major(&mut db) < 16 {
+    if db.server_major() < 16 {
         pubjson_e2e::note_skip(
             "streaming::immediate_streaming_of_small_transactions",
             "debug_logical_replication_streaming is new in PostgreSQL 16",

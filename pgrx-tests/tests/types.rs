@@ -115,11 +115,7 @@ fn defaults_generated_and_dropped_columns() {
         create table e2e_defaults.nopk (a int default 1, b text not null default 'b');
         "#,
     );
-    let major: i32 = db
-        .query_one_string("select (current_setting('server_version_num')::int / 10000)::text")
-        .parse()
-        .expect("server major");
-    if major >= 18 {
+    if db.server_major() >= 18 {
         // Virtual generated columns (18): NULL in the heap tuple.
         db.exec("alter table e2e_defaults.t add column v int generated always as (k * 3) virtual");
     }
