@@ -56,6 +56,15 @@ enum Row {
 }
 
 impl Row {
+    /// A decoded tuple, `Absent` when NULL.
+    fn heap(tuple: pg_sys::HeapTuple) -> Row {
+        if tuple.is_null() {
+            Row::Absent
+        } else {
+            Row::Heap(tuple)
+        }
+    }
+
     fn is_present(self) -> bool {
         !matches!(self, Row::Absent)
     }
@@ -122,13 +131,6 @@ pub unsafe fn decode_change(
                 state.stats.filtered_by_table += 1;
                 return;
             }
-            let row = |t: pg_sys::HeapTuple| {
-                if t.is_null() {
-                    Row::Absent
-                } else {
-                    Row::Heap(t)
-                }
-            };
             let header = ChangeHeader {
                 kind,
                 transformed_from: None,
@@ -142,8 +144,8 @@ pub unsafe fn decode_change(
                 &entry,
                 relation,
                 None,
-                row(new_tuple),
-                row(old_tuple),
+                Row::heap(new_tuple),
+                Row::heap(old_tuple),
             );
         });
     }
@@ -191,13 +193,6 @@ unsafe fn publish_change(
             // Published as itself, no row filter: nothing needs a slot; the
             // decoded tuples are printed as in wal2json mode, through the
             // column list.
-            let row = |t: pg_sys::HeapTuple| {
-                if t.is_null() {
-                    Row::Absent
-                } else {
-                    Row::Heap(t)
-                }
-            };
             let header = ChangeHeader {
                 kind,
                 transformed_from: None,
@@ -214,12 +209,12 @@ unsafe fn publish_change(
                 if kind == ChangeKind::Delete {
                     Row::Absent
                 } else {
-                    row(new_tuple)
+                    Row::heap(new_tuple)
                 },
                 if kind == ChangeKind::Insert {
                     Row::Absent
                 } else {
-                    row(old_tuple)
+                    Row::heap(old_tuple)
                 },
             );
             return;
