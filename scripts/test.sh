@@ -81,6 +81,6 @@ skipped=$(wc -l < "$PUBJSON_SKIP_LOG")
 echo "==> all pubjson test suites passed on PostgreSQL ${results[*]}"
 if [ "$skipped" -gt 0 ]; then
   echo "    of which $skipped skipped their checks:"
-  sort "$PUBJSON_SKIP_LOG" | uniq -c | sed 's/^/    /'
+  sort "$PUBJSON_SKIP_LOG" | sed "s/^/      /"
 fi
 echo "pubjson: $((passed + regress)) passed, 0 failed"
