@@ -59,4 +59,6 @@ rm -f "$out"
 
 psql -d pubjson_demo -c "SELECT pg_drop_replication_slot('demo_sql'), pg_drop_replication_slot('demo_stream')" >/dev/null
 echo
-echo "==> demo done. The cluster keeps running: scripts/cluster.sh psql -d pubjson_demo ; scripts/cluster.sh stop"
+env_prefix=""
+if [ "${PG_MAJOR:-15}" != 15 ]; then env_prefix="PG_MAJOR=$PG_MAJOR "; fi
+echo "==> demo done. The cluster keeps running: ${env_prefix}scripts/cluster.sh psql -d pubjson_demo ; ${env_prefix}scripts/cluster.sh stop"
