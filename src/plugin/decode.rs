@@ -127,27 +127,54 @@ pub unsafe fn decode_change(
                 return;
             }
             let entry = state.relations.get(relation, &state.opts, None);
-            if !entry.wanted {
-                state.stats.filtered_by_table += 1;
-                return;
-            }
-            let header = ChangeHeader {
-                kind,
-                transformed_from: None,
-                stream_xid,
-            };
-            emit_change(
-                ctx,
-                state,
-                lsn,
-                header,
-                &entry,
-                relation,
-                None,
-                Row::heap(new_tuple),
-                Row::heap(old_tuple),
+            emit_decoded(
+                ctx, state, lsn, kind, stream_xid, &entry, relation, None, new_tuple, old_tuple,
             );
         });
+    }
+}
+
+/// Emits a change as decoded (wal2json mode, or a table its publications
+/// publish as itself without a row filter), unless wal2json's table
+/// options (`add-tables`, `filter-tables`) leave the relation out.
+///
+/// # Safety
+/// `relation` is the change's open relation; the tuples are its own.
+#[allow(clippy::too_many_arguments)]
+unsafe fn emit_decoded(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    state: &mut DecodingState,
+    lsn: u64,
+    kind: ChangeKind,
+    stream_xid: Option<u32>,
+    entry: &RelationEntry,
+    relation: pg_sys::Relation,
+    column_mask: Option<&[bool]>,
+    new_tuple: pg_sys::HeapTuple,
+    old_tuple: pg_sys::HeapTuple,
+) {
+    if !entry.wanted {
+        state.stats.filtered_by_table += 1;
+        return;
+    }
+    let header = ChangeHeader {
+        kind,
+        transformed_from: None,
+        stream_xid,
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        emit_change(
+            ctx,
+            state,
+            lsn,
+            header,
+            entry,
+            relation,
+            column_mask,
+            Row::heap(new_tuple),
+            Row::heap(old_tuple),
+        );
     }
 }
 
@@ -192,30 +219,19 @@ unsafe fn publish_change(
         if !via_ancestor && info.row_filters[filter_index].is_null() {
             // Published as itself, no row filter: nothing needs a slot; the
             // decoded tuples are printed as in wal2json mode, through the
-            // column list.
-            let header = ChangeHeader {
-                kind,
-                transformed_from: None,
-                stream_xid,
-            };
-            emit_change(
+            // column list. (A decoded INSERT has no old tuple, a DELETE no
+            // new one.)
+            emit_decoded(
                 ctx,
                 state,
                 lsn,
-                header,
+                kind,
+                stream_xid,
                 &entry,
                 relation,
                 Some(&info.column_mask),
-                if kind == ChangeKind::Delete {
-                    Row::Absent
-                } else {
-                    Row::heap(new_tuple)
-                },
-                if kind == ChangeKind::Insert {
-                    Row::Absent
-                } else {
-                    Row::heap(old_tuple)
-                },
+                new_tuple,
+                old_tuple,
             );
             return;
         }
