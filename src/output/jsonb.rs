@@ -243,16 +243,8 @@ fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
             b'\r' => b"\\r",
             b'\t' => b"\\t",
             0..=0x1f => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
                 out.extend_from_slice(&s[start..i]);
-                out.extend_from_slice(&[
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    HEX[(b >> 4) as usize],
-                    HEX[(b & 0xf) as usize],
-                ]);
+                push_u_escape(out, b);
                 start = i + 1;
                 continue;
             }
