@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL cluster for pubjson's demo, tests and benchmarks.
 #   scripts/cluster.sh start|stop|restart|status|destroy|psql [args]|env
-# Environment: PG_MAJOR (15, 17, 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where),
+# Environment: PG_MAJOR (15, 17, 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where;
+# PUBJSON_TMP, default /tmp, holds the default data and socket directories),
 # PUBJSON_PRELOAD=0 (no shared_preload_libraries), PUBJSON_LIBDIR (load
 # pubjson from that directory first).
 # Runs as the `postgres` OS user (initdb refuses root). Settings: wal_level =
@@ -12,8 +13,9 @@ set -euo pipefail
 
 # shellcheck source=scripts/pg-env.sh
 . "$(dirname "$0")/pg-env.sh"
-PUBJSON_PGDATA=${PUBJSON_PGDATA:-/tmp/pubjson-pg$PG_MAJOR/data}
-PUBJSON_SOCKET=${PUBJSON_SOCKET:-/tmp/pubjson-pg$PG_MAJOR/socket}
+PUBJSON_TMP=${PUBJSON_TMP:-/tmp}
+PUBJSON_PGDATA=${PUBJSON_PGDATA:-$PUBJSON_TMP/pubjson-pg$PG_MAJOR/data}
+PUBJSON_SOCKET=${PUBJSON_SOCKET:-$PUBJSON_TMP/pubjson-pg$PG_MAJOR/socket}
 PUBJSON_PORT=${PUBJSON_PORT:-54329}
 PG_USER=postgres
 
@@ -54,8 +56,7 @@ CONF
       # Load pubjson from a private directory first (the benchmark's build).
       echo "dynamic_library_path = '$PUBJSON_LIBDIR:\$libdir'" >> "$PUBJSON_PGDATA/postgresql.conf"
     fi
-    printf 'local all all trust\nlocal replication all trust\n' > /tmp/pubjson-hba.conf
-    as_pg cp /tmp/pubjson-hba.conf "$PUBJSON_PGDATA/pg_hba.conf"
+    printf 'local all all trust\nlocal replication all trust\n' | as_pg tee "$PUBJSON_PGDATA/pg_hba.conf" >/dev/null
   fi
 }
 

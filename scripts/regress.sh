@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/cluster.sh env)"
 PG_REGRESS=$(dirname "$("$PUBJSON_PG_BIN/pg_config" --pgxs)")/../test/regress/pg_regress
-out=${REGRESS_OUTPUT:-/tmp/pubjson-regress}
+out=${REGRESS_OUTPUT:-${PUBJSON_TMP:-/tmp}/pubjson-regress-pg${PG_MAJOR:-15}}
 rm -rf "$out" && mkdir -p "$out"
 if [ $# -gt 0 ]; then tests=("$@"); else
   tests=(); for f in pgrx-tests/sql/*.sql; do tests+=("$(basename "$f" .sql)"); done

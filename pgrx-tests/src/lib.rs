@@ -132,6 +132,12 @@ fn ensure_database(env: &PgEnv) {
     });
 }
 
+/// A directory for a test's own cluster or files: `$PUBJSON_TMP/pubjson-<name>`
+/// (`PUBJSON_TMP` defaults to `/tmp`; give each concurrent run its own).
+pub fn scratch_dir(name: &str) -> String {
+    format!("{}/pubjson-{name}", optional_var("PUBJSON_TMP", "/tmp"))
+}
+
 /// `$PUBJSON_PG_BIN/<program>` (pg_recvlogical lives there).
 pub fn pg_bin(program: &str) -> PathBuf {
     let path = PathBuf::from(required_var("PUBJSON_PG_BIN")).join(program);

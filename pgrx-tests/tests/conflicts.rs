@@ -341,7 +341,7 @@ fn publication_risks_reports_each_condition() {
 /// the setting and the forced checkpoints would disturb the main cluster.
 #[test]
 fn slot_invalidated_by_wal_removal() {
-    let cl = ExtraCluster::start(WAL_ROOT, WAL_PORT);
+    let cl = ExtraCluster::start(&wal_root(), WAL_PORT);
     let mut c = fresh_db(&cl.socket, cl.port, "waldb", true);
     let version = server_version(&mut c);
     // One statement per transaction: a slot cannot be created in a
@@ -470,7 +470,7 @@ fn subscription_status_with_parallel_apply() {
     )
     .expect("publisher setup");
 
-    let sub = ExtraCluster::start(PAR_SUB_ROOT, PAR_SUB_PORT);
+    let sub = ExtraCluster::start(&par_sub_root(), PAR_SUB_PORT);
     let slot = "pubjson_conflicts_par";
     let _cleanup = SlotCleanup(slot.to_string());
     let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
@@ -567,7 +567,7 @@ fn subscription_disabled_by_insert_exists() {
     )
     .expect("publisher setup");
 
-    let sub = ExtraCluster::start(SUB_ROOT, SUB_PORT);
+    let sub = ExtraCluster::start(&sub_root(), SUB_PORT);
     let slot = "pubjson_conflicts_sub";
     let _cleanup = SlotCleanup(slot.to_string());
     let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
@@ -1017,7 +1017,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         );
         return;
     }
-    let primary = ExtraCluster::start(LS_PRIMARY_ROOT, LS_PRIMARY_PORT);
+    let primary = ExtraCluster::start(&ls_primary_root(), LS_PRIMARY_PORT);
     let mut p = fresh_db(&primary.socket, primary.port, "lsdb", true);
     p.batch_execute(
         "create table t (id int primary key, v text);
@@ -1028,7 +1028,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
     let sb = Standby::start_of(
         &primary.socket,
         primary.port,
-        LS_STANDBY_ROOT,
+        &ls_standby_root(),
         LS_STANDBY_PORT,
     );
     let mut b = sb.connect("lsdb");

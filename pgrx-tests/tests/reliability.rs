@@ -64,7 +64,7 @@ use std::time::{Duration, Instant};
 const FORMAT2_LSN: &[&str] = &["format-version=2", "include-xids", "include-lsn"];
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(ROOT).join(format!("files-{name}"));
+    let dir = PathBuf::from(root()).join(format!("files-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir

@@ -9,23 +9,35 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-pub const SUB_ROOT: &str = "/tmp/pubjson-sub";
+pub fn sub_root() -> String {
+    pubjson_e2e::scratch_dir("sub")
+}
 pub const SUB_PORT: u16 = 54332;
-pub const STANDBY_ROOT: &str = "/tmp/pubjson-standby";
+pub fn standby_root() -> String {
+    pubjson_e2e::scratch_dir("standby")
+}
 pub const STANDBY_PORT: u16 = 54333;
 /// A primary of its own for the logical-slot-on-standby test (16+), so that
 /// nothing else on the main cluster holds back the catalog horizon.
-pub const LS_PRIMARY_ROOT: &str = "/tmp/pubjson-lsprimary";
+pub fn ls_primary_root() -> String {
+    pubjson_e2e::scratch_dir("lsprimary")
+}
 pub const LS_PRIMARY_PORT: u16 = 54335;
-pub const LS_STANDBY_ROOT: &str = "/tmp/pubjson-lsstandby";
+pub fn ls_standby_root() -> String {
+    pubjson_e2e::scratch_dir("lsstandby")
+}
 pub const LS_STANDBY_PORT: u16 = 54336;
 
 /// The subscriber of the parallel apply test (16+).
-pub const PAR_SUB_ROOT: &str = "/tmp/pubjson-parsub";
+pub fn par_sub_root() -> String {
+    pubjson_e2e::scratch_dir("parsub")
+}
 pub const PAR_SUB_PORT: u16 = 54338;
 
 /// A cluster of its own for the WAL-removal invalidation test.
-pub const WAL_ROOT: &str = "/tmp/pubjson-walremoved";
+pub fn wal_root() -> String {
+    pubjson_e2e::scratch_dir("walremoved")
+}
 pub const WAL_PORT: u16 = 54337;
 
 /// server_version_num of the connected server (150000 and up).
@@ -181,7 +193,7 @@ impl Standby {
     /// A standby of the main cluster at STANDBY_ROOT / STANDBY_PORT.
     pub fn start() -> Standby {
         let (host, port) = main_cluster();
-        Standby::start_of(&host, port, STANDBY_ROOT, STANDBY_PORT)
+        Standby::start_of(&host, port, &standby_root(), STANDBY_PORT)
     }
 
     /// A standby of the server at (`host`, `port`), in `root` on `sb_port`

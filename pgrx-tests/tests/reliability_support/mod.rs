@@ -9,9 +9,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-pub const ROOT: &str = "/tmp/pubjson-rel";
-pub const PGDATA: &str = "/tmp/pubjson-rel/data";
-pub const SOCKET: &str = "/tmp/pubjson-rel/socket";
+/// The suite's cluster lives under `$PUBJSON_TMP/pubjson-rel` (default `/tmp`).
+pub fn root() -> String {
+    pubjson_e2e::scratch_dir("rel")
+}
+pub fn pgdata() -> String {
+    format!("{}/data", root())
+}
+pub fn socket() -> String {
+    format!("{}/socket", root())
+}
 pub const PORT: u16 = 54331;
 
 pub fn pg_bin_dir() -> PathBuf {
@@ -31,8 +38,8 @@ fn run_cluster_script(action: &str) {
     let out = Command::new("bash")
         .arg(cluster_script())
         .arg(action)
-        .env("PUBJSON_PGDATA", PGDATA)
-        .env("PUBJSON_SOCKET", SOCKET)
+        .env("PUBJSON_PGDATA", pgdata())
+        .env("PUBJSON_SOCKET", socket())
         .env("PUBJSON_PORT", PORT.to_string())
         .env("PG_BIN", pg_bin_dir())
         .output()
@@ -76,8 +83,8 @@ pub fn pg_ctl_restart(mode: &str) {
             "RUST_LIB_BACKTRACE",
         ])
         .arg(pg_bin_dir().join("pg_ctl"))
-        .args(["-D", PGDATA, "-m", mode, "-w", "-t", "120", "-l"])
-        .arg(format!("{ROOT}/server.log"))
+        .args(["-D", &pgdata(), "-m", mode, "-w", "-t", "120", "-l"])
+        .arg(format!("{}/server.log", root()))
         .arg("restart")
         .stdin(Stdio::null())
         .output()
@@ -134,8 +141,8 @@ impl Drop for Cluster {
         let _ = Command::new("bash")
             .arg(cluster_script())
             .arg("stop")
-            .env("PUBJSON_PGDATA", PGDATA)
-            .env("PUBJSON_SOCKET", SOCKET)
+            .env("PUBJSON_PGDATA", pgdata())
+            .env("PUBJSON_SOCKET", socket())
             .env("PUBJSON_PORT", PORT.to_string())
             .env("PG_BIN", pg_bin_dir())
             .output();
@@ -144,7 +151,7 @@ impl Drop for Cluster {
 
 pub fn try_connect(dbname: &str, user: &str) -> Result<Client, postgres::Error> {
     Config::new()
-        .host(SOCKET)
+        .host(&socket())
         .port(PORT)
         .user(user)
         .dbname(dbname)
@@ -156,7 +163,8 @@ pub fn try_connect(dbname: &str, user: &str) -> Result<Client, postgres::Error> 
 pub fn connect(dbname: &str) -> Client {
     try_connect(dbname, "postgres").unwrap_or_else(|e| {
         panic!(
-            "connect to {dbname} on {SOCKET}:{PORT}: {}",
+            "connect to {dbname} on {}:{PORT}: {}",
+            socket(),
             describe_error(&e)
         )
     })
@@ -228,7 +236,7 @@ impl Recv {
         let mut cmd = Command::new(pg_bin_dir().join("pg_recvlogical"));
         cmd.args([
             "-h",
-            SOCKET,
+            &socket(),
             "-p",
             &PORT.to_string(),
             "-U",
