@@ -132,9 +132,9 @@ fn ensure_database(env: &PgEnv) {
     });
 }
 
-/// A directory for a test's own cluster or files: `$PUBJSON_TMP/pubjson-<name>`
+/// Where a test's own cluster lives: `$PUBJSON_TMP/pubjson-<name>`
 /// (`PUBJSON_TMP` defaults to `/tmp`; give each concurrent run its own).
-pub fn scratch_dir(name: &str) -> String {
+pub fn cluster_dir(name: &str) -> String {
     format!("{}/pubjson-{name}", optional_var("PUBJSON_TMP", "/tmp"))
 }
 
@@ -1317,7 +1317,8 @@ pub fn complete_lines(path: &std::path::Path) -> Vec<String> {
 
 /// A fresh, empty directory for a test's files.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pubjson-e2e-{name}-{}", std::process::id()));
+    let dir = PathBuf::from(optional_var("PUBJSON_TMP", "/tmp"))
+        .join(format!("pubjson-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir

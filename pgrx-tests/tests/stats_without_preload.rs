@@ -12,7 +12,7 @@ fn counters_fall_back_to_the_calling_backend() {
     // SAFETY (test process): set before any thread reads the environment;
     // the cluster script inherits it.
     std::env::set_var("PUBJSON_PRELOAD", "0");
-    let cluster = ExtraCluster::start(&pubjson_e2e::scratch_dir("nopreload"), 54334);
+    let cluster = ExtraCluster::start(&pubjson_e2e::cluster_dir("nopreload"), 54334);
     std::env::remove_var("PUBJSON_PRELOAD");
     let mut db = cluster.connect("postgres");
     let preload: String = db

@@ -10,33 +10,33 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub fn sub_root() -> String {
-    pubjson_e2e::scratch_dir("sub")
+    pubjson_e2e::cluster_dir("sub")
 }
 pub const SUB_PORT: u16 = 54332;
 pub fn standby_root() -> String {
-    pubjson_e2e::scratch_dir("standby")
+    pubjson_e2e::cluster_dir("standby")
 }
 pub const STANDBY_PORT: u16 = 54333;
 /// A primary of its own for the logical-slot-on-standby test (16+), so that
 /// nothing else on the main cluster holds back the catalog horizon.
 pub fn ls_primary_root() -> String {
-    pubjson_e2e::scratch_dir("lsprimary")
+    pubjson_e2e::cluster_dir("lsprimary")
 }
 pub const LS_PRIMARY_PORT: u16 = 54335;
 pub fn ls_standby_root() -> String {
-    pubjson_e2e::scratch_dir("lsstandby")
+    pubjson_e2e::cluster_dir("lsstandby")
 }
 pub const LS_STANDBY_PORT: u16 = 54336;
 
 /// The subscriber of the parallel apply test (16+).
 pub fn par_sub_root() -> String {
-    pubjson_e2e::scratch_dir("parsub")
+    pubjson_e2e::cluster_dir("parsub")
 }
 pub const PAR_SUB_PORT: u16 = 54338;
 
 /// A cluster of its own for the WAL-removal invalidation test.
 pub fn wal_root() -> String {
-    pubjson_e2e::scratch_dir("walremoved")
+    pubjson_e2e::cluster_dir("walremoved")
 }
 pub const WAL_PORT: u16 = 54337;
 

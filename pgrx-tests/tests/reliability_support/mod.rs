@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// The suite's cluster lives under `$PUBJSON_TMP/pubjson-rel` (default `/tmp`).
 pub fn root() -> String {
-    pubjson_e2e::scratch_dir("rel")
+    pubjson_e2e::cluster_dir("rel")
 }
 pub fn pgdata() -> String {
     format!("{}/data", root())
