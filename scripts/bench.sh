@@ -6,15 +6,21 @@
 #   scripts/bench.sh large [--rows N] [--latency-seconds S]
 #       a huge transaction through pg_recvlogical: walsender memory, and how
 #       soon a long transaction's first changes arrive (bench/large_txn.py)
+# PG_MAJOR picks the server (see scripts/pg-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-export PUBJSON_PGDATA=/tmp/pubjson-bench/data PUBJSON_SOCKET=/tmp/pubjson-bench/socket PUBJSON_PORT=54330
-export PUBJSON_LIBDIR=/tmp/pubjson-bench/lib
+# shellcheck source=scripts/pg-env.sh
+. scripts/pg-env.sh
+bench_root=${PUBJSON_TMP:-/tmp}/pubjson-bench
+export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
+export PUBJSON_LIBDIR=$bench_root/lib
 scripts/install-deps.sh
 # The release build is loaded from a private directory (dynamic_library_path),
-# so benchmarking never replaces the library other clusters are using.
-cargo build --release --lib
+# so benchmarking never replaces the library other clusters are using. It is
+# built for the server's major (pg_config by its real path, as install.sh).
+PGRX_PG_CONFIG_PATH=$(readlink -f "$PG_CONFIG") \
+  cargo build --release --lib --no-default-features --features "pg$PG_MAJOR"
 scripts/cluster.sh destroy
 mkdir -p "$PUBJSON_LIBDIR"
 install -m 755 target/release/libpubjson.so "$PUBJSON_LIBDIR/pubjson.so"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL cluster for pubjson's demo, tests and benchmarks.
 #   scripts/cluster.sh start|stop|restart|status|destroy|psql [args]|env
-# Environment: PG_MAJOR (15, 17, 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where;
+# Environment: PG_MAJOR (15 to 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where;
 # PUBJSON_TMP, default /tmp, holds the default data and socket directories),
 # PUBJSON_PRELOAD=0 (no shared_preload_libraries), PUBJSON_LIBDIR (load
 # pubjson from that directory first).

@@ -2,7 +2,8 @@
 # pubjson end to end: installs what is missing, builds and installs the
 # extension, starts a throwaway cluster and shows committed changes as JSON
 # through pg_logical_slot_get_changes and through pg_recvlogical.
-# PostgreSQL 15 by default; PG_MAJOR=17 or 18 builds and uses that server.
+# PostgreSQL 15 by default; PG_MAJOR=16, 17 or 18 fetches or builds and uses
+# that server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"

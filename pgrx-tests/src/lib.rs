@@ -150,11 +150,12 @@ pub fn pg_bin(program: &str) -> PathBuf {
 }
 
 /// Whether the server under test has wal2json. Debian 12 packages it for
-/// PostgreSQL 15 only; for the 17 and 18 that scripts/build-pg.sh builds
-/// there is no wal2json the machine can install (Debian's source tarball
-/// is not on the package mirror, its binary needs a newer glibc), so the
-/// differential tests against it are skipped there; the comparisons with
-/// pgoutput still run. Use [`require_wal2json!`].
+/// PostgreSQL 15 only; for the 16, 17 and 18 that scripts/build-pg.sh
+/// provides there is no wal2json the machine can install (Debian's source
+/// tarball is not on the package mirror, it has no binary for 16, its
+/// binaries for 17/18 need a newer glibc), so the differential tests
+/// against it are skipped there; the comparisons with pgoutput still run.
+/// Use [`require_wal2json!`].
 pub fn wal2json_installed() -> bool {
     static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // LOAD fails when the library is missing or cannot be loaded (a binary

@@ -21,15 +21,32 @@ CREATE SCHEMA IF NOT EXISTS pubjson;
 GRANT USAGE ON SCHEMA pubjson TO pg_monitor;
 
 -------------------------------------------------------------------------------
--- _slot_invalidation (internal)
+-- _slot_conflicting, _slot_invalidation (internal)
 -------------------------------------------------------------------------------
+-- Whether a logical slot was invalidated by a recovery conflict (17's
+-- meaning of pg_replication_slots.conflicting), from its row as jsonb;
+-- NULL on 15 and for physical slots. 16 reports conflicting = true for
+-- every invalidated logical slot, WAL removal included; WAL removal is the
+-- only invalidation that clears restart_lsn (InvalidatePossiblyObsoleteSlot),
+-- which tells the two apart.
+CREATE FUNCTION pubjson._slot_conflicting(slot jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT CASE WHEN (slot ->> 'conflicting')::boolean AND slot ->> 'restart_lsn' IS NULL
+                THEN false
+                ELSE (slot ->> 'conflicting')::boolean END
+$fn$;
+
 -- Why a replication slot was invalidated, NULL if it was not, from its
 -- pg_replication_slots row as jsonb (the columns differ by version):
 --   17+  invalidation_reason: wal_removed, rows_removed,
 --        wal_level_insufficient, idle_timeout (18)
---   16   conflicting (a recovery conflict on a standby: rows_removed or
---        wal_level_insufficient, not told apart) or wal_status 'lost'
---        (wal_removed: every invalidated slot reads 'lost' on 16)
+--   16   a recovery conflict on a standby (rows_removed or
+--        wal_level_insufficient, not told apart: see _slot_conflicting)
+--        or wal_status 'lost' (wal_removed: every invalidated slot reads
+--        'lost' on 16)
 --   15   wal_status 'lost' (wal_removed)
 CREATE FUNCTION pubjson._slot_invalidation(slot jsonb)
 RETURNS text
@@ -37,7 +54,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT coalesce(slot ->> 'invalidation_reason',
-                    CASE WHEN (slot ->> 'conflicting')::boolean
+                    CASE WHEN pubjson._slot_conflicting(slot)
                          THEN 'recovery conflict: rows_removed or wal_level_insufficient'
                          WHEN slot ->> 'wal_status' = 'lost' THEN 'wal_removed' END)
 $fn$;
@@ -596,7 +613,7 @@ BEGIN
                    'active_pid', x.active_pid, 'catalog_xmin', x.catalog_xmin,
                    'restart_lsn', x.restart_lsn, 'confirmed_flush_lsn', x.confirmed_flush_lsn,
                    'wal_status', x.wal_status, 'invalidation', x.invalidation,
-                   'conflicting', x.j -> 'conflicting',          -- 16+
+                   'conflicting', pubjson._slot_conflicting(x.j), -- 16+
                    'inactive_since', x.j -> 'inactive_since',    -- 17+
                    'failover', x.j -> 'failover',                -- 17+
                    'synced', x.j -> 'synced')                    -- 17+

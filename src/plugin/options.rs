@@ -33,6 +33,10 @@ const PGOUTPUT_OPTIONS: &[&str] = &[
 /// `streaming = parallel` exists from PostgreSQL 16 on.
 const STREAMING_PARALLEL: bool = !cfg!(feature = "pg15");
 
+/// pgoutput 17+ accepts an empty `publication_names` (nothing is
+/// published); 15 and 16 reject it as missing.
+const EMPTY_PUBLICATION_NAMES_OK: bool = !cfg!(any(feature = "pg15", feature = "pg16"));
+
 /// PostgreSQL's identifier length limit (NAMEDATALEN - 1).
 const MAX_IDENTIFIER_BYTES: usize = 63;
 
@@ -352,8 +356,7 @@ impl Options {
                 let names = split_identifiers(v).ok_or_else(|| {
                     OptionError::new(InvalidName, "invalid publication_names syntax".to_owned())
                 })?;
-                // PostgreSQL 16+ accept an empty list (nothing is published).
-                if names.is_empty() && cfg!(feature = "pg15") {
+                if names.is_empty() && !EMPTY_PUBLICATION_NAMES_OK {
                     return Err(OptionError::new(
                         InvalidParameterValue,
                         "publication_names parameter missing".to_owned(),
@@ -939,8 +942,14 @@ mod tests {
         } else {
             assert!(parallel.unwrap().streaming);
         }
-        let e = parse(&[("publication_names", Some(" "))]).unwrap_err();
-        assert_eq!(e.message, "publication_names parameter missing");
+        let empty = parse(&[("publication_names", Some(" "))]);
+        if EMPTY_PUBLICATION_NAMES_OK {
+            assert_eq!(empty.unwrap().publication_names, Some(vec![]));
+        } else {
+            let e = empty.unwrap_err();
+            assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+            assert_eq!(e.message, "publication_names parameter missing");
+        }
         let e = parse(&[
             ("publication_names", Some("a")),
             ("publication_names", Some("b")),
