@@ -336,7 +336,8 @@ fn plant(
                 .iter()
                 .map(|t| {
                     if t == "\"any\"" {
-                        "NULL::pg_catalog.text".to_string()
+                        // Two: jsonb_build_object wants key/value pairs.
+                        "'k'::pg_catalog.text, 'v'::pg_catalog.text".to_string()
                     } else {
                         format!("NULL::{t}")
                     }
@@ -459,6 +460,7 @@ fn plant(
                left join pg_proc ff on ff.oid = a.aggfinalfn
               where p.pronamespace = 'pg_catalog'::regnamespace and p.proname = any($1)
                 and a.aggkind = 'n' and a.aggtranstype <> 'internal'::regtype
+                and format_type(a.aggtranstype, null) not like 'any%'
                 and p.proname <> all($2)
               order by p.proname, p.oid",
             &[
@@ -620,11 +622,13 @@ fn planted_lookalikes_are_never_called() {
     let cluster = ExtraCluster::start(&pubjson_e2e::scratch_dir("secplants"), PRIMARY_PORT);
     let host = cluster.socket.clone();
     let mut admin = session(&host, PRIMARY_PORT, "postgres", "postgres");
-    admin.exec(
-        "create database sec;
-         create role sec_planter login;
-         create role sec_monitor login in role pg_monitor;",
-    );
+    for sql in [
+        "create database sec",
+        "create role sec_planter login",
+        "create role sec_monitor login in role pg_monitor",
+    ] {
+        admin.exec(sql);
+    }
     let mut su = session(&host, PRIMARY_PORT, "sec", "postgres");
     // Something for every function to find: a decoded slot (statistics,
     // worst transactions), a publication with risks (no replica identity,
@@ -636,9 +640,11 @@ fn planted_lookalikes_are_never_called() {
          create table sec_full (id int primary key, a text, b text);
          alter table sec_full replica identity full;
          create table sec_f (id int primary key, v int, w int);
-         create publication sec_pub for table sec_t, sec_full, sec_f where (w > 0);
-         select pg_create_logical_replication_slot('sec_slot', 'pubjson');
-         insert into sec_t (v) values ('a'), ('b');
+         create publication sec_pub for table sec_t, sec_full, sec_f where (w > 0);",
+    );
+    su.exec("select pg_create_logical_replication_slot('sec_slot', 'pubjson')");
+    su.exec(
+        "insert into sec_t (v) values ('a'), ('b');
          insert into sec_full values (1, 'x', 'y');",
     );
     su.simple("select count(*) from pg_logical_slot_get_changes('sec_slot', null, null)")
@@ -673,9 +679,10 @@ fn planted_lookalikes_are_never_called() {
     let plants = plant(&mut su, &mut planter, &words, &ops);
     let planted_count: usize = plants.planted.values().map(Vec::len).sum();
     println!(
-        "planted {planted_count} look-alikes for {} names ({} refused: pseudo-type arguments)",
+        "planted {planted_count} look-alikes for {} names: {:?}\nrefused (pseudo-type arguments): {:#?}",
         plants.planted.len(),
-        plants.refused.len()
+        plants.planted.keys().collect::<Vec<_>>(),
+        plants.refused
     );
     for must in [
         "to_jsonb",
@@ -722,7 +729,6 @@ fn planted_lookalikes_are_never_called() {
         match su.simple(probe) {
             Ok(_) if !plant_trips(&mut su).is_empty() => {}
             Ok(_) => unproved.push(format!("{signature}: {probe}: ran without the look-alike")),
-            // Several look-alikes fit a NULL of a polymorphic type equally.
             Err(e) => {
                 let _ = plant_trips(&mut su);
                 unproved.push(format!(
@@ -733,28 +739,14 @@ fn planted_lookalikes_are_never_called() {
         }
     }
     println!(
-        "{} of {} probes called their look-alike",
+        "{} of {} probes called their look-alike; not shown: {unproved:#?}",
         plants.probes.len() - unproved.len(),
         plants.probes.len()
     );
     assert!(
-        unproved.len() * 10 <= plants.probes.len(),
-        "too many look-alikes could not be shown to work: {unproved:#?}"
+        unproved.is_empty(),
+        "look-alikes not shown to work: {unproved:#?}"
     );
-    for key in [
-        "to_jsonb(pg_catalog.pg_replication_slots)",
-        "pg_wal_lsn_diff(pg_lsn, pg_lsn)",
-        "format(text)",
-        "aggregate count(*)",
-        "operator =(text, text)",
-        "operator ->>(jsonb, text)",
-    ] {
-        assert!(
-            plants.probes.iter().any(|(s, _)| s == key)
-                && !unproved.iter().any(|u| u.starts_with(&format!("{key}:"))),
-            "the look-alike {key} was not shown to work: {unproved:#?}"
-        );
-    }
     let _ = plant_trips(&mut su);
 
     // The attack: every function, then the extension dropped and created
@@ -858,17 +850,19 @@ fn drop_role(role: &str, db: &str) {
 fn issue_exploit_does_not_make_a_role_superuser() {
     let (host, port) = main_cluster();
     let _serial = pubjson_e2e::serialize();
-    drop_role("sec_mallory", "postgres");
     let mut su = fresh_db(&host, port, "sec_exploit", true);
-    su.batch_execute(
-        "create role sec_mallory login;
-         grant create on schema public to sec_mallory;
-         create table t (id int primary key);
-         select pg_create_logical_replication_slot('sec_exploit', 'pubjson');
-         insert into t values (1);
-         select count(*) from pg_logical_slot_get_changes('sec_exploit', null, null);",
-    )
-    .expect("setup");
+    drop_role("sec_mallory", "postgres");
+    for sql in [
+        "create role sec_mallory login",
+        "grant create on schema public to sec_mallory",
+        "create table t (id int primary key)",
+        "select pg_create_logical_replication_slot('sec_exploit', 'pubjson')",
+        "insert into t values (1)",
+        "select count(*) from pg_logical_slot_get_changes('sec_exploit', null, null)",
+    ] {
+        su.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
 
     // As reported, plus a NOTICE to show when it runs.
     let mut mallory = session(&host, port, "sec_exploit", "sec_mallory");
@@ -921,8 +915,8 @@ fn issue_exploit_does_not_make_a_role_superuser() {
 #[test]
 fn pre_existing_schema_in_other_hands_is_refused() {
     let (host, port) = main_cluster();
-    drop_role("sec_squatter", "postgres");
     let mut su = fresh_db(&host, port, "sec_guard", false);
+    drop_role("sec_squatter", "postgres");
     su.batch_execute("create role sec_squatter; create schema pubjson authorization sec_squatter")
         .expect("setup");
     let functions = |c: &mut Client| -> i64 {
@@ -971,13 +965,19 @@ fn pre_existing_schema_in_other_hands_is_refused() {
         .expect("extnamespace")
         .get(0);
     assert_eq!(schema, "pubjson");
+    su.batch_execute("drop extension pubjson")
+        .expect("drop extension");
     let e = su
-        .batch_execute("drop extension pubjson; create extension pubjson schema public")
+        .batch_execute("create extension pubjson schema public")
         .expect_err("another schema is refused");
     assert_eq!(sqlstate(&e), "0A000", "{e:?}");
-    // Created by CREATE EXTENSION when missing, under a hostile path too.
+    // DROP EXTENSION left the schema (CREATE EXTENSION made it, not the
+    // script); created again when missing, under a hostile path too.
+    assert_eq!(functions(&mut su), 0);
+    su.batch_execute("drop schema pubjson")
+        .expect("the empty schema is left behind");
     su.batch_execute(
-        "drop schema pubjson; set search_path = public, pg_catalog; create extension pubjson; reset search_path",
+        "set search_path = public, pg_catalog; create extension pubjson; reset search_path",
     )
     .expect("create extension creates the schema");
     assert!(functions(&mut su) >= 8);
@@ -988,10 +988,10 @@ fn pre_existing_schema_in_other_hands_is_refused() {
 #[test]
 fn functions_need_the_monitoring_roles() {
     let (host, port) = main_cluster();
+    let mut su = fresh_db(&host, port, "sec_perms", true);
     for r in ["sec_nobody", "sec_usage", "sec_stats", "sec_monitor_main"] {
         drop_role(r, "postgres");
     }
-    let mut su = fresh_db(&host, port, "sec_perms", true);
     su.batch_execute(
         "create table t (id int primary key);
          create publication sec_perms_pub for table t;

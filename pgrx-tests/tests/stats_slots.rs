@@ -253,7 +253,9 @@ fn entries_follow_the_slots() {
 fn peek_counts_as_decoding() {
     let mut db = pubjson_e2e::TestDb::new("peekcount");
     let schema = db.schema.clone();
-    db.exec(&format!("create table {schema}.t (id int primary key)"));
+    db.exec(&format!(
+        "create extension if not exists pubjson; create table {schema}.t (id int primary key)"
+    ));
     let (slot, _guard) = db.create_slot("pubjson", "peek");
     db.run(&[
         &format!("insert into {schema}.t values (1)"),
