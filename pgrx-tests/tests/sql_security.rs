@@ -619,7 +619,7 @@ fn run_every_function(s: &mut Session, publication: &str, skip: &[&str]) -> Vec<
 
 #[test]
 fn planted_lookalikes_are_never_called() {
-    let cluster = ExtraCluster::start(&pubjson_e2e::scratch_dir("secplants"), PRIMARY_PORT);
+    let cluster = ExtraCluster::start(&pubjson_e2e::cluster_dir("secplants"), PRIMARY_PORT);
     let host = cluster.socket.clone();
     let mut admin = session(&host, PRIMARY_PORT, "postgres", "postgres");
     for sql in [
@@ -805,7 +805,7 @@ fn planted_lookalikes_are_never_called() {
     let standby = Standby::start_of(
         &host,
         PRIMARY_PORT,
-        &pubjson_e2e::scratch_dir("secstandby"),
+        &pubjson_e2e::cluster_dir("secstandby"),
         STANDBY_PORT,
     );
     let mut sb = session(&standby.socket, STANDBY_PORT, "sec", "postgres");

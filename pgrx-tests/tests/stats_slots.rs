@@ -62,7 +62,7 @@ fn setting(db: &mut Client, name: &str) -> String {
 
 #[test]
 fn entries_follow_the_slots() {
-    let cluster = ExtraCluster::start(&pubjson_e2e::scratch_dir("trackedslots"), PORT);
+    let cluster = ExtraCluster::start(&pubjson_e2e::cluster_dir("trackedslots"), PORT);
     let mut db = cluster.connect("postgres");
     // The default is max_replication_slots.
     assert_eq!(
