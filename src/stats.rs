@@ -197,8 +197,8 @@ fn warn_untracked(slot: &SlotKey) {
         "pubjson statistics",
     )
     .set_detail(format!(
-        "All {capacity} entries of pubjson.max_tracked_slots belong to existing slots; \
-         pubjson.decoding_stats() will not show this slot."
+        "All {capacity} entries of pubjson.max_tracked_slots belong to existing slots: \
+         this slot is decoded but not counted until an entry is free."
     ))
     .set_hint(
         "Raise pubjson.max_tracked_slots (takes effect at server restart), \
