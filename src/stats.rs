@@ -2,12 +2,11 @@
 //! and emitted, and how large transactions behaved in the reorder buffer.
 //!
 //! The decoding backend counts into its state and publishes the counts at
-//! the end of every transaction: into backend-local totals (always), and
-//! into the shared table (`shmem.rs`) when pubjson is in
-//! `shared_preload_libraries`, so any session can read them. Without
-//! preloading, `pubjson.decoding_stats()` says so (`source = 'this
-//! backend'`) and shows what the calling backend itself decoded, which
-//! covers `pg_logical_slot_get_changes`.
+//! the end of every transaction: into the shared table (`shmem.rs`) when
+//! pubjson is in `shared_preload_libraries`, so any session can read them,
+//! and otherwise into backend-local totals: `pubjson.decoding_stats()` then
+//! says so (`source = 'this backend'`) and shows what the calling backend
+//! itself decoded, which covers `pg_logical_slot_get_changes`.
 //!
 //! Which entry belongs to which slot (`table.rs`): a slot created anew
 //! starts from zero, entries of slots that no longer exist are reclaimed,
