@@ -2,25 +2,34 @@
 //! and emitted, and how large transactions behaved in the reorder buffer.
 //!
 //! The decoding backend counts into its state and publishes the counts at
-//! the end of every transaction: into backend-local totals (always), and
-//! into shared memory when pubjson is in `shared_preload_libraries`, so any
-//! session can read them. Without preloading, `pubjson.decoding_stats()`
+//! the end of every transaction: into the shared table (`shmem.rs`) when
+//! pubjson is in `shared_preload_libraries`, so any session can read them,
+//! and otherwise into backend-local totals: `pubjson.decoding_stats()` then
 //! says so (`source = 'this backend'`) and shows what the calling backend
 //! itself decoded, which covers `pg_logical_slot_get_changes`.
+//!
+//! Which entry belongs to which slot (`table.rs`): a slot created anew
+//! starts from zero, entries of slots that no longer exist are reclaimed,
+//! and a slot the shared table has no room for is reported once per
+//! session with a WARNING.
+//!
+//! Decoding is counted each time it happens: `pg_logical_slot_peek_changes`
+//! counts what it decodes every time it is called, and so does decoding the
+//! same transactions again after a restart from the slot's restart_lsn.
+
+mod shmem;
+pub mod table;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashSet;
 
-use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, pg_sys, PGRXSharedMemory};
+use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
 
-/// Slots tracked in shared memory (further slots are counted per backend only).
-pub const MAX_SLOTS: usize = 64;
+use table::{Placement, SlotEntry, SlotKey};
+
 /// Worst recent transactions kept per slot.
 pub const WORST_KEPT: usize = 8;
-const NAME_LEN: usize = 64;
 
 /// One transaction, as the reorder-buffer view reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -118,124 +127,127 @@ impl Counters {
     }
 }
 
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct SlotEntry {
-    used: bool,
-    name: [u8; NAME_LEN],
-    counters: Counters,
-}
-
-/// The shared-memory table of slots.
-#[derive(Clone, Copy)]
-#[repr(C)]
-pub struct SharedStats {
-    entries: [SlotEntry; MAX_SLOTS],
-}
-
-impl Default for SharedStats {
-    fn default() -> Self {
-        SharedStats {
-            entries: [SlotEntry {
-                used: false,
-                name: [0; NAME_LEN],
-                counters: Counters::default(),
-            }; MAX_SLOTS],
-        }
-    }
-}
-
-// SAFETY: plain `Copy` data without pointers, valid when zeroed.
-unsafe impl PGRXSharedMemory for SharedStats {}
-
-static SHARED: PgLwLock<SharedStats> = unsafe { PgLwLock::new(c"pubjson_stats") };
-/// Set in the postmaster when preloaded (inherited by every backend).
-static PRELOADED: AtomicBool = AtomicBool::new(false);
-
 thread_local! {
-    /// What this backend decoded, per slot (the view without preloading).
-    static LOCAL: RefCell<HashMap<String, Counters>> = RefCell::new(HashMap::new());
+    /// What this backend decoded, per slot (the view without preloading;
+    /// grown as needed).
+    static LOCAL: RefCell<Vec<SlotEntry>> = const { RefCell::new(Vec::new()) };
+    /// Slots this backend has already warned about (not tracked: the shared
+    /// table is full).
+    static WARNED: RefCell<HashSet<SlotKey>> = RefCell::new(HashSet::new());
 }
 
-/// `_PG_init`: reserves the shared table when loaded at server start.
+/// `_PG_init`: when loaded at server start, the setting and the shared table.
 pub fn init() {
-    // SAFETY: reading a flag PostgreSQL sets while loading preload libraries.
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        pg_shmem_init!(SHARED);
-        PRELOADED.store(true, Ordering::Relaxed);
-    }
+    shmem::init();
 }
 
-fn name_key(name: &str) -> [u8; NAME_LEN] {
-    let mut key = [0u8; NAME_LEN];
-    let bytes = name.as_bytes();
-    let n = bytes.len().min(NAME_LEN - 1);
-    key[..n].copy_from_slice(&bytes[..n]);
-    key
-}
-
-fn key_name(key: &[u8; NAME_LEN]) -> String {
-    let end = key.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
-    String::from_utf8_lossy(&key[..end]).into_owned()
+/// The startup callback of a slot being created: whatever was recorded
+/// under its name belonged to a dropped slot, so the new one starts from
+/// zero.
+pub fn slot_created(name: &[u8]) {
+    LOCAL.with(|l| table::forget(&mut l.borrow_mut(), name));
+    WARNED.with(|w| w.borrow_mut().retain(|s| s.name() != name));
+    shmem::with_table(|entries| table::forget(entries, name));
 }
 
 /// Adds a decoding session's counts for `slot` to the totals.
-pub fn publish(slot: &str, delta: &Counters) {
-    LOCAL.with(|l| {
-        l.borrow_mut()
-            .entry(slot.to_owned())
-            .or_default()
-            .merge(delta)
-    });
-    if PRELOADED.load(Ordering::Relaxed) {
-        let key = name_key(slot);
-        let mut shared = SHARED.exclusive();
-        let index = shared
-            .entries
-            .iter()
-            .position(|e| e.used && e.name == key)
-            .or_else(|| shared.entries.iter().position(|e| !e.used));
-        if let Some(i) = index {
-            let entry = &mut shared.entries[i];
-            if !entry.used {
-                entry.used = true;
-                entry.name = key;
-                entry.counters = Counters::default();
-            }
-            entry.counters.merge(delta);
+pub fn publish(slot: &SlotKey, delta: &Counters) {
+    let placement = shmem::with_table(|entries| {
+        let placement = table::place(entries, slot, shmem::slot_exists);
+        if let Placement::Existing(i) | Placement::Claimed(i) = placement {
+            entries[i].counters.merge(delta);
         }
+        placement
+    });
+    match placement {
+        Some(Placement::Full) => warn_untracked(slot),
+        Some(_) => {}
+        // Not preloaded: this backend's own table, grown as needed.
+        None => LOCAL.with(|l| {
+            let mut local = l.borrow_mut();
+            let i = match table::place(&mut local, slot, shmem::slot_exists) {
+                Placement::Existing(i) | Placement::Claimed(i) => i,
+                Placement::Full => {
+                    local.push(SlotEntry {
+                        state: table::EntryState::InUse,
+                        slot: *slot,
+                        counters: Counters::default(),
+                    });
+                    local.len() - 1
+                }
+            };
+            local[i].counters.merge(delta);
+        }),
     }
 }
 
-/// The totals: `(shared, per slot)`.
-fn snapshot() -> (bool, Vec<(String, Counters)>) {
-    if PRELOADED.load(Ordering::Relaxed) {
-        let shared = SHARED.share();
-        let rows = shared
-            .entries
-            .iter()
-            .filter(|e| e.used)
-            .map(|e| (key_name(&e.name), e.counters))
-            .collect();
-        (true, rows)
-    } else {
-        let mut rows: Vec<_> =
-            LOCAL.with(|l| l.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect());
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
-        (false, rows)
+/// Once per session and slot: the shared table has no room for `slot`.
+fn warn_untracked(slot: &SlotKey) {
+    if !WARNED.with(|w| w.borrow_mut().insert(*slot)) {
+        return;
     }
+    let capacity = shmem::capacity();
+    pgrx::pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        format!(
+            "pubjson does not track decoding statistics of replication slot \"{}\"",
+            slot.name_text()
+        ),
+        "pubjson statistics",
+    )
+    .set_detail(format!(
+        "All {capacity} entries of pubjson.max_tracked_slots belong to existing slots: \
+         this slot is decoded but not counted until an entry is free."
+    ))
+    .set_hint(
+        "Raise pubjson.max_tracked_slots (takes effect at server restart), \
+         or drop replication slots that are no longer used.",
+    )
+    .report(PgLogLevel::WARNING);
+}
+
+/// The totals of the slots that exist: `(shared, per slot)`, by slot name.
+/// Entries of slots that no longer exist are reclaimed on the way.
+fn snapshot() -> (bool, Vec<(String, Counters)>) {
+    let mut copied: Vec<(SlotKey, Counters)> = Vec::with_capacity(shmem::capacity());
+    let shared = shmem::with_table(|entries| {
+        table::reclaim(entries, shmem::slot_exists);
+        // No allocation under the lock: `copied` has room for every entry.
+        copied.extend(table::in_use(entries).map(|e| (e.slot, e.counters)));
+    })
+    .is_some();
+    if !shared {
+        LOCAL.with(|l| {
+            let mut local = l.borrow_mut();
+            table::reclaim(&mut local, shmem::slot_exists);
+            local.retain(|e| e.state == table::EntryState::InUse);
+            copied.extend(local.iter().map(|e| (e.slot, e.counters)));
+        });
+    }
+    let mut rows: Vec<(String, Counters)> = copied
+        .into_iter()
+        .map(|(slot, counters)| (slot.name_text(), counters))
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    (shared, rows)
 }
 
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-#[pg_schema]
-mod pubjson {
+/// The SQL functions. They land in schema `pubjson`, the extension's schema
+/// (`pubjson.control`), in which CREATE EXTENSION runs the script; a
+/// `#[pg_schema]` module would make the script run `CREATE SCHEMA IF NOT
+/// EXISTS pubjson`, which fails for the schema CREATE EXTENSION created.
+mod sql {
     use super::*;
 
     /// Raw per-slot decoding counters (see `pubjson.decoding_stats()`).
-    #[pg_extern(volatile, parallel_safe)]
+    ///
+    /// Parallel restricted: without preloading it reads the calling
+    /// backend's own counters, which a parallel worker does not have.
+    #[pg_extern(volatile, parallel_restricted)]
     #[allow(clippy::type_complexity)]
     fn decoding_counters() -> TableIterator<
         'static,
@@ -303,7 +315,7 @@ mod pubjson {
     }
 
     /// The transactions with the longest commit-to-emit delay, per slot.
-    #[pg_extern(volatile, parallel_safe)]
+    #[pg_extern(volatile, parallel_restricted)]
     #[allow(clippy::type_complexity)]
     fn worst_transactions() -> TableIterator<
         'static,
@@ -352,24 +364,15 @@ mod pubjson {
                 "must be superuser to reset pubjson statistics"
             );
         }
-        LOCAL.with(|l| match &slot_name {
-            None => l.borrow_mut().clear(),
+        let forget = |entries: &mut [SlotEntry]| match &slot_name {
+            None => table::clear(entries),
             Some(name) => {
-                l.borrow_mut().remove(name);
+                table::forget(entries, name.as_bytes());
             }
-        });
-        if PRELOADED.load(Ordering::Relaxed) {
-            let mut shared = SHARED.exclusive();
-            for e in shared.entries.iter_mut() {
-                if slot_name
-                    .as_deref()
-                    .is_none_or(|n| e.used && key_name(&e.name) == n)
-                {
-                    e.used = false;
-                    e.counters = Counters::default();
-                }
-            }
-        }
+        };
+        LOCAL.with(|l| forget(&mut l.borrow_mut()));
+        WARNED.with(|w| w.borrow_mut().clear());
+        shmem::with_table(forget);
         true
     }
 }
@@ -382,7 +385,8 @@ pgrx::extension_sql!(
 -- conflicting (16+, with 17's meaning: see pubjson._slot_conflicting),
 -- invalidation_reason and inactive_since (17+). On a
 -- standby (16+ can decode there) retained WAL counts from the replay
--- position.
+-- position. The search_path is pinned (and every name qualified besides):
+-- the caller's path must not decide which to_jsonb or = runs.
 CREATE FUNCTION pubjson.decoding_stats()
 RETURNS TABLE (
     slot_name text, source text,
@@ -402,7 +406,8 @@ RETURNS TABLE (
     retained_wal_bytes numeric, wal_status text, safe_wal_size bigint,
     conflicting boolean, invalidation_reason text, inactive_since timestamptz
 )
-LANGUAGE sql STABLE
+LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT c.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
@@ -418,18 +423,24 @@ AS $$
            s.stream_txns, s.stream_count, s.stream_bytes,
            s.total_txns, s.total_bytes,
            r.active, r.restart_lsn, r.confirmed_flush_lsn,
-           pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
-                                ELSE pg_current_wal_lsn() END, r.restart_lsn),
+           pg_catalog.pg_wal_lsn_diff(
+               CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                    ELSE pg_catalog.pg_current_wal_lsn() END,
+               r.restart_lsn),
            r.wal_status, r.safe_wal_size,
-           pubjson._slot_conflicting(to_jsonb(r)),
-           pubjson._slot_invalidation(to_jsonb(r)),
-           (to_jsonb(r) ->> 'inactive_since')::timestamptz
+           pubjson._slot_conflicting(j.slot),
+           pubjson._slot_invalidation(j.slot),
+           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz
       FROM pubjson.decoding_counters() c
-      LEFT JOIN pg_stat_replication_slots s ON s.slot_name = c.slot_name
-      LEFT JOIN pg_replication_slots r ON r.slot_name = c.slot_name
+      LEFT JOIN pg_catalog.pg_stat_replication_slots s
+             ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+      LEFT JOIN pg_catalog.pg_replication_slots r
+             ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
+      CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
 $$;
 
--- Reading statistics follows PostgreSQL's convention.
+-- Reading statistics follows PostgreSQL's convention: pg_read_all_stats
+-- (which pg_monitor includes).
 GRANT USAGE ON SCHEMA pubjson TO pg_read_all_stats;
 REVOKE ALL ON FUNCTION pubjson.decoding_counters() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.decoding_stats() FROM PUBLIC;
@@ -492,11 +503,5 @@ mod tests {
         assert_eq!(total.largest.xid, 9);
         assert_eq!(total.worst[0].xid, 9);
         assert_eq!(total.worst[1].xid, 0);
-    }
-
-    #[test]
-    fn slot_names_round_trip_through_the_fixed_key() {
-        assert_eq!(key_name(&name_key("my_slot")), "my_slot");
-        assert_eq!(key_name(&name_key(&"x".repeat(80))).len(), NAME_LEN - 1);
     }
 }

@@ -64,5 +64,34 @@ fn counters_fall_back_to_the_calling_backend() {
         rows.is_empty(),
         "another backend sees the decoding session's counters"
     );
+
+    // In the decoding session: a slot created again under the name of a
+    // dropped one starts from zero, and a dropped slot is gone.
+    for sql in [
+        "select pg_drop_replication_slot('nopreload')",
+        "select pg_create_logical_replication_slot('nopreload', 'pubjson')",
+        "insert into t values (4)",
+        "select count(*) from pg_logical_slot_get_changes('nopreload', NULL, NULL)",
+    ] {
+        db.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let decoded: i64 = db
+        .query_one(
+            "select txns_decoded from pubjson.decoding_stats() where slot_name = 'nopreload'",
+            &[],
+        )
+        .expect("stats of the recreated slot")
+        .get(0);
+    assert_eq!(decoded, 1, "the recreated slot starts from zero");
+    db.batch_execute("select pg_drop_replication_slot('nopreload')")
+        .expect("drop");
+    let rows = db
+        .query("select * from pubjson.decoding_stats()", &[])
+        .expect("stats after the drop");
+    assert!(
+        rows.is_empty(),
+        "a dropped slot is gone from the statistics"
+    );
     println!("without preload: the decoding session sees its counters, another session none");
 }

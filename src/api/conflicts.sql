@@ -17,7 +17,8 @@
 -- gated on server_version_num. The functions return the same columns on
 -- every version: the ones a server does not track are NULL there.
 
-CREATE SCHEMA IF NOT EXISTS pubjson;
+-- Schema pubjson is created by CREATE EXTENSION (pubjson.control: schema =
+-- pubjson), checked by schema_guard.sql first.
 GRANT USAGE ON SCHEMA pubjson TO pg_monitor;
 
 -------------------------------------------------------------------------------
@@ -630,9 +631,14 @@ $fn$;
 COMMENT ON FUNCTION pubjson.standby_conflicts() IS
 'Hot-standby recovery conflicts per database and the grace budget a conflicting query has left (which delay applies, when WAL was last received, how that was derived); 16+: logical slots on the standby, their invalidations and confl_active_logicalslot';
 
+REVOKE ALL ON FUNCTION pubjson._slot_conflicting(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson._slot_invalidation(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.publication_risks(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.subscription_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.standby_conflicts() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pubjson.publication_risks(name) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.subscription_status() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.standby_conflicts() TO pg_monitor;
+-- Called by decoding_stats (pg_read_all_stats) and standby_conflicts.
+GRANT EXECUTE ON FUNCTION pubjson._slot_conflicting(jsonb) TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson._slot_invalidation(jsonb) TO pg_read_all_stats;

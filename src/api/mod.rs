@@ -1,5 +1,9 @@
 //! SQL-level operator functions shipped with the extension (schema `pubjson`).
 //!
+//! `schema_guard.sql` opens the extension script: it refuses a pre-existing
+//! schema `pubjson` that a role other than a superuser owns or may create
+//! objects in (CREATE EXTENSION uses an existing schema as it finds it).
+//!
 //! `conflicts.sql` holds the replication conflict inspection functions
 //! (`pubjson.publication_risks`, `pubjson.subscription_status`,
 //! `pubjson.standby_conflicts`) and the internal helper
@@ -7,10 +11,17 @@
 //! `stats.rs`); they are plain SQL/PL/pgSQL, so this module only includes the
 //! file into the generated extension script.
 //!
+//! Every SQL and PL/pgSQL function pins `SET search_path = pg_catalog,
+//! pg_temp`, so nothing on the caller's search_path can stand in for a
+//! function or operator they use (PostgreSQL's "Security Considerations for
+//! Extensions"); `pgrx-tests/tests/sql_security.rs` checks it with planted
+//! look-alikes.
+//!
 //! The same text is installed for every supported major (15 to 18): columns
 //! that only newer servers have are read as `to_jsonb(row) ->> 'column'`
 //! (NULL where absent), so no per-version file or `cfg` is needed, and the
 //! functions return the same columns everywhere (NULL where the server does
 //! not track a value).
 
+pgrx::extension_sql_file!("schema_guard.sql", name = "schema_guard", bootstrap);
 pgrx::extension_sql_file!("conflicts.sql", name = "conflicts");

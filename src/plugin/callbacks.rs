@@ -18,6 +18,7 @@ use crate::plugin::relation::register_invalidation_callbacks;
 use crate::plugin::state::{finish_txn_stats, state, DecodingState};
 use crate::plugin::txn::{ensure_begun, flush, start_txn, update_progress};
 use crate::plugin::{decode, stream};
+use crate::stats::{self, table::SlotKey};
 
 /// Fills PostgreSQL's callback table.
 ///
@@ -172,13 +173,20 @@ unsafe extern "C-unwind" fn startup(
             next: std::ptr::null_mut(),
         });
         pg_sys::MemoryContextRegisterResetCallback((*ctx).context, callback);
-        (*state).slot_name = if (*ctx).slot.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr((*(*ctx).slot).data.name.data.as_ptr())
-                .to_string_lossy()
-                .into_owned()
-        };
+        if !(*ctx).slot.is_null() {
+            let data = &(*(*ctx).slot).data;
+            let name = CStr::from_ptr(data.name.data.as_ptr()).to_bytes();
+            (*state).slot = SlotKey::new(
+                name,
+                data.database.to_u32(),
+                CStr::from_ptr(data.plugin.data.as_ptr()).to_bytes(),
+            );
+            if is_init {
+                // A new slot: statistics recorded under its name belong
+                // to a dropped one.
+                stats::slot_created(name);
+            }
+        }
         (*ctx).output_plugin_private = state as *mut std::ffi::c_void;
     }
 }

@@ -15,6 +15,7 @@ use crate::plugin::options::Options;
 use crate::plugin::publication::Publications;
 use crate::plugin::relation::RelationCache;
 use crate::plugin::tuple::DeformBuffers;
+use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
 
 /// Format 1 keeps a transaction in one document; past this many bytes the
@@ -72,8 +73,8 @@ pub struct DecodingState {
     /// Streamed transactions that have emitted something: their abort or
     /// commit must be reported; the others leave no trace.
     pub streamed_with_output: HashSet<u32>,
-    /// The slot's name, under which statistics are published.
-    pub slot_name: String,
+    /// The slot (name, database, plugin) under which statistics are published.
+    pub slot: SlotKey,
     /// Counts since the last publication (see `stats.rs`).
     pub stats: Counters,
 }
@@ -96,7 +97,7 @@ impl DecodingState {
             changes_since_progress: 0,
             stream_block: None,
             streamed_with_output: HashSet::new(),
-            slot_name: String::new(),
+            slot: SlotKey::default(),
             stats: Counters::default(),
             opts,
         }
@@ -107,7 +108,7 @@ impl DecodingState {
     /// Publishes the counts gathered since the last call.
     pub fn publish_stats(&mut self) {
         if self.stats != Counters::default() {
-            stats::publish(&self.slot_name, &self.stats);
+            stats::publish(&self.slot, &self.stats);
             self.stats = Counters::default();
         }
     }

@@ -168,6 +168,11 @@ impl ExtraCluster {
         connect(&self.socket, self.port, db, "postgres")
             .unwrap_or_else(|e| panic!("connect {}: {e}", self.root))
     }
+
+    /// Restarts the server (after ALTER SYSTEM of a postmaster setting).
+    pub fn restart(&self) {
+        self.script("restart");
+    }
 }
 
 impl Drop for ExtraCluster {
