@@ -1240,12 +1240,57 @@ fn objects(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// Commits row `id` and stops `recv` (SIGINT) once it has written that
+/// commit to `file` and, with `confirmed_on`, that slot has confirmed it.
+fn end_session(
+    recv: &mut rel::Recv,
+    w: &mut postgres::Client,
+    file: &std::path::Path,
+    id: i64,
+    confirmed_on: Option<&str>,
+) {
+    rel::exec(w, &format!("insert into t values ({id}, 'marker', null)"));
+    let mut commit: Option<String> = None;
+    wait_for(
+        &format!("the commit of {id} in {}", file.display()),
+        Duration::from_secs(60),
+        || {
+            let objs = objects(file);
+            commit = objs
+                .iter()
+                .position(|o| o["columns"][0]["value"] == id)
+                .and_then(|i| objs[i..].iter().find(|o| o["action"] == "C"))
+                .map(|c| c["nextlsn"].as_str().expect("nextlsn").to_string());
+            commit.is_some()
+        },
+    );
+    if let (Some(slot), Some(lsn)) = (confirmed_on, commit) {
+        wait_for(
+            &format!("{slot} to confirm {lsn}"),
+            Duration::from_secs(60),
+            || slot_state(slot, &lsn).is_some_and(|(_, confirmed)| confirmed),
+        );
+    }
+    let pid = recv.pid().expect("pg_recvlogical runs").to_string();
+    let status = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    assert!(
+        recv.wait_exit(Duration::from_secs(30)).is_some(),
+        "pg_recvlogical ignores SIGINT"
+    );
+}
+
 /// Streams through pg_recvlogical while two large transactions are open
 /// and have been streamed, two prepared transactions have been confirmed,
 /// and committed, rolled-back and aborted transactions went by; injects
-/// `fault`; reconnects from the slot's confirmed position; ends the open
-/// and prepared transactions. The consumer replays each pg_recvlogical
-/// run as one session; the result must be the table, with no buffer left.
+/// `fault`; reconnects from the slot's confirmed position (session 2);
+/// ends the open (unless the fault killed them) and prepared transactions;
+/// then stops pg_recvlogical and starts it again for a checkpoint (session
+/// 3). The consumer replays each pg_recvlogical run as one session; the
+/// result must be the table, with no buffer left.
 fn reconnect_mid_stream(fault: Fault) {
     let _cluster = rel::cluster();
     let started = std::time::Instant::now();
@@ -1280,7 +1325,7 @@ fn reconnect_mid_stream(fault: Fault) {
         "streaming",
         "two_phase",
     ];
-    let files = [dir.join("session1.jsonl"), dir.join("session2.jsonl")];
+    let files = [1, 2, 3].map(|n| dir.join(format!("session{n}.jsonl")));
     let mut recv = rel::Recv::start(&db, &slot, &files[0], &opts, &[]);
 
     // Session 1: a committed transaction with a rolled-back savepoint, an
@@ -1414,26 +1459,15 @@ fn reconnect_mid_stream(fault: Fault) {
         rel::exec(&mut open2, "rollback");
     }
     drop((open1, open2));
-    // A running-transactions record: where PostgreSQL finds that the
-    // transactions a crash cut off are gone (none older is still prepared).
+    end_session(&mut recv, &mut w, &files[1], 999998, Some(&slot));
+
+    // Session 3 (pg_recvlogical stopped and started again) starts after
+    // everything session 2 sent and first reads a running-transactions
+    // record, where PostgreSQL finds that the transactions a crash cut off
+    // are gone. This session has not streamed them: no `A`.
+    let mut recv = rel::Recv::start(&db, &slot, &files[2], &opts, &[]);
     rel::exec(&mut w, "checkpoint");
-    rel::exec(&mut w, "insert into t values (999999, 'last', null)");
-    wait_for(
-        "the last commit in session 2",
-        Duration::from_secs(60),
-        || {
-            let objs = objects(&files[1]);
-            objs.iter()
-                .position(|o| o["columns"][0]["value"] == 999999)
-                .is_some_and(|i| objs[i..].iter().any(|o| o["action"] == "C"))
-        },
-    );
-    let pid = recv.pid().expect("running").to_string();
-    Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill -INT");
-    assert!(recv.wait_exit(Duration::from_secs(30)).is_some());
+    end_session(&mut recv, &mut w, &files[2], 999999, None);
 
     let mut c = rel::connect(&db);
     let expected: Model = c
@@ -1448,9 +1482,8 @@ fn reconnect_mid_stream(fault: Fault) {
     let mut model = Model::new();
     let stats = replay_v2_sessions(&sessions, &mut model, Sessions::Seen);
     println!(
-        "reconnect after {fault:?} (PostgreSQL {major}): {} + {} lines, {stats:?}, {:.1} s",
-        lines[0].len(),
-        lines[1].len(),
+        "reconnect after {fault:?} (PostgreSQL {major}): {:?} lines, {stats:?}, {:.1} s",
+        lines.iter().map(Vec::len).collect::<Vec<_>>(),
         started.elapsed().as_secs_f64()
     );
     if model != expected {
