@@ -4,10 +4,23 @@
 //! decoding session. Each test replays pubjson's output the way a consumer
 //! would (the algorithm documented in the README: buffer streamed changes
 //! per top-level transaction, drop what an `A` object aborts, apply at `C`,
-//! hold prepared transactions until `CP`/`RP`) and checks that the result is
-//! exactly the committed table contents.
+//! hold prepared transactions until `CP`/`RP`; drop every stream buffer when
+//! a new decoding session starts and a transaction's buffer at its
+//! `"first":true`; skip commits at or before the last one applied) and
+//! checks that the result is exactly the committed table contents, with no
+//! buffer left over.
+//!
+//! Sessions: several `pg_logical_slot_get_changes` calls cut inside open
+//! transactions; a prepared transaction streamed again by a later session
+//! before its COMMIT PREPARED; and, on the reliability suite's private
+//! cluster (`reliability_support`), pg_recvlogical reconnecting from the
+//! slot's confirmed position after the walsender is terminated
+//! (`pg_terminate_backend`), SIGKILLed (the postmaster then restarts every
+//! backend, as after a crash), or the server restarted with `-m immediate`,
+//! each while two large transactions are open and streamed and two
+//! prepared ones are held.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -144,39 +157,129 @@ fn v1_change(obj: &Value) -> Change {
 /// What the consumer saw, beyond the final data.
 #[derive(Debug, Default)]
 struct ReplayStats {
+    sessions: usize,
     stream_blocks: usize,
     streamed_commits: usize,
     subxact_aborts: usize,
     txn_aborts: usize,
+    /// `A` objects with `"lsn":null`: a transaction cut off by a crash.
+    crash_aborts: usize,
     prepares: usize,
     commit_prepared: usize,
     rollback_prepared: usize,
+    /// Non-empty stream buffers dropped because a new session started.
+    dropped_at_reconnect: usize,
+    /// Non-empty stream buffers dropped at an `S` with `"first":true`.
+    dropped_at_first: usize,
+    /// Non-empty stream buffers dropped at the `CP`/`RP` of their xid.
+    dropped_at_finish_prepared: usize,
+    /// `S` with `"first":true` for a transaction an earlier session streamed.
+    restreamed: usize,
+    /// Commits (plain, streamed, `CP`, `RP`) at or before the last one
+    /// applied: delivered again after a reconnect, skipped.
+    duplicates: usize,
 }
 
-/// The consumer state both formats share: streamed changes buffered per
-/// top-level transaction, and prepared transactions held by gid.
+/// Whether the consumer is told when a new decoding session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sessions {
+    /// A new connection, a new pg_recvlogical run, a new SQL call.
+    Seen,
+    /// One output with the sessions run together, as pg_recvlogical writes
+    /// it when it reconnects by itself.
+    Unseen,
+}
+
+/// The consumer state both formats share, following the README's algorithm:
+/// streamed changes buffered per top-level transaction, prepared
+/// transactions held by gid, and the LSN of the last commit applied.
 struct Consumer<'m> {
     model: &'m mut Model,
     stats: ReplayStats,
+    sessions: Sessions,
     /// Streamed changes per top-level xid: (the change's own xid, change).
     pending: HashMap<u64, Vec<(u64, Change)>>,
     prepared: HashMap<String, Vec<Change>>,
+    /// Commit LSN of the last transaction applied (or rolled back).
+    last_commit: u64,
+    /// Top-level xids with an `S` in the current session (checks `first`).
+    streamed_in_session: HashSet<u64>,
+    /// Top-level xids with an `S` in any session.
+    streamed_ever: HashSet<u64>,
+}
+
+fn lsn_of(obj: &Value, key: &str) -> Option<u64> {
+    obj[key].as_str().map(rel::lsn)
 }
 
 impl<'m> Consumer<'m> {
-    fn new(model: &'m mut Model) -> Self {
+    fn new(model: &'m mut Model, sessions: Sessions) -> Self {
         Consumer {
             model,
             stats: ReplayStats::default(),
+            sessions,
             pending: HashMap::new(),
             prepared: HashMap::new(),
+            last_commit: 0,
+            streamed_in_session: HashSet::new(),
+            streamed_ever: HashSet::new(),
         }
+    }
+
+    /// Rule 1: a new session resends every transaction that was still open,
+    /// from its first change, and sends no `A` for one that ended meanwhile
+    /// (or was cut off by a crash): every stream buffer goes. Prepared
+    /// transactions stay.
+    fn new_session(&mut self) {
+        self.stats.sessions += 1;
+        self.stats.dropped_at_reconnect += self.pending.values().filter(|b| !b.is_empty()).count();
+        self.pending.clear();
+        self.streamed_in_session.clear();
     }
 
     fn apply(&mut self, changes: impl IntoIterator<Item = Change>) {
         for c in changes {
             c.apply(self.model);
         }
+    }
+
+    /// The delivery guarantee's deduplication: a commit whose LSN is not
+    /// after the last one applied was applied before this reconnect.
+    fn already_applied(&mut self, obj: &Value) -> bool {
+        let Some(lsn) = lsn_of(obj, "lsn") else {
+            // Without include-lsn a plain `C` has no LSN (one session only).
+            return false;
+        };
+        if lsn <= self.last_commit {
+            self.stats.duplicates += 1;
+            return true;
+        }
+        self.last_commit = lsn;
+        false
+    }
+
+    /// `S`: rule 2, a first block drops what an earlier session left.
+    fn stream_start(&mut self, obj: &Value) -> u64 {
+        let xid = obj["xid"].as_u64().expect("xid");
+        let first = obj["first"].as_bool().expect("first");
+        self.stats.stream_blocks += 1;
+        if self.sessions == Sessions::Seen {
+            // pubjson's promise: "first" is the session's first block of xid.
+            assert_eq!(
+                first,
+                self.streamed_in_session.insert(xid),
+                "\"first\" of transaction {xid} is wrong: {obj}"
+            );
+        }
+        if first {
+            if !self.streamed_ever.insert(xid) {
+                self.stats.restreamed += 1;
+            }
+            if self.pending.remove(&xid).is_some_and(|b| !b.is_empty()) {
+                self.stats.dropped_at_first += 1;
+            }
+        }
+        xid
     }
 
     fn buffer(&mut self, top: u64, xid: u64, change: Change) {
@@ -192,17 +295,42 @@ impl<'m> Consumer<'m> {
             .collect()
     }
 
+    /// An `A` or streamed `C` ends a transaction this session streamed.
+    fn check_streamed_in_session(&self, obj: &Value) {
+        if self.sessions == Sessions::Seen {
+            let xid = obj["xid"].as_u64().expect("xid");
+            assert!(
+                self.streamed_in_session.contains(&xid),
+                "{obj} for a transaction this session did not stream"
+            );
+        }
+    }
+
+    /// Plain `C` (outside a block): the transaction's changes.
+    fn commit(&mut self, obj: &Value, changes: Vec<Change>) {
+        if !self.already_applied(obj) {
+            self.apply(changes);
+        }
+    }
+
     /// `C` with `"streamed":true`.
     fn streamed_commit(&mut self, obj: &Value) {
+        self.check_streamed_in_session(obj);
         self.stats.streamed_commits += 1;
         let changes = self.take_streamed(obj["xid"].as_u64().expect("xid"));
-        self.apply(changes);
+        if !self.already_applied(obj) {
+            self.apply(changes);
+        }
     }
 
     /// `A`: the whole transaction, or one subtransaction's changes.
     fn abort(&mut self, obj: &Value) {
+        self.check_streamed_in_session(obj);
         let top = obj["xid"].as_u64().expect("xid");
         let sub = obj["subxid"].as_u64().expect("subxid");
+        if obj["lsn"].is_null() {
+            self.stats.crash_aborts += 1;
+        }
         if sub == top {
             self.stats.txn_aborts += 1;
             self.pending.remove(&top);
@@ -214,7 +342,8 @@ impl<'m> Consumer<'m> {
         }
     }
 
-    /// `P`: holds the transaction's changes (streamed ones, or `decoded`).
+    /// `P`: holds the transaction's changes (streamed ones, or `decoded`)
+    /// under its gid, replacing a copy delivered before a reconnect.
     fn prepare(&mut self, obj: &Value, decoded: Vec<Change>) {
         self.stats.prepares += 1;
         let changes = if obj["streamed"] == true {
@@ -226,78 +355,117 @@ impl<'m> Consumer<'m> {
             .insert(obj["gid"].as_str().expect("gid").to_string(), changes);
     }
 
-    /// `CP` / `RP`.
+    /// `CP` / `RP`. A session that started after the `P` may have streamed
+    /// the prepared transaction again (no second `P`): that copy goes too.
     fn finish_prepared(&mut self, obj: &Value, commit: bool) {
-        let changes = self
-            .prepared
-            .remove(obj["gid"].as_str().expect("gid"))
-            .expect("prepared before");
+        let gid = obj["gid"].as_str().expect("gid");
+        let held = self.prepared.remove(gid);
+        if self
+            .pending
+            .remove(&obj["xid"].as_u64().expect("xid"))
+            .is_some_and(|b| !b.is_empty())
+        {
+            self.stats.dropped_at_finish_prepared += 1;
+        }
+        if self.already_applied(obj) {
+            return;
+        }
         if commit {
             self.stats.commit_prepared += 1;
+            let changes = held.unwrap_or_else(|| panic!("{obj}: never prepared"));
             self.apply(changes);
         } else {
+            // May name a transaction never sent at PREPARE time.
             self.stats.rollback_prepared += 1;
         }
     }
 
+    /// Nothing may be left over once every transaction has ended.
     fn finish(self) -> ReplayStats {
         assert!(
             self.pending.is_empty(),
             "streamed transactions never finished: {:?}",
             self.pending.keys().collect::<Vec<_>>()
         );
+        assert!(
+            self.prepared.is_empty(),
+            "prepared transactions never finished: {:?}",
+            self.prepared.keys().collect::<Vec<_>>()
+        );
         self.stats
     }
 }
 
-/// Applies a format-2 stream to `model`, as documented in the README.
+/// Applies a format-2 stream read in one session to `model`.
 fn replay_v2(lines: &[String], model: &mut Model) -> ReplayStats {
-    let mut consumer = Consumer::new(model);
+    replay_v2_sessions(&[lines], model, Sessions::Seen)
+}
+
+/// Applies format-2 output of consecutive decoding sessions to `model`, as
+/// documented in the README. With [`Sessions::Unseen`] the consumer is not
+/// told where a session ends: only `"first":true` protects it, and buffers
+/// of transactions that ended between sessions may stay (returned, not
+/// checked).
+fn replay_v2_sessions(sessions: &[&[String]], model: &mut Model, seen: Sessions) -> ReplayStats {
+    let mut consumer = Consumer::new(model, seen);
     // Changes of the transaction being committed (B..C) or prepared (B..P).
     let mut current: Vec<Change> = Vec::new();
     let mut block: Option<u64> = None;
-    for line in lines {
-        let obj: Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("invalid JSON {e}: {line}"));
-        let xid = obj["xid"].as_u64();
-        match obj["action"].as_str().expect("action") {
-            "S" => {
-                assert!(block.is_none(), "nested S");
-                block = xid;
-                consumer.stats.stream_blocks += 1;
-            }
-            "E" => {
-                assert_eq!(block, xid, "E closes another block");
-                block = None;
-            }
-            "B" => current.clear(),
-            "I" | "U" | "D" => {
-                let change = v2_change(&obj);
-                match block {
-                    Some(top) => {
-                        consumer.buffer(top, xid.expect("streamed change has xid"), change)
-                    }
-                    None => current.push(change),
-                }
-            }
-            "C" if obj["streamed"] == true => consumer.streamed_commit(&obj),
-            "C" => consumer.apply(current.drain(..)),
-            "A" => consumer.abort(&obj),
-            "P" => consumer.prepare(&obj, std::mem::take(&mut current)),
-            "CP" => consumer.finish_prepared(&obj, true),
-            "RP" => consumer.finish_prepared(&obj, false),
-            "M" | "T" => {}
-            other => panic!("unexpected action {other}: {line}"),
+    for (n, lines) in sessions.iter().enumerate() {
+        if n == 0 || seen == Sessions::Seen {
+            // A session may end anywhere: inside a block, between B and C.
+            consumer.new_session();
+            current.clear();
+            block = None;
         }
+        for line in lines.iter() {
+            let obj: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("invalid JSON {e}: {line}"));
+            let xid = obj["xid"].as_u64();
+            match obj["action"].as_str().expect("action") {
+                "S" => {
+                    // Unseen sessions: a block cut off by the disconnect.
+                    assert!(block.is_none() || seen == Sessions::Unseen, "nested S");
+                    block = Some(consumer.stream_start(&obj));
+                }
+                "E" => {
+                    assert_eq!(block, xid, "E closes another block");
+                    block = None;
+                }
+                "B" => current.clear(),
+                "I" | "U" | "D" => {
+                    let change = v2_change(&obj);
+                    match block {
+                        Some(top) => {
+                            consumer.buffer(top, xid.expect("streamed change has xid"), change)
+                        }
+                        None => current.push(change),
+                    }
+                }
+                "C" if obj["streamed"] == true => consumer.streamed_commit(&obj),
+                "C" => consumer.commit(&obj, std::mem::take(&mut current)),
+                "A" => consumer.abort(&obj),
+                "P" => consumer.prepare(&obj, std::mem::take(&mut current)),
+                "CP" => consumer.finish_prepared(&obj, true),
+                "RP" => consumer.finish_prepared(&obj, false),
+                "M" | "T" => {}
+                other => panic!("unexpected action {other}: {line}"),
+            }
+        }
+    }
+    if seen == Sessions::Unseen {
+        consumer.pending.clear();
+        return consumer.stats;
     }
     assert!(block.is_none(), "stream ended inside a block");
     consumer.finish()
 }
 
 /// Applies a format-1 stream (block documents, transaction documents and
-/// the shared control objects) to `model`.
+/// the shared control objects), read in one session, to `model`.
 fn replay_v1(docs: &[String], model: &mut Model) -> ReplayStats {
-    let mut consumer = Consumer::new(model);
+    let mut consumer = Consumer::new(model, Sessions::Seen);
+    consumer.new_session();
     // A transaction document is committed, unless the object right after it
     // is its PREPARE.
     let mut last_txn: Vec<Change> = Vec::new();
@@ -310,8 +478,7 @@ fn replay_v1(docs: &[String], model: &mut Model) -> ReplayStats {
         }
         match action {
             Some("S") => {
-                consumer.stats.stream_blocks += 1;
-                let top = obj["xid"].as_u64().expect("xid");
+                let top = consumer.stream_start(&obj);
                 for el in obj["change"].as_array().expect("change array") {
                     if el["kind"] != "message" {
                         consumer.buffer(
@@ -836,4 +1003,551 @@ fn immediate_streaming_of_small_transactions() {
     assert!(stats.subxact_aborts >= 1, "{stats:?}\n{lines:#?}");
     assert!(stats.txn_aborts >= 1, "{stats:?}\n{lines:#?}");
     assert!(model == expected, "replayed data differs from the table");
+}
+
+/// Each `pg_logical_slot_get_changes` call is a decoding session of its
+/// own: a transaction still open where a call stops is streamed again from
+/// its first change by the next call (`"first":true`), and one that aborted
+/// in between gets no `A` from a call that did not stream it. Three calls
+/// cut the WAL while two large transactions are open.
+#[test]
+fn streamed_replay_across_sql_calls() {
+    let mut db = TestDb::new("stream_calls");
+    let table = format!("{}.t", db.schema);
+    let slot = format!("{}_slot", db.schema);
+    let _guard = create_slot(&mut db, &slot, false);
+    db.exec(&format!(
+        "create table {table} (id int primary key, v text, big text)"
+    ));
+    let (mut s1, mut s2) = (second_session(), second_session());
+    let run = |c: &mut postgres::Client, sql: &str| {
+        c.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)))
+    };
+    run(
+        &mut s1,
+        &format!(
+            "begin; insert into {table} select i, 'one', null from generate_series(1, 3000) i"
+        ),
+    );
+    run(
+        &mut s2,
+        &format!(
+            "begin; insert into {table} select i, 'two', null from generate_series(10001, 13000) i"
+        ),
+    );
+    // A commit flushes the open transactions' WAL.
+    db.exec(&format!("insert into {table} values (0, 'flush', null)"));
+    db.flush_wal();
+    let cut1 = db.upto_lsn.clone().expect("flushed");
+    run(&mut s2, &format!(
+        "savepoint a; insert into {table} select i, 'gone', null from generate_series(13001, 14000) i;
+         rollback to savepoint a;
+         insert into {table} select i, 'two b', null from generate_series(14001, 15000) i"
+    ));
+    run(&mut s1, &format!("insert into {table} select i, 'one b', null from generate_series(3001, 5000) i; commit"));
+    db.exec(&format!("insert into {table} values (-1, 'flush', null)"));
+    db.flush_wal();
+    let cut2 = db.upto_lsn.clone().expect("flushed");
+    run(&mut s2, "rollback");
+    db.exec(&format!(
+        "insert into {table} select i, 'three', null from generate_series(20001, 25000) i"
+    ));
+    db.flush_wal();
+    let end = db.upto_lsn.clone().expect("flushed");
+    let expected = table_model(&mut db, &table);
+
+    let mut calls: Vec<Vec<String>> = Vec::new();
+    db.exec("set logical_decoding_work_mem = '64kB'");
+    for upto in [&cut1, &cut2, &end] {
+        let sql = format!(
+            "select data from pg_logical_slot_get_changes('{slot}', '{upto}', NULL,
+             'format-version', '2', 'include-lsn', '1', 'streaming', 'on')"
+        );
+        let rows = db
+            .conn
+            .client
+            .query(&sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        calls.push(rows.iter().map(|r| r.get::<_, String>(0)).collect());
+    }
+    db.exec("reset logical_decoding_work_mem");
+    let sessions: Vec<&[String]> = calls.iter().map(Vec::as_slice).collect();
+
+    let mut model = Model::new();
+    let stats = replay_v2_sessions(&sessions, &mut model, Sessions::Seen);
+    println!("three get_changes calls: {stats:?}");
+    assert!(
+        model == expected,
+        "replay across calls differs from the table"
+    );
+    assert!(
+        stats.dropped_at_reconnect >= 1 && stats.restreamed >= 1,
+        "no transaction was open and streamed at a cut: {stats:?}"
+    );
+    // The same output run together: `first` alone still keeps every change
+    // from being applied twice.
+    let mut model = Model::new();
+    let unseen = replay_v2_sessions(&sessions, &mut model, Sessions::Unseen);
+    assert!(unseen.dropped_at_first >= 1, "{unseen:?}");
+    assert!(
+        model == expected,
+        "replay without session boundaries differs"
+    );
+}
+
+/// A session that starts after a confirmed PREPARE does not send it again,
+/// but PostgreSQL may stream the prepared transaction again (it is still in
+/// the reorder buffer, waiting for COMMIT PREPARED) when another
+/// transaction fills the buffer: `S` … `E` for its xid, then `CP` alone.
+/// Whether it does depends on how much of it stayed in memory, so the test
+/// tries a few sizes until it happens; every replay must be exact.
+#[test]
+fn prepared_transaction_streamed_again_after_a_new_session() {
+    let mut db = TestDb::new("stream_prep_again");
+    let table = format!("{}.t", db.schema);
+    db.exec(&format!(
+        "create table {table} (id int primary key, v text, big text)"
+    ));
+    let mut seen_again = None;
+    for (round, rows) in (3000..=4500).step_by(100).enumerate() {
+        let slot = format!("{}_slot{round}", db.schema);
+        let _guard = create_slot(&mut db, &slot, true);
+        let gid = format!("{}_g{round}", db.schema);
+        db.exec(&format!("truncate {table}"));
+        db.exec(&format!(
+            "begin; insert into {table} select i, 'prepared', null from generate_series(1, {rows}) i;
+             prepare transaction '{gid}'"
+        ));
+        db.flush_wal();
+        let prepared = db.upto_lsn.clone().expect("flushed");
+        db.exec(&format!(
+            "insert into {table} select i, 'other', null from generate_series(100001, 101000) i"
+        ));
+        db.exec(&format!("commit prepared '{gid}'"));
+        db.flush_wal();
+        let end = db.upto_lsn.clone().expect("flushed");
+        let expected = table_model(&mut db, &table);
+        db.exec("set logical_decoding_work_mem = '64kB'");
+        let calls: Vec<Vec<String>> = [&prepared, &end]
+            .iter()
+            .map(|upto| {
+                db.conn
+                    .client
+                    .query(
+                        &format!(
+                            "select data from pg_logical_slot_get_changes('{slot}', '{upto}', NULL,
+                             'format-version', '2', 'include-lsn', '1', 'streaming', 'on',
+                             'two_phase', '1')"
+                        ),
+                        &[],
+                    )
+                    .expect("get_changes")
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect()
+            })
+            .collect();
+        db.exec("reset logical_decoding_work_mem");
+        let sessions: Vec<&[String]> = calls.iter().map(Vec::as_slice).collect();
+        let mut model = Model::new();
+        // The data before the truncate of this round is not in this slot.
+        let stats = replay_v2_sessions(&sessions, &mut model, Sessions::Seen);
+        assert!(
+            model == expected,
+            "{rows} rows: replay differs from the table"
+        );
+        assert_eq!(stats.commit_prepared, 1, "{stats:?}");
+        let second: Vec<Value> = calls[1]
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        assert!(
+            !second.iter().any(|o| o["action"] == "P"),
+            "the confirmed PREPARE was sent again"
+        );
+        if stats.dropped_at_finish_prepared > 0 {
+            seen_again = Some((rows, stats));
+            break;
+        }
+    }
+    let (rows, stats) = seen_again
+        .expect("no size made PostgreSQL stream a prepared transaction again in a later session");
+    println!("prepared transaction of {rows} rows streamed again before its CP: {stats:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Reconnecting after a fault in the middle of a stream. These tests stop
+// and crash a server, so they run on the reliability suite's private
+// cluster (see reliability.rs).
+// ---------------------------------------------------------------------------
+
+#[allow(dead_code)] // The reliability suite uses the rest.
+mod reliability_support;
+
+use reliability_support as rel;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// `pg_terminate_backend` of the walsender: the server keeps running.
+    TerminateWalsender,
+    /// SIGKILL of the walsender: the postmaster restarts every backend,
+    /// as after a crash.
+    KillWalsender,
+    /// `pg_ctl restart -m immediate`: stop without a checkpoint, then start.
+    ImmediateRestart,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::TerminateWalsender => "terminate",
+            Fault::KillWalsender => "kill",
+            Fault::ImmediateRestart => "immediate",
+        }
+    }
+}
+
+/// The slot's walsender pid and whether `confirmed_flush_lsn` >= `lsn`.
+fn slot_state(slot: &str, lsn: &str) -> Option<(Option<i32>, bool)> {
+    let mut c = rel::try_connect("postgres", "postgres").ok()?;
+    let row = c
+        .query_opt(
+            "select active_pid, confirmed_flush_lsn >= $2::text::pg_lsn
+             from pg_replication_slots where slot_name = $1",
+            &[&slot, &lsn],
+        )
+        .ok()??;
+    Some((row.get(0), row.get(1)))
+}
+
+/// Every complete line of a pg_recvlogical file, which (its pg_recvlogical
+/// was never SIGKILLed) must not end inside a line.
+fn session_lines(path: &std::path::Path) -> Vec<String> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    assert!(
+        bytes.last().is_none_or(|b| *b == b'\n'),
+        "{} ends inside a line",
+        path.display()
+    );
+    complete_lines(path)
+}
+
+fn objects(path: &std::path::Path) -> Vec<Value> {
+    complete_lines(path)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("invalid JSON {e}: {l}")))
+        .collect()
+}
+
+/// Commits row `id` and stops `recv` (SIGINT) once it has written that
+/// commit to `file` and, with `confirmed_on`, that slot has confirmed it.
+fn end_session(
+    recv: &mut rel::Recv,
+    w: &mut postgres::Client,
+    file: &std::path::Path,
+    id: i64,
+    confirmed_on: Option<&str>,
+) {
+    rel::exec(w, &format!("insert into t values ({id}, 'marker', null)"));
+    let mut commit: Option<String> = None;
+    wait_for(
+        &format!("the commit of {id} in {}", file.display()),
+        Duration::from_secs(60),
+        || {
+            let objs = objects(file);
+            commit = objs
+                .iter()
+                .position(|o| o["columns"][0]["value"] == id)
+                .and_then(|i| objs[i..].iter().find(|o| o["action"] == "C"))
+                .map(|c| c["nextlsn"].as_str().expect("nextlsn").to_string());
+            commit.is_some()
+        },
+    );
+    if let (Some(slot), Some(lsn)) = (confirmed_on, commit) {
+        wait_for(
+            &format!("{slot} to confirm {lsn}"),
+            Duration::from_secs(60),
+            || slot_state(slot, &lsn).is_some_and(|(_, confirmed)| confirmed),
+        );
+    }
+    let pid = recv.pid().expect("pg_recvlogical runs").to_string();
+    let status = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    assert!(
+        recv.wait_exit(Duration::from_secs(30)).is_some(),
+        "pg_recvlogical ignores SIGINT"
+    );
+}
+
+/// Streams through pg_recvlogical while two large transactions are open
+/// and have been streamed, two prepared transactions have been confirmed,
+/// and committed, rolled-back and aborted transactions went by; injects
+/// `fault`; reconnects from the slot's confirmed position (session 2);
+/// ends the open (unless the fault killed them) and prepared transactions;
+/// then stops pg_recvlogical and starts it again for a checkpoint (session
+/// 3). The consumer replays each pg_recvlogical run as one session; the
+/// result must be the table, with no buffer left.
+fn reconnect_mid_stream(fault: Fault) {
+    let _cluster = rel::cluster();
+    let started = std::time::Instant::now();
+    let db = format!("stream_{}", fault.name());
+    let slot = db.clone();
+    let mut admin = rel::fresh_db(&db);
+    rel::exec(
+        &mut admin,
+        "create table t (id int primary key, v text, big text)",
+    );
+    // A walsender takes its settings from the database too.
+    rel::exec(
+        &mut admin,
+        &format!("alter database {db} set logical_decoding_work_mem = '64kB'"),
+    );
+    rel::exec(
+        &mut admin,
+        &format!("select pg_create_logical_replication_slot('{slot}', 'pubjson', false, true)"),
+    );
+    let major: i32 = rel::one_string(
+        &mut admin,
+        "select (current_setting('server_version_num')::int / 10000)::text",
+    )
+    .parse()
+    .expect("major");
+    drop(admin);
+    let dir = scratch_dir(&format!("stream_{}", fault.name()));
+    let opts = [
+        "format-version=2",
+        "include-xids",
+        "include-lsn",
+        "streaming",
+        "two_phase",
+    ];
+    let files = [1, 2, 3].map(|n| dir.join(format!("session{n}.jsonl")));
+    let mut recv = rel::Recv::start(&db, &slot, &files[0], &opts, &[]);
+
+    // Session 1: a committed transaction with a rolled-back savepoint, an
+    // aborted one, two prepared ones, then two that stay open.
+    let mut w = rel::connect(&db);
+    rel::exec(
+        &mut w,
+        "begin;
+         insert into t select i, 'committed', null from generate_series(1, 3000) i;
+         savepoint s;
+         insert into t select i, 'rolled back', null from generate_series(3001, 4000) i;
+         rollback to savepoint s;
+         update t set v = 'updated' where id % 5 = 0;
+         commit;
+         begin;
+         insert into t select i, 'aborted', null from generate_series(5001, 8000) i;
+         rollback;
+         begin;
+         insert into t select i, 'prepared', null from generate_series(10001, 13000) i;
+         prepare transaction 'g1';
+         begin;
+         insert into t select i, 'prepared, rolled back', null from generate_series(14001, 17000) i;
+         prepare transaction 'g2'",
+    );
+    let open_xact = |sql: &str| -> (postgres::Client, u64) {
+        let mut c = rel::connect(&db);
+        rel::exec(&mut c, sql);
+        let xid = rel::one_string(&mut c, "select txid_current()::text");
+        (c, xid.parse().expect("xid"))
+    };
+    let (mut open1, xid1) = open_xact(
+        "begin;
+         insert into t select i, 'open', null from generate_series(20001, 23000) i;
+         savepoint s;
+         insert into t select i, 'open', null from generate_series(23001, 24000) i",
+    );
+    let (mut open2, xid2) = open_xact(
+        "begin;
+         insert into t select i, 'open 2', null from generate_series(30001, 33000) i;
+         savepoint s;
+         insert into t select i, 'gone', null from generate_series(33001, 34000) i;
+         rollback to savepoint s;
+         insert into t select i, 'open 2', null from generate_series(34001, 35000) i",
+    );
+    // A commit flushes the open transactions' WAL.
+    rel::exec(&mut w, "insert into t values (900001, 'flush', null)");
+
+    // Mid-stream: both open transactions have blocks in the file and the
+    // slot has confirmed the second PREPARE.
+    let t0 = std::time::Instant::now();
+    loop {
+        assert!(
+            recv.running(),
+            "pg_recvlogical exited before the fault: {}",
+            recv.stderr()
+        );
+        let objs = objects(&files[0]);
+        let streamed = |xid: u64| objs.iter().any(|o| o["action"] == "S" && o["xid"] == xid);
+        let prepared = objs
+            .iter()
+            .find(|o| o["action"] == "P" && o["gid"] == "g2")
+            .and_then(|o| o["nextlsn"].as_str().map(str::to_string));
+        if let Some(p) = prepared.filter(|_| streamed(xid1) && streamed(xid2)) {
+            if slot_state(&slot, &p).is_some_and(|(_, confirmed)| confirmed) {
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "session 1 never streamed both open transactions ({xid1}, {xid2}) and confirmed the prepares"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    match fault {
+        Fault::TerminateWalsender => {
+            let mut c = rel::connect("postgres");
+            let terminated = rel::one_string(
+                &mut c,
+                &format!(
+                    "select pg_terminate_backend(active_pid)::text from pg_replication_slots
+                     where slot_name = '{slot}'"
+                ),
+            );
+            assert_eq!(terminated, "true");
+        }
+        Fault::KillWalsender => {
+            let pid = slot_state(&slot, "0/0")
+                .and_then(|(pid, _)| pid)
+                .expect("walsender pid");
+            let status = Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+            // The postmaster now restarts every backend: wait for recovery.
+            std::thread::sleep(Duration::from_millis(300));
+            rel::wait_connectable(Duration::from_secs(120));
+        }
+        Fault::ImmediateRestart => rel::pg_ctl_restart("immediate"),
+    }
+    assert!(
+        recv.wait_exit(Duration::from_secs(30)).is_some(),
+        "pg_recvlogical still runs after {fault:?}: {}",
+        recv.stderr()
+    );
+    wait_for("the slot to be released", Duration::from_secs(60), || {
+        slot_state(&slot, "0/0").is_some_and(|(pid, _)| pid.is_none())
+    });
+
+    // Session 2, from the slot's confirmed position.
+    let mut recv = rel::Recv::start(&db, &slot, &files[1], &opts, &[]);
+    let crashed = fault != Fault::TerminateWalsender;
+    if crashed {
+        // The crash ended the open transactions (no abort record).
+        w = rel::connect(&db);
+    } else {
+        rel::exec(
+            &mut open1,
+            "insert into t select i, 'open, committed', null from generate_series(24001, 25000) i",
+        );
+    }
+    rel::exec(
+        &mut w,
+        "insert into t select i, 'after', null from generate_series(50001, 54000) i",
+    );
+    rel::exec(&mut w, "commit prepared 'g1'");
+    rel::exec(&mut w, "rollback prepared 'g2'");
+    if !crashed {
+        rel::exec(&mut open1, "commit");
+        rel::exec(&mut open2, "rollback");
+    }
+    drop((open1, open2));
+    end_session(&mut recv, &mut w, &files[1], 999998, Some(&slot));
+
+    // Session 3 (pg_recvlogical stopped and started again) starts after
+    // everything session 2 sent and first reads a running-transactions
+    // record, where PostgreSQL finds that the transactions a crash cut off
+    // are gone. This session has not streamed them: no `A`.
+    let mut recv = rel::Recv::start(&db, &slot, &files[2], &opts, &[]);
+    rel::exec(&mut w, "checkpoint");
+    end_session(&mut recv, &mut w, &files[2], 999999, None);
+
+    let mut c = rel::connect(&db);
+    let expected: Model = c
+        .query("select id::int8, v, big from t order by id", &[])
+        .expect("select t")
+        .iter()
+        .map(|r| (r.get::<_, i64>(0), (r.get(1), r.get(2))))
+        .collect();
+    let lines: Vec<Vec<String>> = files.iter().map(|f| session_lines(f)).collect();
+    let sessions: Vec<&[String]> = lines.iter().map(Vec::as_slice).collect();
+
+    let mut model = Model::new();
+    let stats = replay_v2_sessions(&sessions, &mut model, Sessions::Seen);
+    println!(
+        "reconnect after {fault:?} (PostgreSQL {major}): {:?} lines, {stats:?}, {:.1} s",
+        lines.iter().map(Vec::len).collect::<Vec<_>>(),
+        started.elapsed().as_secs_f64()
+    );
+    if model != expected {
+        let extra: Vec<_> = model
+            .keys()
+            .filter(|k| !expected.contains_key(k))
+            .take(10)
+            .collect();
+        let missing: Vec<_> = expected
+            .keys()
+            .filter(|k| !model.contains_key(k))
+            .take(10)
+            .collect();
+        panic!(
+            "replay after {fault:?} differs from the table: extra {extra:?}, missing {missing:?}"
+        );
+    }
+    assert!(
+        stats.dropped_at_reconnect >= 1,
+        "the fault left no open stream buffer: {stats:?}"
+    );
+    if !crashed {
+        assert!(
+            stats.restreamed >= 1,
+            "the open transactions were not streamed again after the reconnect: {stats:?}"
+        );
+    }
+    let second: Vec<Value> = objects(&files[1]);
+    let in_second = |action: &str| second.iter().filter(|o| o["action"] == action).count();
+    assert_eq!((in_second("CP"), in_second("RP")), (1, 1));
+    if !crashed {
+        // The confirmed PREPAREs are not sent again: COMMIT/ROLLBACK
+        // PREPARED arrive alone, for the transactions held since session 1.
+        // (After a crash the slot restarts from the confirmed position it
+        // last saved to disk, which may be older.)
+        assert_eq!(in_second("P"), 0, "PREPAREs sent again");
+    }
+    assert_eq!((stats.commit_prepared, stats.rollback_prepared), (1, 1));
+
+    // Without the session boundaries, `first` alone keeps the replay exact.
+    let mut model = Model::new();
+    let unseen = replay_v2_sessions(&sessions, &mut model, Sessions::Unseen);
+    assert!(
+        model == expected,
+        "replay without session boundaries after {fault:?} differs from the table"
+    );
+    println!("  sessions unseen: {unseen:?}");
+    rel::exec(
+        &mut c,
+        &format!("select pg_drop_replication_slot('{slot}')"),
+    );
+}
+
+#[test]
+fn reconnect_after_walsender_terminated() {
+    reconnect_mid_stream(Fault::TerminateWalsender);
+}
+
+#[test]
+fn reconnect_after_walsender_killed() {
+    reconnect_mid_stream(Fault::KillWalsender);
+}
+
+#[test]
+fn reconnect_after_immediate_restart() {
+    reconnect_mid_stream(Fault::ImmediateRestart);
 }
