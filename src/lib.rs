@@ -1,9 +1,13 @@
 //! pubjson: a PostgreSQL logical decoding output plugin that emits
 //! wal2json-compatible JSON.
 //!
-//! Layout: `plugin` holds the callbacks and everything that touches
-//! PostgreSQL during decoding; `output` holds the pure JSON encoders;
-//! `stats` the decoding statistics and their SQL functions.
+//! Layout (from the top down; nothing imports upwards): `plugin` holds the
+//! callback shims and the safe decoding core; `pg` the PostgreSQL edge
+//! (safe handles, catalog reads, publications, tuples, ports); `output` the
+//! formats and JSON encoders, `model` the relations and changes they
+//! render, `rules` pgoutput's publication decisions and `options` the
+//! option parser (all pure); `stats` the decoding statistics; `api` the
+//! SQL surface.
 
 #[cfg(not(panic = "unwind"))]
 compile_error!(
@@ -11,8 +15,12 @@ compile_error!(
 );
 
 pub mod api;
+pub mod model;
+pub mod options;
 pub mod output;
+pub mod pg;
 pub mod plugin;
+pub mod rules;
 pub mod stats;
 
 pgrx::pg_module_magic!(name, version);

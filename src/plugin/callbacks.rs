@@ -1,5 +1,6 @@
 //! The output plugin callbacks: thin `#[pg_guard]` shims that turn
-//! PostgreSQL's raw pointers into safe values and call the decoding code
+//! PostgreSQL's raw pointers into safe handles (`pg/handles.rs`) once, lend
+//! the slot's state to the call, and call the safe decoding code
 //! (`decode.rs`, `stream.rs`).
 //!
 //! `#[pg_guard]` turns a Rust panic into a PostgreSQL ERROR and lets a
@@ -11,12 +12,13 @@ use std::os::raw::c_char;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use pgrx::{PgList, PgMemoryContexts};
 
-use crate::output::wal2json::Wal2JsonFormat;
-use crate::plugin::options::{OptionError, OptionErrorKind, Options, OriginFilter};
-use crate::plugin::relation::register_invalidation_callbacks;
-use crate::plugin::state::{finish_txn_stats, state, DecodingState};
-use crate::plugin::txn::{ensure_begun, flush, start_txn, update_progress};
+use crate::options::{OptionError, OptionErrorKind, Options, OriginFilter};
+use crate::pg::handles::{message_parts, Change, ChangeMemory, Rel, Txn, Writer};
+use crate::pg::port::alloc_set_context;
+use crate::pg::relation::RelationCache;
+use crate::plugin::state::DecodingState;
 use crate::plugin::{decode, stream};
 use crate::stats::{self, table::SlotKey};
 
@@ -69,15 +71,13 @@ fn raise_option_error(err: OptionError) -> ! {
 /// # Safety
 /// `list` is NIL or a valid List of DefElem nodes.
 unsafe fn read_option_list(list: *mut pg_sys::List) -> Vec<(String, Option<Vec<u8>>)> {
+    // SAFETY: a valid List of DefElem per the contract.
+    let list = unsafe { PgList::<pg_sys::DefElem>::from_pg(list) };
     let mut options = Vec::new();
-    if list.is_null() {
-        return options;
-    }
-    // SAFETY: a valid List of DefElem; String nodes carry a C string.
-    unsafe {
-        let cells = std::slice::from_raw_parts((*list).elements, (*list).length as usize);
-        for cell in cells {
-            let elem = cell.ptr_value as *mut pg_sys::DefElem;
+    for elem in list.iter_ptr() {
+        // SAFETY: a DefElem's name is a C string; its arg is NULL or a node,
+        // and a String node carries a C string.
+        unsafe {
             let name = CStr::from_ptr((*elem).defname)
                 .to_string_lossy()
                 .into_owned();
@@ -100,11 +100,25 @@ unsafe fn read_option_list(list: *mut pg_sys::List) -> Vec<(String, Option<Vec<u
     options
 }
 
-/// Drops the state when `ctx->context` is reset or deleted.
-#[pg_guard]
-unsafe extern "C-unwind" fn drop_state(arg: *mut std::ffi::c_void) {
-    // SAFETY: `arg` is the Box pointer leaked in `startup`, dropped exactly once.
-    drop(unsafe { Box::from_raw(arg as *mut DecodingState) });
+/// Lends the slot's state and the context's writer to `f`; neither outlives
+/// the call.
+///
+/// # Safety
+/// `ctx` is the running callback's decoding context, and its startup
+/// callback has run.
+unsafe fn with_state<R>(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    f: impl FnOnce(&mut DecodingState, &mut Writer<'_>) -> R,
+) -> R {
+    // SAFETY: startup stores a valid DecodingState before any other callback
+    // can run; it lives until ctx->context is freed, after the last
+    // callback. Callbacks do not nest, so this is its only borrow. The
+    // state is a separate allocation from the context the writer uses.
+    unsafe {
+        let state = &mut *((*ctx).output_plugin_private as *mut DecodingState);
+        let mut writer = Writer::new(ctx);
+        f(state, &mut writer)
+    }
 }
 
 #[pg_guard]
@@ -114,7 +128,8 @@ unsafe extern "C-unwind" fn startup(
     is_init: bool,
 ) {
     // SAFETY: PostgreSQL passes a valid context and options struct; the
-    // memory contexts created here are children of ctx->context.
+    // memory contexts created here are children of ctx->context, and the
+    // state is dropped when ctx->context is reset or deleted.
     unsafe {
         let raw = read_option_list((*ctx).output_plugin_options);
         let opts = Options::parse(raw.iter().map(|(n, v)| (n.as_str(), v.as_deref())))
@@ -142,41 +157,17 @@ unsafe extern "C-unwind" fn startup(
             }
         }
 
-        let change_memory = pg_sys::AllocSetContextCreateInternal(
-            (*ctx).context,
-            c"pubjson change".as_ptr(),
-            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
-            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
-            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
-        );
-        let cache_memory = pg_sys::AllocSetContextCreateInternal(
-            (*ctx).context,
-            c"pubjson relation cache".as_ptr(),
-            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
-            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
-            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
-        );
-        register_invalidation_callbacks();
-        let state = Box::into_raw(Box::new(DecodingState::new(
-            opts,
-            change_memory,
+        let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
+        let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
+        let relations = RelationCache::new(
             cache_memory,
-        )));
-
-        let callback = pg_sys::MemoryContextAlloc(
-            (*ctx).context,
-            std::mem::size_of::<pg_sys::MemoryContextCallback>(),
-        ) as *mut pg_sys::MemoryContextCallback;
-        callback.write(pg_sys::MemoryContextCallback {
-            func: Some(drop_state),
-            arg: state as *mut std::ffi::c_void,
-            next: std::ptr::null_mut(),
-        });
-        pg_sys::MemoryContextRegisterResetCallback((*ctx).context, callback);
+            crate::output::format::for_options(&opts).type_rendering(),
+        );
+        let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {
             let data = &(*(*ctx).slot).data;
             let name = CStr::from_ptr(data.name.data.as_ptr()).to_bytes();
-            (*state).slot = SlotKey::new(
+            slot = SlotKey::new(
                 name,
                 data.database.to_u32(),
                 CStr::from_ptr(data.plugin.data.as_ptr()).to_bytes(),
@@ -187,15 +178,17 @@ unsafe extern "C-unwind" fn startup(
                 stats::slot_created(name);
             }
         }
+        let state = DecodingState::new(opts, change_memory, relations, slot);
+        let state = PgMemoryContexts::For((*ctx).context).leak_and_drop_on_delete(state);
         (*ctx).output_plugin_private = state as *mut std::ffi::c_void;
     }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn shutdown(ctx: *mut pg_sys::LogicalDecodingContext) {
-    // The state itself is dropped with ctx->context (see drop_state).
+    // The state itself is dropped with ctx->context (see startup).
     // SAFETY: startup has run whenever shutdown is called.
-    unsafe { state(ctx).publish_stats() };
+    unsafe { with_state(ctx, |state, _| state.publish_stats()) };
 }
 
 #[pg_guard]
@@ -203,14 +196,8 @@ unsafe extern "C-unwind" fn begin_txn(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
-    // SAFETY: valid pointers from PostgreSQL.
-    unsafe {
-        let state = state(ctx);
-        start_txn(state, txn);
-        if !state.opts.skip_empty_xacts {
-            ensure_begun(ctx, state);
-        }
-    }
+    // SAFETY: the callback's own arguments (here and in every callback below).
+    unsafe { with_state(ctx, |s, w| stream::begin(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -219,29 +206,23 @@ unsafe extern "C-unwind" fn commit_txn(
     txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: valid pointers from PostgreSQL.
+    // SAFETY: as above.
+    unsafe { with_state(ctx, |s, w| stream::commit(s, w, Txn::new(txn), commit_lsn)) }
+}
+
+/// change_cb and stream_change_cb.
+unsafe fn change_common(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    relation: pg_sys::Relation,
+    change: *mut pg_sys::ReorderBufferChange,
+    streamed: bool,
+) {
+    // SAFETY: the callback's own arguments.
     unsafe {
-        let state = state(ctx);
-        let emitted = state.txn.begun;
-        update_progress(ctx, state, !emitted);
-        if !emitted {
-            // Deferred BEGIN never happened: the transaction leaves no trace.
-            finish_txn_stats(state, txn);
-            return;
-        }
-        let format = Wal2JsonFormat::new(&state.opts);
-        if state.opts.format_version == 1 {
-            format.v1_commit(&mut state.out);
-            flush(ctx, state, true);
-        } else if state.opts.include_transaction {
-            format.v2_commit(&mut state.out, &state.txn.info, commit_lsn);
-            flush(ctx, state, true);
-        }
-        // Do not keep a huge format-1 buffer around after a big transaction.
-        if state.out.capacity() > 16 * 1024 * 1024 {
-            state.out = Vec::with_capacity(8192);
-        }
-        finish_txn_stats(state, txn);
+        let (relation, change) = (Rel::new(relation), Change::new(change));
+        with_state(ctx, |s, w| {
+            decode::decode_change(s, w, relation, change, streamed)
+        })
     }
 }
 
@@ -252,8 +233,36 @@ unsafe extern "C-unwind" fn change(
     relation: pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { decode::decode_change(ctx, relation, change, false) }
+    // SAFETY: as above.
+    unsafe { change_common(ctx, relation, change, false) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn stream_change(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    _txn: *mut pg_sys::ReorderBufferTXN,
+    relation: pg_sys::Relation,
+    change: *mut pg_sys::ReorderBufferChange,
+) {
+    // SAFETY: as above.
+    unsafe { change_common(ctx, relation, change, true) }
+}
+
+/// truncate_cb and stream_truncate_cb.
+unsafe fn truncate_common(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    nrelations: i32,
+    relations: *mut pg_sys::Relation,
+    change: *mut pg_sys::ReorderBufferChange,
+    streamed: bool,
+) {
+    // SAFETY: the callback's own arguments; `relations` has `nrelations` entries.
+    unsafe {
+        let (relations, change) = (Rel::slice(relations, nrelations), Change::new(change));
+        with_state(ctx, |s, w| {
+            decode::decode_truncate(s, w, &relations, change, streamed)
+        })
+    }
 }
 
 #[pg_guard]
@@ -264,8 +273,43 @@ unsafe extern "C-unwind" fn truncate(
     relations: *mut pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { decode::decode_truncate(ctx, nrelations, relations, change, false) }
+    // SAFETY: as above.
+    unsafe { truncate_common(ctx, nrelations, relations, change, false) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn stream_truncate(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    _txn: *mut pg_sys::ReorderBufferTXN,
+    nrelations: i32,
+    relations: *mut pg_sys::Relation,
+    change: *mut pg_sys::ReorderBufferChange,
+) {
+    // SAFETY: as above.
+    unsafe { truncate_common(ctx, nrelations, relations, change, true) }
+}
+
+/// message_cb and stream_message_cb.
+#[allow(clippy::too_many_arguments)]
+unsafe fn message_common(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    txn: *mut pg_sys::ReorderBufferTXN,
+    lsn: pg_sys::XLogRecPtr,
+    transactional: bool,
+    prefix: *const c_char,
+    content_size: pg_sys::Size,
+    content: *const c_char,
+    streamed: bool,
+) {
+    // SAFETY: the callback's own arguments: `txn` is NULL for a
+    // non-transactional message, `content` has `content_size` bytes.
+    unsafe {
+        let txn = (!txn.is_null()).then(|| Txn::new(txn));
+        let (prefix, content) = message_parts(prefix, content, content_size);
+        with_state(ctx, |s, w| {
+            decode::decode_message(s, w, txn, lsn, transactional, prefix, content, streamed)
+        })
+    }
 }
 
 #[pg_guard]
@@ -278,9 +322,9 @@ unsafe extern "C-unwind" fn message(
     content_size: pg_sys::Size,
     content: *const c_char,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
+    // SAFETY: as above.
     unsafe {
-        decode::decode_message(
+        message_common(
             ctx,
             txn,
             lsn,
@@ -294,47 +338,6 @@ unsafe extern "C-unwind" fn message(
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn stream_start(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    txn: *mut pg_sys::ReorderBufferTXN,
-) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::stream_start(ctx, txn) }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn stream_stop(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    _txn: *mut pg_sys::ReorderBufferTXN,
-) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::stream_stop(ctx) }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn stream_change(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    _txn: *mut pg_sys::ReorderBufferTXN,
-    relation: pg_sys::Relation,
-    change: *mut pg_sys::ReorderBufferChange,
-) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { decode::decode_change(ctx, relation, change, true) }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn stream_truncate(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    _txn: *mut pg_sys::ReorderBufferTXN,
-    nrelations: i32,
-    relations: *mut pg_sys::Relation,
-    change: *mut pg_sys::ReorderBufferChange,
-) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { decode::decode_truncate(ctx, nrelations, relations, change, true) }
-}
-
-#[pg_guard]
 unsafe extern "C-unwind" fn stream_message(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
@@ -344,9 +347,9 @@ unsafe extern "C-unwind" fn stream_message(
     content_size: pg_sys::Size,
     content: *const c_char,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
+    // SAFETY: as above.
     unsafe {
-        decode::decode_message(
+        message_common(
             ctx,
             txn,
             lsn,
@@ -360,13 +363,35 @@ unsafe extern "C-unwind" fn stream_message(
 }
 
 #[pg_guard]
+unsafe extern "C-unwind" fn stream_start(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    txn: *mut pg_sys::ReorderBufferTXN,
+) {
+    // SAFETY: as above.
+    unsafe { with_state(ctx, |s, w| stream::stream_start(s, w, Txn::new(txn))) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn stream_stop(
+    ctx: *mut pg_sys::LogicalDecodingContext,
+    _txn: *mut pg_sys::ReorderBufferTXN,
+) {
+    // SAFETY: as above.
+    unsafe { with_state(ctx, stream::stream_stop) }
+}
+
+#[pg_guard]
 unsafe extern "C-unwind" fn stream_abort(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
     abort_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::stream_abort(ctx, txn, abort_lsn) }
+    // SAFETY: as above.
+    unsafe {
+        with_state(ctx, |s, w| {
+            stream::stream_abort(s, w, Txn::new(txn), abort_lsn)
+        })
+    }
 }
 
 #[pg_guard]
@@ -375,8 +400,12 @@ unsafe extern "C-unwind" fn stream_commit(
     txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::stream_commit(ctx, txn, commit_lsn) }
+    // SAFETY: as above.
+    unsafe {
+        with_state(ctx, |s, w| {
+            stream::stream_commit(s, w, Txn::new(txn), commit_lsn)
+        })
+    }
 }
 
 #[pg_guard]
@@ -385,8 +414,12 @@ unsafe extern "C-unwind" fn stream_prepare(
     txn: *mut pg_sys::ReorderBufferTXN,
     prepare_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::stream_prepare(ctx, txn, prepare_lsn) }
+    // SAFETY: as above.
+    unsafe {
+        with_state(ctx, |s, w| {
+            stream::prepare(s, w, Txn::new(txn), prepare_lsn, true)
+        })
+    }
 }
 
 #[pg_guard]
@@ -394,8 +427,8 @@ unsafe extern "C-unwind" fn begin_prepare(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::begin_prepare(ctx, txn) }
+    // SAFETY: as above.
+    unsafe { with_state(ctx, |s, w| stream::begin_prepare(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -404,8 +437,12 @@ unsafe extern "C-unwind" fn prepare(
     txn: *mut pg_sys::ReorderBufferTXN,
     prepare_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::prepare(ctx, txn, prepare_lsn) }
+    // SAFETY: as above.
+    unsafe {
+        with_state(ctx, |s, w| {
+            stream::prepare(s, w, Txn::new(txn), prepare_lsn, false)
+        })
+    }
 }
 
 #[pg_guard]
@@ -414,8 +451,12 @@ unsafe extern "C-unwind" fn commit_prepared(
     txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::commit_prepared(ctx, txn, commit_lsn) }
+    // SAFETY: as above.
+    unsafe {
+        with_state(ctx, |s, w| {
+            stream::commit_prepared(s, w, Txn::new(txn), commit_lsn)
+        })
+    }
 }
 
 #[pg_guard]
@@ -425,8 +466,8 @@ unsafe extern "C-unwind" fn rollback_prepared(
     _prepare_end_lsn: pg_sys::XLogRecPtr,
     _prepare_time: pg_sys::TimestampTz,
 ) {
-    // SAFETY: pointers straight from PostgreSQL.
-    unsafe { stream::rollback_prepared(ctx, txn) }
+    // SAFETY: as above.
+    unsafe { with_state(ctx, |s, w| stream::rollback_prepared(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -434,8 +475,12 @@ unsafe extern "C-unwind" fn filter_by_origin(
     ctx: *mut pg_sys::LogicalDecodingContext,
     origin_id: pg_sys::RepOriginId,
 ) -> bool {
-    // SAFETY: valid context from PostgreSQL.
-    let state = unsafe { state(ctx) };
+    // SAFETY: as above.
+    unsafe { with_state(ctx, |state, _| origin_filtered(state, origin_id)) }
+}
+
+/// Whether changes from `origin_id` are left out (`origin` and `filter-origins`).
+fn origin_filtered(state: &mut DecodingState, origin_id: u16) -> bool {
     let filtered = origin_id != 0
         && (state.opts.origin == OriginFilter::None
             || state.opts.filter_origins.contains(&(origin_id as u32)));

@@ -1,16 +1,14 @@
-//! The logical decoding output plugin: callback table, options, decoding
-//! state and the per-relation cache.
+//! The decoding core: what pubjson does with each decoding event. The
+//! callback shims (`callbacks.rs`) turn PostgreSQL's pointers into safe
+//! handles (`pg/handles.rs`) and call safe code: transactions, streaming
+//! and two-phase (`stream.rs`), changes, truncates and messages
+//! (`decode.rs`), the bookkeeping and output sink (`txn.rs`), and the
+//! per-slot state (`state.rs`).
 
 mod callbacks;
-pub mod column_list;
 mod decode;
-pub mod options;
-mod publication;
-mod relation;
-pub mod row_filter;
 mod state;
 mod stream;
-mod tuple;
 mod txn;
 
 use pgrx::pg_sys;

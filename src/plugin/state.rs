@@ -1,27 +1,25 @@
-//! Per-slot decoding state: the parsed options, the output buffer, the
-//! relation cache and what the current transaction has emitted so far.
+//! Per-slot decoding state: the parsed options, the chosen format, the
+//! output buffer, the relation cache and what the current transaction has
+//! emitted so far.
 //!
-//! The state is a Rust value owned by the decoding context's memory context:
-//! a reset callback drops it when PostgreSQL frees `ctx->context`, which also
-//! happens when decoding through the SQL functions ends in an ERROR (and
-//! `shutdown_cb` is never called).
+//! The callback shims (`callbacks.rs`) own the state's lifetime: it is a
+//! Rust value owned by the decoding context's memory context (dropped when
+//! PostgreSQL frees `ctx->context`, which also happens when decoding
+//! through the SQL functions ends in an ERROR and `shutdown_cb` is never
+//! called), lent to one callback at a time.
 
 use std::collections::HashSet;
 
-use pgrx::pg_sys;
-
-use crate::output::wal2json::TxnInfo;
-use crate::plugin::options::Options;
-use crate::plugin::publication::Publications;
-use crate::plugin::relation::RelationCache;
-use crate::plugin::tuple::DeformBuffers;
+use crate::model::TxnInfo;
+use crate::options::Options;
+use crate::output::format::{self, OutputFormat};
+use crate::pg::handles::{ChangeMemory, Txn};
+use crate::pg::port::current_timestamp;
+use crate::pg::publication::Publications;
+use crate::pg::relation::RelationCache;
+use crate::pg::tuple::DeformBuffers;
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
-
-/// Format 1 keeps a transaction in one document; past this many bytes the
-/// document is written in several pieces (split between two changes), so a
-/// huge transaction never hits PostgreSQL's 1 GB allocation limit.
-pub const V1_FLUSH_BYTES: usize = 16 * 1024 * 1024;
 
 /// The transaction being replayed.
 #[derive(Default)]
@@ -34,8 +32,6 @@ pub struct TxnState {
     /// The BEGIN output has been written (at once, or deferred until the
     /// first emitted change when skip-empty-xacts is on).
     pub begun: bool,
-    /// Elements in the format-1 `change` array so far.
-    pub nr_changes: u64,
     /// Changes decoded (emitted or not), items emitted (changes, truncates,
     /// messages) and bytes emitted, for the statistics.
     pub changes_seen: u64,
@@ -47,12 +43,14 @@ pub struct TxnState {
 pub struct StreamBlock {
     /// The top-level transaction.
     pub xid: u32,
-    /// The block's `S` object has been written (deferred like BEGIN).
+    /// The block's start has been written (deferred like BEGIN).
     pub begun: bool,
 }
 
 pub struct DecodingState {
     pub opts: Options,
+    /// The output format, chosen once from the options.
+    pub format: Box<dyn OutputFormat>,
     /// Output not yet handed to PostgreSQL.
     pub out: Vec<u8>,
     pub txn: TxnState,
@@ -63,7 +61,7 @@ pub struct DecodingState {
     pub old_tuple: DeformBuffers,
     /// Reset after every change, so output functions and detoasting never
     /// accumulate memory across a transaction.
-    pub change_memory: pg_sys::MemoryContext,
+    pub change_memory: ChangeMemory,
     /// Changes since the last progress update (PG15's keepalive logic;
     /// PostgreSQL 16+ updates progress itself).
     #[cfg(feature = "pg15")]
@@ -82,13 +80,15 @@ pub struct DecodingState {
 impl DecodingState {
     pub fn new(
         opts: Options,
-        change_memory: pg_sys::MemoryContext,
-        cache_memory: pg_sys::MemoryContext,
+        change_memory: ChangeMemory,
+        relations: RelationCache,
+        slot: SlotKey,
     ) -> Self {
         DecodingState {
+            format: format::for_options(&opts),
             out: Vec::with_capacity(8192),
             txn: TxnState::default(),
-            relations: RelationCache::new(cache_memory),
+            relations,
             publications: opts.publication_names.as_deref().map(Publications::new),
             new_tuple: DeformBuffers::default(),
             old_tuple: DeformBuffers::default(),
@@ -97,14 +97,12 @@ impl DecodingState {
             changes_since_progress: 0,
             stream_block: None,
             streamed_with_output: HashSet::new(),
-            slot: SlotKey::default(),
+            slot,
             stats: Counters::default(),
             opts,
         }
     }
-}
 
-impl DecodingState {
     /// Publishes the counts gathered since the last call.
     pub fn publish_stats(&mut self) {
         if self.stats != Counters::default() {
@@ -112,51 +110,31 @@ impl DecodingState {
             self.stats = Counters::default();
         }
     }
-}
 
-/// `RBTXN_IS_SERIALIZED | RBTXN_IS_SERIALIZED_CLEAR`, `RBTXN_IS_STREAMED`.
-const RBTXN_SPILLED: u32 = 0x0004 | 0x0008;
-const RBTXN_STREAMED: u32 = 0x0010;
-
-/// Records a finished (committed, prepared or streamed) transaction in the
-/// statistics and publishes them.
-///
-/// # Safety
-/// `txn` is valid.
-pub unsafe fn finish_txn_stats(state: &mut DecodingState, txn: *mut pg_sys::ReorderBufferTXN) {
-    let emitted = state.txn.items_emitted > 0;
-    // SAFETY: plain field reads of a valid transaction.
-    let record = unsafe {
-        TxnRecord {
-            xid: (*txn).xid.into_inner(),
-            changes: state.txn.changes_seen,
-            bytes: state.txn.bytes_emitted,
-            spilled: (*txn).txn_flags & RBTXN_SPILLED != 0,
-            streamed: (*txn).txn_flags & RBTXN_STREAMED != 0,
-            wal_span: (*txn).end_lsn.saturating_sub((*txn).first_lsn),
-            commit_to_emit_us: pg_sys::GetCurrentTimestamp() - (*txn).xact_time.commit_time,
-            commit_time: (*txn).xact_time.commit_time,
+    /// Records a finished (committed, prepared or streamed) transaction in
+    /// the statistics and publishes them.
+    pub fn finish_txn_stats(&mut self, txn: Txn<'_>) {
+        let emitted = self.txn.items_emitted > 0;
+        let record = TxnRecord {
+            xid: txn.xid(),
+            changes: self.txn.changes_seen,
+            bytes: self.txn.bytes_emitted,
+            spilled: txn.spilled(),
+            streamed: txn.streamed(),
+            wal_span: txn.end_lsn().saturating_sub(txn.first_lsn()),
+            commit_to_emit_us: current_timestamp() - txn.commit_time(),
+            commit_time: txn.commit_time(),
+        };
+        self.stats.txns_decoded += 1;
+        if emitted {
+            self.stats.txns_emitted += 1;
+        } else {
+            self.stats.txns_skipped_empty += 1;
         }
-    };
-    state.stats.txns_decoded += 1;
-    if emitted {
-        state.stats.txns_emitted += 1;
-    } else {
-        state.stats.txns_skipped_empty += 1;
+        self.stats.note_transaction(record);
+        self.txn.changes_seen = 0;
+        self.txn.items_emitted = 0;
+        self.txn.bytes_emitted = 0;
+        self.publish_stats();
     }
-    state.stats.note_transaction(record);
-    state.txn.changes_seen = 0;
-    state.txn.items_emitted = 0;
-    state.txn.bytes_emitted = 0;
-    state.publish_stats();
-}
-
-/// The state `startup` stored in the context.
-///
-/// # Safety
-/// `ctx` must be a decoding context whose startup callback has run.
-pub unsafe fn state<'a>(ctx: *mut pg_sys::LogicalDecodingContext) -> &'a mut DecodingState {
-    // SAFETY: startup stores a valid DecodingState pointer before any other
-    // callback can run, and it lives until ctx->context is freed.
-    unsafe { &mut *((*ctx).output_plugin_private as *mut DecodingState) }
 }

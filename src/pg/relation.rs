@@ -1,16 +1,14 @@
-//! Per-relation cache: everything the formats need about a table, looked up
-//! once and reused for every change until PostgreSQL invalidates it.
+//! Per-relation cache: everything the formats need about a table, read
+//! from the catalogs once and reused for every change until PostgreSQL
+//! invalidates it.
 //!
 //! Like pgoutput's RelationSyncCache, entries are dropped from relcache and
-//! syscache invalidation callbacks, which the reorder buffer fires at the
-//! right point of the change stream (catalog lookups run under the historic
-//! snapshot, so an entry always describes the table as it was when the
-//! change was made). The callbacks only queue invalidations in a
-//! thread-local; the cache applies them on its next lookup, so a callback
-//! that fires in the middle of building an entry can never see a
-//! half-borrowed cache.
+//! syscache invalidation callbacks (`invalidation.rs`), which the reorder
+//! buffer fires at the right point of the change stream (catalog lookups run
+//! under the historic snapshot, so an entry always describes the table as
+//! it was when the change was made).
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -19,11 +17,14 @@ use std::rc::Rc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::model::{ColumnMeta, RelationMeta, ValueKind};
+use crate::options::Options;
+use crate::output::format::{RelationRender, TypeName, TypeRendering};
 use crate::output::json::{json_string, type_name_json};
-use crate::output::wal2json::{ColumnMeta, RelationMeta, ValueKind};
-use crate::plugin::options::Options;
-use crate::plugin::publication::{build_publish_info, Publications, PublishInfo};
-use crate::plugin::tuple::tuple_desc_attrs;
+use crate::pg::handles::Rel;
+use crate::pg::invalidation;
+use crate::pg::port::{bms_contains, tuple_desc_attrs};
+use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 
 /// How a column's value is turned into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,73 +65,8 @@ pub struct RelationEntry {
     /// With publication_names: what the publications decide (`None`: the
     /// relation is not published). Always `None` without publication_names.
     pub publish: Option<PublishInfo>,
-}
-
-#[derive(Default)]
-struct PendingInvalidations {
-    all: bool,
-    relids: Vec<pg_sys::Oid>,
-}
-
-thread_local! {
-    static PENDING: RefCell<PendingInvalidations> = RefCell::new(PendingInvalidations::default());
-    /// Set whenever PENDING gets something: checking it is all a lookup
-    /// costs when nothing was invalidated.
-    static ANY_PENDING: Cell<bool> = const { Cell::new(false) };
-    static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn relcache_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    invalidate_relation(relid);
-}
-
-/// Queues the invalidation of one cached relation (InvalidOid: all).
-pub fn invalidate_relation(relid: pg_sys::Oid) {
-    PENDING.with(|p| {
-        let mut p = p.borrow_mut();
-        if relid == pg_sys::InvalidOid {
-            p.all = true;
-        } else if !p.all {
-            p.relids.push(relid);
-        }
-    });
-    ANY_PENDING.with(|a| a.set(true));
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn syscache_invalidated(_arg: pg_sys::Datum, _cacheid: i32, _hash: u32) {
-    // Types and schemas change rarely: start over.
-    invalidate_all_relations();
-}
-
-/// Queues the invalidation of every cached relation.
-pub fn invalidate_all_relations() {
-    PENDING.with(|p| p.borrow_mut().all = true);
-    ANY_PENDING.with(|a| a.set(true));
-}
-
-/// Registers the invalidation callbacks, once per backend (they cannot be
-/// unregistered and PostgreSQL has a fixed number of slots for them).
-pub fn register_invalidation_callbacks() {
-    if CALLBACKS_REGISTERED.with(|r| r.replace(true)) {
-        return;
-    }
-    // SAFETY: plain registrations of functions with the signatures
-    // PostgreSQL expects; they live as long as the library is loaded.
-    unsafe {
-        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_invalidated), pg_sys::Datum::from(0));
-        pg_sys::CacheRegisterSyscacheCallback(
-            pg_sys::SysCacheIdentifier::TYPEOID as i32,
-            Some(syscache_invalidated),
-            pg_sys::Datum::from(0),
-        );
-        pg_sys::CacheRegisterSyscacheCallback(
-            pg_sys::SysCacheIdentifier::NAMESPACEOID as i32,
-            Some(syscache_invalidated),
-            pg_sys::Datum::from(0),
-        );
-    }
+    /// What the format renders once for this relation.
+    pub render: RelationRender,
 }
 
 /// Hashes an OID with one multiplication (SipHash, the default, costs more
@@ -162,18 +98,23 @@ pub struct RelationCache {
     retired: Vec<pg_sys::MemoryContext>,
     /// Settings fixed for the decoding session (they pick fast paths).
     dates: DateSettings,
+    /// How the session's format names column types.
+    types: TypeRendering,
 }
 
 impl RelationCache {
-    pub fn new(memory: pg_sys::MemoryContext) -> Self {
+    /// # Safety
+    /// `memory` is a valid memory context that outlives the cache.
+    pub unsafe fn new(memory: pg_sys::MemoryContext, types: TypeRendering) -> Self {
+        invalidation::register_relation_callbacks();
         // Invalidations queued for an earlier decoding session are moot.
-        PENDING.with(|p| *p.borrow_mut() = PendingInvalidations::default());
-        ANY_PENDING.with(|a| a.set(false));
+        invalidation::clear_pending();
         RelationCache {
             entries: HashMap::default(),
             memory,
             retired: Vec::new(),
             dates: DateSettings::current(),
+            types,
         }
     }
 
@@ -184,19 +125,19 @@ impl RelationCache {
     }
 
     fn apply_invalidations(&mut self) {
-        if !ANY_PENDING.with(|a| a.replace(false)) {
-            return;
-        }
-        let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
-        if pending.all {
-            let entries: Vec<_> = self.entries.drain().map(|(_, e)| e).collect();
-            for entry in entries {
-                self.retire(entry);
-            }
-        } else {
-            for relid in pending.relids {
-                if let Some(entry) = self.entries.remove(&relid) {
+        match invalidation::take_pending() {
+            None => {}
+            Some(None) => {
+                let entries: Vec<_> = self.entries.drain().map(|(_, e)| e).collect();
+                for entry in entries {
                     self.retire(entry);
+                }
+            }
+            Some(Some(relids)) => {
+                for relid in relids {
+                    if let Some(entry) = self.entries.remove(&relid) {
+                        self.retire(entry);
+                    }
                 }
             }
         }
@@ -207,31 +148,31 @@ impl RelationCache {
     pub fn collect_garbage(&mut self) {
         self.apply_invalidations();
         for memory in self.retired.drain(..) {
-            // SAFETY: a context this cache created and no longer references.
+            // SAFETY: a context of an entry this cache no longer holds, and
+            // no earlier lookup's entry is in use at the start of a callback.
             unsafe { pg_sys::MemoryContextDelete(memory) };
         }
     }
 
     /// The cached entry for `rel`, built on first use.
-    ///
-    /// # Safety
-    /// `rel` must be a valid open relation handed to a decoding callback.
-    pub unsafe fn get(
+    pub fn get(
         &mut self,
-        rel: pg_sys::Relation,
+        rel: Rel<'_>,
         opts: &Options,
         publications: Option<&mut Publications>,
     ) -> Rc<RelationEntry> {
         self.apply_invalidations();
-        // SAFETY: the caller guarantees `rel` is valid.
-        let relid = unsafe { (*rel).rd_id };
+        let relid = rel.oid();
         if let Some(entry) = self.entries.get(&relid) {
             return Rc::clone(entry);
         }
-        // SAFETY: as above; building only reads the catalogs.
-        let mut entry = unsafe { build_entry(rel, opts, self.memory, self.dates) };
+        // SAFETY: `rel` is open (a handle); building only reads the
+        // catalogs, inside the decoding callback's transaction, and
+        // allocates in the cache's own context.
+        let mut entry =
+            unsafe { build_entry(rel.as_ptr(), opts, self.memory, self.dates, self.types) };
         if let Some(publications) = publications {
-            // SAFETY: as above.
+            // SAFETY: as above; the cache's context is valid while it exists.
             entry.publish = unsafe { build_publish_info(rel, publications.current(), self.memory) };
         }
         let entry = Rc::new(entry);
@@ -410,19 +351,6 @@ fn pg_get_expr_oid() -> pg_sys::Oid {
     })
 }
 
-/// # Safety
-/// `bms` is NULL or a valid Bitmapset.
-unsafe fn bms_contains(bms: *mut pg_sys::Bitmapset, attnum: i16) -> bool {
-    // SAFETY: bms_is_member accepts NULL.
-    !bms.is_null()
-        && unsafe {
-            pg_sys::bms_is_member(
-                attnum as i32 - pg_sys::FirstLowInvalidHeapAttributeNumber,
-                bms,
-            )
-        }
-}
-
 /// Reads the catalogs and renders everything the active format needs.
 ///
 /// # Safety
@@ -432,6 +360,7 @@ unsafe fn build_entry(
     opts: &Options,
     memory: pg_sys::MemoryContext,
     dates: DateSettings,
+    types: TypeRendering,
 ) -> RelationEntry {
     // SAFETY: every pointer read here comes from the open relation, and the
     // catalog functions are the ones wal2json itself calls in its callbacks.
@@ -480,34 +409,22 @@ unsafe fn build_entry(
 
             let type_json = match &info {
                 None => Vec::new(),
-                Some(t) => type_name_json(&if opts.format_version == 1 {
-                    match (domain_as_base, opts.include_typmod) {
-                        (true, true) => format_type(t.base_type, t.base_typmod),
-                        (true, false) => type_info(t.base_type).name,
-                        (false, true) => format_type(column_type, attr.atttypmod),
-                        (false, false) => t.name.clone(),
-                    }
-                } else if domain_as_base {
-                    format_type(t.base_type, t.base_typmod)
-                } else {
-                    format_type(column_type, attr.atttypmod)
+                Some(t) => type_name_json(&match (types.name, domain_as_base) {
+                    (TypeName::WithTypmod, true) => format_type(t.base_type, t.base_typmod),
+                    (TypeName::WithTypmod, false) => format_type(column_type, attr.atttypmod),
+                    (TypeName::Plain, true) => type_info(t.base_type).name,
+                    (TypeName::Plain, false) => t.name.clone(),
                 }),
             };
 
-            // Format 1 classifies (and prints the OID of) the domain's base
-            // type when include-domain-data-type applies; format 2 never does.
-            let (value_type, type_oid_text) = if opts.format_version == 1 {
-                let t = if domain_as_base {
-                    info.as_ref().map_or(column_type, |i| i.base_type)
-                } else {
-                    column_type
-                };
-                (t, t.to_u32().to_string().into_bytes())
+            let value_type = match &info {
+                Some(t) if domain_as_base && types.classify_domain_base => t.base_type,
+                _ => column_type,
+            };
+            let type_oid_text = if types.signed_oid {
+                (value_type.to_u32() as i32).to_string().into_bytes()
             } else {
-                (
-                    column_type,
-                    (column_type.to_u32() as i32).to_string().into_bytes(),
-                )
+                value_type.to_u32().to_string().into_bytes()
             };
 
             let default_json = if opts.include_default && attr.atthasdef && attr.attgenerated == 0 {
@@ -558,12 +475,11 @@ unsafe fn build_entry(
                 has_primary_key,
                 has_identity_index,
                 identity_full,
-                v2_columns: Default::default(),
-                v1_arrays: Default::default(),
             },
             outputs,
             wanted,
             publish: None,
+            render: RelationRender::default(),
         }
     }
 }

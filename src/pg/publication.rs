@@ -8,25 +8,26 @@
 //! cached decisions, so an ALTER PUBLICATION takes effect at the same point
 //! of the stream as for pgoutput.
 
-use std::cell::Cell;
 use std::ffi::{c_void, CStr, CString};
 
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
 use pgrx::prelude::*;
 
-use crate::plugin::column_list::{
+use std::ptr::NonNull;
+
+use crate::model::ChangeKind;
+use crate::pg::handles::{Rel, Tuple};
+use crate::pg::invalidation;
+use crate::pg::port::{
+    is_external_ondisk, oid_list, syscache_exists2, tuple_desc_attrs,
+    ANUM_PG_PUBLICATION_REL_PRATTRS, ANUM_PG_PUBLICATION_REL_PRQUAL, RELKIND_PARTITIONED_TABLE,
+};
+use crate::pg::tuple::SlotRow;
+use crate::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
-use crate::plugin::relation::invalidate_all_relations;
-#[cfg(feature = "pg18")]
-use crate::plugin::relation::invalidate_relation;
-use crate::plugin::tuple::tuple_desc_attrs;
-
-/// pg_publication_rel.prqual and .prattrs (PostgreSQL 15–18).
-const ANUM_PG_PUBLICATION_REL_PRQUAL: i16 = 4;
-const ANUM_PG_PUBLICATION_REL_PRATTRS: i16 = 5;
-const RELKIND_PARTITIONED_TABLE: u8 = b'p';
+use crate::rules::row_filter::{filter_verdict, FilterVerdict};
 
 unsafe extern "C-unwind" {
     /// catalog/partition.h, not in pgrx's bindings; call through
@@ -42,65 +43,6 @@ unsafe extern "C-unwind" {
 unsafe fn get_partition_ancestors(relid: pg_sys::Oid) -> *mut pg_sys::List {
     // SAFETY: an ERROR raised inside becomes a Rust panic at this boundary.
     unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| get_partition_ancestors_raw(relid)) }
-}
-
-thread_local! {
-    static PUBLICATIONS_STALE: Cell<bool> = const { Cell::new(true) };
-    static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn publication_invalidated(
-    _arg: pg_sys::Datum,
-    _cacheid: i32,
-    _hash: u32,
-) {
-    PUBLICATIONS_STALE.with(|s| s.set(true));
-    invalidate_all_relations();
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn publication_map_invalidated(
-    _arg: pg_sys::Datum,
-    _cacheid: i32,
-    _hash: u32,
-) {
-    // No way to tell which relation a hash value belongs to: drop them all.
-    invalidate_all_relations();
-}
-
-/// PostgreSQL 18 tells publication changes that affect a relation's
-/// published form (e.g. a renamed publication) through its own message.
-#[cfg(feature = "pg18")]
-#[pg_guard]
-unsafe extern "C-unwind" fn relsync_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    invalidate_relation(relid);
-}
-
-fn register_callbacks() {
-    if CALLBACKS_REGISTERED.with(|r| r.replace(true)) {
-        return;
-    }
-    // SAFETY: registrations of functions with the signature PostgreSQL expects.
-    unsafe {
-        pg_sys::CacheRegisterSyscacheCallback(
-            pg_sys::SysCacheIdentifier::PUBLICATIONOID as i32,
-            Some(publication_invalidated),
-            pg_sys::Datum::from(0),
-        );
-        for cache in [
-            pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP,
-            pg_sys::SysCacheIdentifier::PUBLICATIONNAMESPACEMAP,
-        ] {
-            pg_sys::CacheRegisterSyscacheCallback(
-                cache as i32,
-                Some(publication_map_invalidated),
-                pg_sys::Datum::from(0),
-            );
-        }
-        #[cfg(feature = "pg18")]
-        pg_sys::CacheRegisterRelSyncCallback(Some(relsync_invalidated), pg_sys::Datum::from(0));
-    }
 }
 
 /// What a publication publishes.
@@ -146,8 +88,8 @@ pub struct Publications {
 
 impl Publications {
     pub fn new(names: &[String]) -> Self {
-        register_callbacks();
-        PUBLICATIONS_STALE.with(|s| s.set(true));
+        invalidation::register_publication_callbacks();
+        invalidation::mark_publications_stale();
         let names = names
             .iter()
             .map(|n| CString::new(n.as_bytes()).unwrap_or_default())
@@ -158,12 +100,10 @@ impl Publications {
         }
     }
 
-    /// The publications as of the change being decoded.
-    ///
-    /// # Safety
-    /// Must run inside a decoding callback (historic snapshot set up).
-    pub unsafe fn current(&mut self) -> &[PublicationInfo] {
-        if PUBLICATIONS_STALE.with(|s| s.replace(false)) {
+    /// The publications as of the change being decoded (called from
+    /// decoding callbacks only, under their historic snapshot).
+    pub fn current(&mut self) -> &[PublicationInfo] {
+        if invalidation::take_publications_stale() {
             self.loaded.clear();
             for name in &self.names {
                 // SAFETY: GetPublicationByName raises pgoutput's error for a
@@ -247,37 +187,27 @@ impl PublishInfo {
     pub fn publishes_dml(&self) -> bool {
         self.actions.insert || self.actions.update || self.actions.delete
     }
+
+    /// Whether the publications publish `kind`.
+    pub fn publishes(&self, kind: ChangeKind) -> bool {
+        match kind {
+            ChangeKind::Insert => self.actions.insert,
+            ChangeKind::Update => self.actions.update,
+            ChangeKind::Delete => self.actions.delete,
+        }
+    }
+
+    /// Whether changes of `kind` go through a row filter.
+    pub fn has_row_filter(&self, kind: ChangeKind) -> bool {
+        !self.row_filters[filter_index(kind)].is_null()
+    }
 }
 
-/// # Safety
-/// `list` is NIL or a valid List of OIDs.
-unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
-    if list.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: a valid OID list.
-    unsafe {
-        let cells = std::slice::from_raw_parts((*list).elements, (*list).length as usize);
-        let oids = cells.iter().map(|c| c.oid_value).collect();
-        pg_sys::list_free(list);
-        oids
-    }
-}
-
-/// `SearchSysCacheExists2`, a macro in C.
-///
-/// # Safety
-/// Inside a transaction.
-unsafe fn syscache_exists2(cache: u32, k1: pg_sys::Oid, k2: pg_sys::Oid) -> bool {
-    // SAFETY: a plain syscache probe.
-    unsafe {
-        pg_sys::SearchSysCacheExists(
-            cache as i32,
-            pg_sys::Datum::from(k1),
-            pg_sys::Datum::from(k2),
-            pg_sys::Datum::from(0),
-            pg_sys::Datum::from(0),
-        )
+fn filter_index(kind: ChangeKind) -> usize {
+    match kind {
+        ChangeKind::Insert => FILTER_INSERT,
+        ChangeKind::Update => FILTER_UPDATE,
+        ChangeKind::Delete => FILTER_DELETE,
     }
 }
 
@@ -320,15 +250,17 @@ unsafe fn publication_rel_attr<R>(
 /// publication publishes it (or it is not publishable at all).
 ///
 /// # Safety
-/// `rel` is an open relation; runs in a decoding callback.
+/// Inside a decoding callback; `parent_memory` is a valid memory context
+/// (the relation cache's).
 pub unsafe fn build_publish_info(
-    rel: pg_sys::Relation,
+    rel: Rel<'_>,
     publications: &[PublicationInfo],
     parent_memory: pg_sys::MemoryContext,
 ) -> Option<PublishInfo> {
+    let rel = rel.as_ptr();
     // SAFETY: catalog lookups under the historic snapshot, mirroring
-    // pgoutput's get_rel_sync_entry(); every object created is allocated in
-    // the entry's own memory context.
+    // pgoutput's get_rel_sync_entry(), on an open relation; every object
+    // created is allocated in the entry's own child of `parent_memory`.
     unsafe {
         if !pg_sys::is_publishable_relation(rel) {
             return None;
@@ -691,7 +623,7 @@ unsafe fn init_column_mask(
 ///
 /// # Safety
 /// `slot` holds a tuple in the layout of `publish_as_relid`.
-pub unsafe fn row_filter_matches(
+unsafe fn row_filter_matches(
     info: &PublishInfo,
     action: usize,
     slot: *mut pg_sys::TupleTableSlot,
@@ -748,5 +680,191 @@ pub unsafe fn row_filter_matches(
             unreachable!("ERROR does not return")
         }
         other => other.rethrow(),
+    }
+}
+
+/// A change's rows prepared for the row filter and the output: in slots, in
+/// the layout of the relation it is published as (the relation itself or
+/// an ancestor, opened here), as pgoutput_change() prepares them. Call
+/// [`PublishedRows::release`] when done.
+pub struct PublishedRows<'a> {
+    info: &'a PublishInfo,
+    /// The relation published as: the changed relation, or its ancestor.
+    target: Rel<'a>,
+    via_ancestor: bool,
+    old_slot: *mut pg_sys::TupleTableSlot,
+    new_slot: *mut pg_sys::TupleTableSlot,
+    temporary_slots: Vec<*mut pg_sys::TupleTableSlot>,
+}
+
+impl<'a> PublishedRows<'a> {
+    /// Stores the decoded tuples of `rel` in `info`'s slots and converts
+    /// them to the published relation's layout.
+    pub fn new(
+        info: &'a PublishInfo,
+        rel: Rel<'a>,
+        old: Option<Tuple<'a>>,
+        new: Option<Tuple<'a>>,
+    ) -> Self {
+        let via_ancestor = info.publish_as_relid != rel.oid();
+        // SAFETY: the entry's slots have `rel`'s descriptor and hold the
+        // change's tuples (which outlive this value) until the next change;
+        // the ancestor is opened here and closed in `release`; converted
+        // slots are made for the target's descriptor and dropped in `release`.
+        unsafe {
+            let mut old_slot = std::ptr::null_mut();
+            let mut new_slot = std::ptr::null_mut();
+            if let Some(old) = old {
+                pg_sys::ExecStoreHeapTuple(old.as_ptr(), info.old_slot, false);
+                old_slot = info.old_slot;
+            }
+            if let Some(new) = new {
+                pg_sys::ExecStoreHeapTuple(new.as_ptr(), info.new_slot, false);
+                new_slot = info.new_slot;
+            }
+            let target = if via_ancestor {
+                Rel::new(pg_sys::RelationIdGetRelation(info.publish_as_relid))
+            } else {
+                rel
+            };
+            let mut temporary_slots = Vec::new();
+            if !info.attrmap.is_null() {
+                for slot in [&mut old_slot, &mut new_slot] {
+                    if !slot.is_null() {
+                        let converted = pg_sys::MakeTupleTableSlot(
+                            (*target.as_ptr()).rd_att,
+                            &pg_sys::TTSOpsVirtual,
+                        );
+                        *slot = pg_sys::execute_attr_map_slot(info.attrmap, *slot, converted);
+                        temporary_slots.push(converted);
+                    }
+                }
+            }
+            PublishedRows {
+                info,
+                target,
+                via_ancestor,
+                old_slot,
+                new_slot,
+                temporary_slots,
+            }
+        }
+    }
+
+    /// The relation the change is published as.
+    pub fn target(&self) -> Rel<'_> {
+        self.target
+    }
+
+    /// Runs the row filter of `kind` (none: the change is emitted as it
+    /// is), with pgoutput's UPDATE transformation: an UPDATE turned INSERT
+    /// then carries the new row completed with the old row's TOAST values.
+    pub fn verdict(&mut self, kind: ChangeKind) -> FilterVerdict {
+        let index = filter_index(kind);
+        if self.info.row_filters[index].is_null() {
+            return FilterVerdict::Emit {
+                kind,
+                transformed: false,
+            };
+        }
+        let mut filtered_new = self.new_slot;
+        if kind == ChangeKind::Update && !self.old_slot.is_null() && !self.new_slot.is_null() {
+            // SAFETY: both slots hold rows in the target's layout.
+            if let Some(merged) =
+                unsafe { with_old_toast_values(self.target.as_ptr(), self.old_slot, self.new_slot) }
+            {
+                self.temporary_slots.push(merged);
+                filtered_new = merged;
+            }
+        }
+        // SAFETY: the slots hold rows in the layout of publish_as_relid.
+        let old_match = (!self.old_slot.is_null())
+            .then(|| unsafe { row_filter_matches(self.info, index, self.old_slot) });
+        // SAFETY: as above.
+        let new_match = (!filtered_new.is_null())
+            .then(|| unsafe { row_filter_matches(self.info, index, filtered_new) });
+        let verdict = filter_verdict(kind, old_match, new_match);
+        if let FilterVerdict::Emit {
+            kind: ChangeKind::Insert,
+            transformed: true,
+        } = verdict
+        {
+            self.new_slot = filtered_new;
+        }
+        verdict
+    }
+
+    /// The new row (absent for a DELETE).
+    pub fn new_row(&self) -> Option<SlotRow<'_>> {
+        // SAFETY: the slot holds its row until `release`.
+        NonNull::new(self.new_slot).map(|s| unsafe { SlotRow::new(s) })
+    }
+
+    /// The old row (absent for an INSERT, or without an old tuple).
+    pub fn old_row(&self) -> Option<SlotRow<'_>> {
+        // SAFETY: as above.
+        NonNull::new(self.old_slot).map(|s| unsafe { SlotRow::new(s) })
+    }
+
+    /// Drops the temporary slots and closes the ancestor.
+    pub fn release(self) {
+        // SAFETY: slots made in `new`/`verdict` and the relation opened in
+        // `new`, released once; nothing borrows them any more (`self` is
+        // consumed).
+        unsafe {
+            for slot in self.temporary_slots {
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+            }
+            if self.via_ancestor {
+                pg_sys::RelationClose(self.target.as_ptr());
+            }
+        }
+    }
+}
+
+/// pgoutput's handling of unchanged TOAST values before an UPDATE's new row
+/// is filtered: a replica identity column only logged in the old row is
+/// copied into a virtual copy of the new row. `None` when nothing to copy.
+///
+/// # Safety
+/// Both slots hold tuples with `rel`'s layout.
+unsafe fn with_old_toast_values(
+    rel: pg_sys::Relation,
+    old_slot: *mut pg_sys::TupleTableSlot,
+    new_slot: *mut pg_sys::TupleTableSlot,
+) -> Option<*mut pg_sys::TupleTableSlot> {
+    // SAFETY: both slots are fully deformed first; the virtual slot copies
+    // the value arrays of the relation's descriptor.
+    unsafe {
+        pg_sys::slot_getallattrs(new_slot);
+        pg_sys::slot_getallattrs(old_slot);
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        let attrs = tuple_desc_attrs(desc);
+        let new_values = std::slice::from_raw_parts((*new_slot).tts_values, natts);
+        let new_nulls = std::slice::from_raw_parts((*new_slot).tts_isnull, natts);
+        let old_values = std::slice::from_raw_parts((*old_slot).tts_values, natts);
+        let old_nulls = std::slice::from_raw_parts((*old_slot).tts_isnull, natts);
+        let mut merged: *mut pg_sys::TupleTableSlot = std::ptr::null_mut();
+        for i in 0..natts {
+            if new_nulls[i] || old_nulls[i] || attrs[i].attlen != -1 {
+                continue;
+            }
+            if is_external_ondisk(new_values[i]) && !is_external_ondisk(old_values[i]) {
+                if merged.is_null() {
+                    merged = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
+                    pg_sys::ExecClearTuple(merged);
+                    std::ptr::copy_nonoverlapping(new_values.as_ptr(), (*merged).tts_values, natts);
+                    std::ptr::copy_nonoverlapping(new_nulls.as_ptr(), (*merged).tts_isnull, natts);
+                }
+                *(*merged).tts_values.add(i) = old_values[i];
+                *(*merged).tts_isnull.add(i) = false;
+            }
+        }
+        if merged.is_null() {
+            return None;
+        }
+        pg_sys::ExecStoreVirtualTuple(merged);
+        Some(merged)
     }
 }

@@ -2,6 +2,8 @@
 //! straight into the output buffer.
 
 use std::ffi::CStr;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
@@ -9,8 +11,12 @@ use crate::output::datetime::push_iso_timestamp;
 use crate::output::json::{push_i64, push_json_string, push_u64};
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
-use crate::output::wal2json::{push_text_value, Cell, ColumnMeta, EncodeError, TupleValues};
-use crate::plugin::relation::{ColumnOutput, FastPath, RelationEntry};
+
+use crate::model::{Cell, ColumnMeta, EncodeError, TupleValues};
+use crate::output::wal2json::push_text_value;
+use crate::pg::handles::{Rel, Tuple};
+use crate::pg::port::{is_external_ondisk, varlena_bytes};
+use crate::pg::relation::{ColumnOutput, FastPath, RelationEntry};
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -27,12 +33,74 @@ pub struct DeformedTuple<'a> {
     mask: Option<&'a [bool]>,
 }
 
+/// Where the rows of a change come from.
+#[derive(Clone, Copy)]
+pub enum Row<'a> {
+    Absent,
+    /// The decoded tuple itself, in its relation's layout.
+    Heap(Rel<'a>, Tuple<'a>),
+    /// A slot, possibly converted to an ancestor's layout (publications).
+    Slot(SlotRow<'a>),
+}
+
+impl<'a> Row<'a> {
+    /// A decoded tuple of `rel`, `Absent` when there is none.
+    pub fn heap(rel: Rel<'a>, tuple: Option<Tuple<'a>>) -> Row<'a> {
+        match tuple {
+            Some(tuple) => Row::Heap(rel, tuple),
+            None => Row::Absent,
+        }
+    }
+
+    pub fn is_present(self) -> bool {
+        !matches!(self, Row::Absent)
+    }
+}
+
+/// A slot holding a row, valid for `'a`.
+#[derive(Clone, Copy)]
+pub struct SlotRow<'a> {
+    slot: NonNull<pg_sys::TupleTableSlot>,
+    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
+}
+
+impl SlotRow<'_> {
+    /// # Safety
+    /// `slot` holds a tuple and stays unchanged for the lifetime.
+    pub unsafe fn new(slot: NonNull<pg_sys::TupleTableSlot>) -> Self {
+        SlotRow {
+            slot,
+            _held: PhantomData,
+        }
+    }
+}
+
 impl DeformBuffers {
+    /// The values of `row` for the formats (`None` when it is absent).
+    /// `entry` describes the row's layout: the tuple's relation, or the
+    /// relation a slot's row was converted to.
+    pub fn load<'a>(
+        &'a mut self,
+        row: Row<'a>,
+        entry: &'a RelationEntry,
+        mask: Option<&'a [bool]>,
+    ) -> Option<DeformedTuple<'a>> {
+        match row {
+            Row::Absent => None,
+            // SAFETY: a handle's tuple belongs to its open relation.
+            Row::Heap(rel, tuple) => {
+                Some(unsafe { self.deform(rel.as_ptr(), tuple.as_ptr(), entry, mask) })
+            }
+            // SAFETY: a SlotRow holds a tuple and stays unchanged while borrowed.
+            Row::Slot(slot) => Some(unsafe { Self::load_slot(slot.slot.as_ptr(), entry, mask) }),
+        }
+    }
+
     /// Deforms `tuple` with `rel`'s descriptor.
     ///
     /// # Safety
     /// `tuple` must be a valid heap tuple of `rel`, which must be open.
-    pub unsafe fn deform<'a>(
+    unsafe fn deform<'a>(
         &'a mut self,
         rel: pg_sys::Relation,
         tuple: pg_sys::HeapTuple,
@@ -68,8 +136,7 @@ impl DeformBuffers {
     /// # Safety
     /// `slot` must hold a tuple with `entry`'s relation's layout and stay
     /// unchanged while the result is in use.
-    pub unsafe fn load_slot<'a>(
-        &'a mut self,
+    unsafe fn load_slot<'a>(
         slot: *mut pg_sys::TupleTableSlot,
         entry: &'a RelationEntry,
         mask: Option<&'a [bool]>,
@@ -90,73 +157,6 @@ impl DeformBuffers {
             entry,
             mask,
         }
-    }
-}
-
-/// The attributes of a tuple descriptor, in order.
-///
-/// # Safety
-/// `desc` is a valid tuple descriptor that outlives the slice.
-pub unsafe fn tuple_desc_attrs<'a>(desc: pg_sys::TupleDesc) -> &'a [pg_sys::FormData_pg_attribute] {
-    // SAFETY: the descriptor holds `natts` attributes in one array.
-    unsafe {
-        let natts = (*desc).natts as usize;
-        #[cfg(not(feature = "pg18"))]
-        let attrs = (*desc).attrs.as_slice(natts);
-        // 18: the array follows the CompactAttribute array; TupleDescAttr()
-        // knows where.
-        #[cfg(feature = "pg18")]
-        let attrs = if natts == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(pg_sys::TupleDescAttr(desc, 0), natts)
-        };
-        attrs
-    }
-}
-
-/// `VARATT_IS_EXTERNAL_ONDISK`: a TOAST pointer the change does not carry.
-///
-/// # Safety
-/// `datum` must point to a varlena.
-pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
-    let p = datum.cast_mut_ptr::<pg_sys::varlena>();
-    // SAFETY: per the contract, `p` is a varlena header.
-    unsafe {
-        pgrx::varlena::varatt_is_1b_e(p)
-            && pgrx::varlena::vartag_external(p) == pg_sys::vartag_external::VARTAG_ONDISK as u8
-    }
-}
-
-/// The bytes of a varlena value after its header: read in place when the
-/// value is inline and uncompressed (almost always; also behind the
-/// INDIRECT pointers logical decoding uses for reassembled TOAST values),
-/// otherwise detoasted into a copy in the current, per-change, memory context.
-///
-/// # Safety
-/// `datum` must be a non-null varlena value.
-unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
-    let mut p = datum.cast_mut_ptr::<pg_sys::varlena>();
-    // SAFETY: per the contract; pg_detoast_datum_packed() returns the value
-    // itself in exactly the in-place case, so both branches agree, and its
-    // copy lives until the per-change reset. An INDIRECT pointer's target
-    // (a TOAST value the reorder buffer reassembled for this change) lives
-    // until the change has been decoded.
-    unsafe {
-        use pgrx::varlena::{varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u, vartag_external};
-        if varatt_is_1b_e(p) && vartag_external(p) == pg_sys::vartag_external::VARTAG_INDIRECT as u8
-        {
-            // VARDATA_EXTERNAL: a (possibly unaligned) varatt_indirect.
-            let indirect = (p as *const u8).add(2) as *const pg_sys::varatt_indirect;
-            p = std::ptr::read_unaligned(indirect).pointer;
-        }
-        let in_place = varatt_is_4b_u(p) || (varatt_is_1b(p) && !varatt_is_1b_e(p));
-        let value = if in_place {
-            p
-        } else {
-            pg_sys::pg_detoast_datum_packed(p)
-        };
-        pgrx::varlena::varlena_to_byte_slice(value)
     }
 }
 

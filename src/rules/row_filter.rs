@@ -13,7 +13,7 @@
 //! Without an old row (the replica identity did not change) only the new row
 //! is tested. NULL counts as no match.
 
-use crate::output::wal2json::ChangeKind;
+use crate::model::ChangeKind;
 
 /// What to emit for a change after its row filter ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,190 @@
+//! The output format: chosen once per decoding session ([`for_options`]),
+//! it owns everything about the bytes: the framing of transactions,
+//! changes, truncates, messages, streamed blocks and two-phase events, and
+//! when the buffered output is handed to PostgreSQL (its flush policy).
+//!
+//! The decoding core calls an [`OutputFormat`] for every event and never
+//! asks which format it is. Adding a format means a module implementing
+//! [`OutputFormat`], one arm in [`for_options`] and, if it caches renderings
+//! per relation, a field of [`RelationRender`].
+//!
+//! Pure code: the formats write into a [`Sink`], which the decoding core
+//! backs with PostgreSQL's output writer (and the tests with a vector).
+
+use crate::model::{ChangeHeader, ChangeKind, EncodeError, RelationMeta, TupleValues, TxnInfo};
+use crate::options::Options;
+use crate::output::control::{self, TwoPhaseEvent};
+use crate::output::wal2json::{v1, v2};
+
+/// Where a format writes.
+pub trait Sink {
+    /// The output being built, not yet handed to PostgreSQL.
+    fn buf(&mut self) -> &mut Vec<u8>;
+    /// Hands the buffer to PostgreSQL as one write; `last` ends the output
+    /// message (false: format 1's large documents, written in pieces).
+    fn write(&mut self, last: bool);
+    /// `write(true)`, the write reported at `lsn` (a deferred BEGIN carries
+    /// the transaction's first LSN).
+    fn write_at(&mut self, lsn: u64);
+}
+
+/// How the catalog reader names and classifies a column's type for a format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeRendering {
+    pub name: TypeName,
+    /// With include-domain-data-type, a domain's values are classified (and
+    /// its OID printed) as its base type's.
+    pub classify_domain_base: bool,
+    /// The type OID is printed as a signed integer (`%d`).
+    pub signed_oid: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeName {
+    /// `format_type_extended` with the column's typmod: `character varying(10)`.
+    WithTypmod,
+    /// `pg_type.typname`: `varchar`.
+    Plain,
+}
+
+/// What a format renders once per relation and reuses for its changes. It
+/// lives in the relation cache beside the relation's [`RelationMeta`] and is
+/// dropped with it when the relation's definition changes.
+#[derive(Debug, Default)]
+pub struct RelationRender {
+    pub v1: v1::Rendered,
+    pub v2: v2::Rendered,
+}
+
+/// A prepared transaction, as two-phase objects describe it.
+pub struct PreparedTxn<'a> {
+    pub xid: u32,
+    pub gid: &'a [u8],
+    pub end_lsn: u64,
+    /// The prepare or commit time, as `timestamptz_to_str` prints it.
+    pub timestamp: &'a [u8],
+}
+
+/// One output format: the events of a decoding session, in order.
+pub trait OutputFormat {
+    /// How column types are named and classified (read by the catalog reader).
+    fn type_rendering(&self) -> TypeRendering;
+
+    /// A transaction's first output (deferred to its first emitted item with
+    /// skip-empty-xacts).
+    fn begin(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, first_lsn: u64);
+
+    /// The end of a transaction that has begun.
+    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64);
+
+    /// Why the format leaves a change out (wal2json's WARNING), if it does.
+    fn skip_reason(
+        &self,
+        kind: ChangeKind,
+        rel: &RelationMeta,
+        has_new: bool,
+        has_old: bool,
+    ) -> Option<String>;
+
+    /// One INSERT/UPDATE/DELETE that [`Self::skip_reason`] let through.
+    /// Returns a WARNING to raise after it is written.
+    #[allow(clippy::too_many_arguments)]
+    fn change(
+        &mut self,
+        sink: &mut dyn Sink,
+        txn: &TxnInfo,
+        lsn: u64,
+        header: &ChangeHeader,
+        rel: &RelationMeta,
+        render: &RelationRender,
+        new: Option<&mut dyn TupleValues>,
+        old: Option<&mut dyn TupleValues>,
+    ) -> Result<Option<String>, EncodeError>;
+
+    /// Whether the format has anything to say about a TRUNCATE.
+    fn writes_truncate(&self) -> bool;
+
+    /// One truncated relation.
+    fn truncate(
+        &mut self,
+        sink: &mut dyn Sink,
+        txn: &TxnInfo,
+        stream_xid: Option<u32>,
+        lsn: u64,
+        rel: &RelationMeta,
+    );
+
+    /// A logical decoding message; `txn` matters only when `transactional`.
+    #[allow(clippy::too_many_arguments)]
+    fn message(
+        &mut self,
+        sink: &mut dyn Sink,
+        txn: &TxnInfo,
+        transactional: bool,
+        stream_xid: Option<u32>,
+        lsn: u64,
+        prefix: &[u8],
+        content: &[u8],
+    );
+
+    /// A streamed block's first output; `first` when it is the first block
+    /// of the transaction the consumer sees.
+    fn stream_start(&mut self, sink: &mut dyn Sink, xid: u32, first: bool);
+
+    /// The end of a streamed block that has begun.
+    fn stream_stop(&mut self, sink: &mut dyn Sink, xid: u32);
+
+    /// A streamed (sub)transaction aborted.
+    fn stream_abort(&mut self, sink: &mut dyn Sink, xid: u32, subxid: u32, lsn: u64) {
+        control::stream_abort(sink.buf(), xid, subxid, lsn);
+        sink.write(true);
+    }
+
+    /// A streamed transaction committed.
+    fn stream_commit(
+        &mut self,
+        sink: &mut dyn Sink,
+        xid: u32,
+        commit_lsn: u64,
+        end_lsn: u64,
+        timestamp: &[u8],
+    ) {
+        control::stream_commit(sink.buf(), xid, commit_lsn, end_lsn, timestamp);
+        sink.write(true);
+    }
+
+    /// PREPARE TRANSACTION, after the transaction's changes (`streamed`:
+    /// they were streamed before).
+    fn prepare(&mut self, sink: &mut dyn Sink, txn: &PreparedTxn, lsn: u64, streamed: bool) {
+        self.two_phase(sink, TwoPhaseEvent::Prepare { streamed }, txn, lsn);
+    }
+
+    /// A `P`, `CP` or `RP` object.
+    fn two_phase(
+        &mut self,
+        sink: &mut dyn Sink,
+        event: TwoPhaseEvent,
+        txn: &PreparedTxn,
+        lsn: u64,
+    ) {
+        control::two_phase(
+            sink.buf(),
+            event,
+            txn.xid,
+            txn.gid,
+            lsn,
+            txn.end_lsn,
+            txn.timestamp,
+        );
+        sink.write(true);
+    }
+}
+
+/// The format the options ask for: the only place that looks at
+/// `format-version` (which option parsing has checked).
+pub fn for_options(opts: &Options) -> Box<dyn OutputFormat> {
+    match opts.format_version {
+        1 => Box::new(v1::Format1::new(opts)),
+        _ => Box::new(v2::Format2::new(opts)),
+    }
+}

@@ -1,0 +1,558 @@
+use super::v1;
+use super::v2;
+use super::*;
+use crate::model::{ChangeHeader, ChangeKind, TupleValues, TxnInfo};
+use crate::options::Options;
+use crate::output::json::json_string;
+
+/// A tuple of literal text values; `None` is NULL, `Some("<toast>")` an unchanged TOAST value.
+struct Literal(Vec<Option<&'static str>>);
+
+impl TupleValues for Literal {
+    fn is_null(&self, c: &ColumnMeta) -> bool {
+        self.0[c.attr_index].is_none()
+    }
+    fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
+        self.0[c.attr_index] == Some("<toast>")
+    }
+    fn write_value(
+        &mut self,
+        c: &ColumnMeta,
+        s: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        push_text_value(
+            out,
+            c.kind,
+            self.0[c.attr_index].unwrap_or_default().as_bytes(),
+            s,
+        )
+    }
+}
+
+fn column(i: usize, name: &str, ty: &str, kind: ValueKind, pk: bool) -> ColumnMeta {
+    ColumnMeta {
+        attr_index: i,
+        attnum: i as i16 + 1,
+        name_json: json_string(name.as_bytes()),
+        type_json: json_string(ty.as_bytes()),
+        type_oid_text: b"23".to_vec(),
+        kind,
+        not_null: pk,
+        default_json: None,
+        in_primary_key: pk,
+        in_identity_key: pk,
+        is_varlena: kind == ValueKind::Text,
+    }
+}
+
+fn relation() -> RelationMeta {
+    RelationMeta {
+        schema: b"public".to_vec(),
+        table: b"t".to_vec(),
+        schema_json: json_string(b"public"),
+        table_json: json_string(b"t"),
+        columns: vec![
+            column(0, "id", "integer", ValueKind::Number, true),
+            column(1, "name", "text", ValueKind::Text, false),
+            column(2, "ok", "boolean", ValueKind::Bool, false),
+        ],
+        has_primary_key: true,
+        has_identity_index: true,
+        identity_full: false,
+    }
+}
+
+fn s(v: &[u8]) -> &str {
+    std::str::from_utf8(v).unwrap()
+}
+
+#[test]
+fn v2_insert_default_options() {
+    let opts = Options {
+        format_version: 2,
+        ..Options::default()
+    };
+    let f = v2::Format2::new(&opts);
+    let mut out = Vec::new();
+    let mut new = Literal(vec![Some("1"), Some("a\"b"), Some("t")]);
+    let r = f
+        .v2_change(
+            &mut out,
+            &TxnInfo::default(),
+            0,
+            &ChangeHeader::plain(ChangeKind::Insert),
+            &relation(),
+            &Default::default(),
+            Some(&mut new),
+            None,
+        )
+        .unwrap();
+    assert_eq!(r, None);
+    assert_eq!(
+        s(&out),
+        r#"{"action":"I","schema":"public","table":"t","columns":[{"name":"id","type":"integer","value":1},{"name":"name","type":"text","value":"a\"b"},{"name":"ok","type":"boolean","value":true}]}"#
+    );
+}
+
+#[test]
+fn v2_update_identity_from_new_tuple_and_pk() {
+    let opts = Options {
+        format_version: 2,
+        include_pk: true,
+        include_types: false,
+        ..Options::default()
+    };
+    let f = v2::Format2::new(&opts);
+    let mut out = Vec::new();
+    let mut new = Literal(vec![Some("1"), Some("<toast>"), None]);
+    f.v2_change(
+        &mut out,
+        &TxnInfo::default(),
+        0,
+        &ChangeHeader::plain(ChangeKind::Update),
+        &relation(),
+        &Default::default(),
+        Some(&mut new),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        s(&out),
+        r#"{"action":"U","schema":"public","table":"t","columns":[{"name":"id","value":1},{"name":"ok","value":null}],"identity":[{"name":"id","value":1}],"pk":[{"name":"id"}]}"#
+    );
+}
+
+#[test]
+fn v2_delete_without_identity_is_skipped_with_warning() {
+    let opts = Options {
+        format_version: 2,
+        ..Options::default()
+    };
+    let f = v2::Format2::new(&opts);
+    let mut rel = relation();
+    rel.has_identity_index = false;
+    rel.has_primary_key = false;
+    assert_eq!(
+        f.v2_skip_reason(ChangeKind::Delete, &rel, false, false)
+            .unwrap(),
+        "no tuple identifier for DELETE in table \"public\".\"t\""
+    );
+    assert_eq!(
+        f.v2_skip_reason(ChangeKind::Update, &rel, false, false)
+            .unwrap(),
+        "no tuple data for UPDATE in table \"public\".\"t\""
+    );
+    assert_eq!(
+        f.v2_skip_reason(ChangeKind::Insert, &rel, true, false),
+        None
+    );
+}
+
+#[test]
+fn v2_transaction_and_message_fields() {
+    let opts = Options {
+        format_version: 2,
+        include_xids: true,
+        include_timestamp: true,
+        include_lsn: true,
+        include_origin: true,
+        ..Options::default()
+    };
+    let f = v2::Format2::new(&opts);
+    let txn = TxnInfo {
+        xid: 7,
+        origin: 0,
+        timestamp: b"2024-01-01 00:00:00+00".to_vec(),
+        final_lsn: 0x10,
+        end_lsn: 0x1_0000_0020,
+    };
+    let mut out = Vec::new();
+    f.v2_begin(&mut out, &txn);
+    out.push(b'\n');
+    f.v2_commit(&mut out, &txn, 0x10);
+    out.push(b'\n');
+    f.v2_message(&mut out, None, None, 0x30, b"p", b"c\0d");
+    assert_eq!(
+        s(&out),
+        "{\"action\":\"B\",\"xid\":7,\"timestamp\":\"2024-01-01 00:00:00+00\",\"origin\":0,\"lsn\":\"0/10\",\"nextlsn\":\"1/20\"}\n\
+         {\"action\":\"C\",\"xid\":7,\"timestamp\":\"2024-01-01 00:00:00+00\",\"origin\":0,\"lsn\":\"0/10\",\"nextlsn\":\"1/20\"}\n\
+         {\"action\":\"M\",\"xid\":null,\"timestamp\":null,\"origin\":null,\"lsn\":\"0/30\",\"transactional\":false,\"prefix\":\"p\",\"content\":\"c\\u0000d\"}"
+    );
+}
+
+#[test]
+fn v1_cached_arrays_match_fresh_rendering() {
+    // One relation reused across changes (arrays cached once every
+    // column is printed) against a fresh relation per change.
+    let tuples: Vec<Vec<Option<&'static str>>> = vec![
+        vec![Some("1"), Some("a"), Some("t")],
+        vec![Some("2"), Some("<toast>"), Some("f")],
+        vec![Some("3"), None, None],
+        vec![None, Some("b"), Some("t")],
+        vec![Some("4"), Some("c"), Some("f")],
+    ];
+    for pretty in [false, true] {
+        let opts = Options {
+            pretty_print: pretty,
+            include_pk: true,
+            include_type_oids: true,
+            include_not_null: true,
+            include_default: true,
+            include_column_positions: true,
+            ..Options::default()
+        };
+        let f = v1::Format1::new(&opts);
+        let shared = relation();
+        let shared_cache = v1::Rendered::default();
+        for (i, values) in tuples.iter().chain(tuples.iter()).enumerate() {
+            for kind in [ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete] {
+                let render = |rel: &RelationMeta, cache: &v1::Rendered| {
+                    let mut out = Vec::new();
+                    let mut new = Literal(values.clone());
+                    let mut old = Literal(values.clone());
+                    let (new, old): (Option<&mut dyn TupleValues>, Option<&mut dyn TupleValues>) =
+                        match kind {
+                            ChangeKind::Insert => (Some(&mut new), None),
+                            ChangeKind::Update => (Some(&mut new), Some(&mut old)),
+                            ChangeKind::Delete => (None, Some(&mut old)),
+                        };
+                    f.v1_change(
+                        &mut out,
+                        i as u64 + 1,
+                        &ChangeHeader::plain(kind),
+                        rel,
+                        cache,
+                        new,
+                        old,
+                    )
+                    .unwrap();
+                    out
+                };
+                assert_eq!(
+                    render(&shared, &shared_cache),
+                    render(&relation(), &Default::default()),
+                    "{kind:?} {values:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn v1_document_plain_and_pretty() {
+    for pretty in [false, true] {
+        let opts = Options {
+            pretty_print: pretty,
+            include_pk: true,
+            ..Options::default()
+        };
+        let f = v1::Format1::new(&opts);
+        let mut out = Vec::new();
+        f.v1_begin(&mut out, &TxnInfo::default());
+        let mut new = Literal(vec![Some("2"), None, Some("f")]);
+        f.v1_change(
+            &mut out,
+            1,
+            &ChangeHeader::plain(ChangeKind::Insert),
+            &relation(),
+            &Default::default(),
+            Some(&mut new),
+            None,
+        )
+        .unwrap();
+        let mut old = Literal(vec![Some("2"), None, None]);
+        f.v1_change(
+            &mut out,
+            2,
+            &ChangeHeader::plain(ChangeKind::Delete),
+            &relation(),
+            &Default::default(),
+            None,
+            Some(&mut old),
+        )
+        .unwrap();
+        f.v1_commit(&mut out);
+        let expected = if pretty {
+            "{\n\t\"change\": [\n\t\t{\n\t\t\t\"kind\": \"insert\",\n\t\t\t\"schema\": \"public\",\n\t\t\t\"table\": \"t\",\n\
+             \t\t\t\"columnnames\": [\"id\", \"name\", \"ok\"],\n\t\t\t\"columntypes\": [\"integer\", \"text\", \"boolean\"],\n\
+             \t\t\t\"columnvalues\": [2, null, false],\n\t\t\t\"pk\": {\n\t\t\t\t\"pknames\": [\"id\"],\n\t\t\t\t\"pktypes\": [\"integer\"]\n\t\t\t}\n\t\t}\n\
+             \t\t,{\n\t\t\t\"kind\": \"delete\",\n\t\t\t\"schema\": \"public\",\n\t\t\t\"table\": \"t\",\n\
+             \t\t\t\"pk\": {\n\t\t\t\t\"pknames\": [\"id\"],\n\t\t\t\t\"pktypes\": [\"integer\"]\n\t\t\t},\n\
+             \t\t\t\"oldkeys\": {\n\t\t\t\t\"keynames\": [\"id\"],\n\t\t\t\t\"keytypes\": [\"integer\"],\n\t\t\t\t\"keyvalues\": [2]\n\t\t\t}\n\t\t}\n\t]\n}"
+        } else {
+            "{\"change\":[{\"kind\":\"insert\",\"schema\":\"public\",\"table\":\"t\",\"columnnames\":[\"id\",\"name\",\"ok\"],\
+             \"columntypes\":[\"integer\",\"text\",\"boolean\"],\"columnvalues\":[2,null,false],\"pk\":{\"pknames\":[\"id\"],\"pktypes\":[\"integer\"]}}\
+             ,{\"kind\":\"delete\",\"schema\":\"public\",\"table\":\"t\",\"pk\":{\"pknames\":[\"id\"],\"pktypes\":[\"integer\"]},\
+             \"oldkeys\":{\"keynames\":[\"id\"],\"keytypes\":[\"integer\"],\"keyvalues\":[2]}}]}"
+        };
+        assert_eq!(s(&out), expected, "pretty={pretty}");
+    }
+}
+
+/// A tuple whose second column a column list hides.
+struct Masked(Literal);
+impl TupleValues for Masked {
+    fn is_visible(&self, c: &ColumnMeta) -> bool {
+        c.attr_index != 1
+    }
+    fn is_null(&self, c: &ColumnMeta) -> bool {
+        self.0.is_null(c)
+    }
+    fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
+        self.0.is_unchanged_toast(c)
+    }
+    fn write_value(
+        &mut self,
+        c: &ColumnMeta,
+        s: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        self.0.write_value(c, s, out)
+    }
+}
+
+#[test]
+fn transformed_changes_are_marked_and_column_lists_apply() {
+    let opts = Options {
+        format_version: 2,
+        include_types: false,
+        ..Options::default()
+    };
+    let f2 = v2::Format2::new(&opts);
+    let mut out = Vec::new();
+    let mut new = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+    f2.v2_change(
+        &mut out,
+        &TxnInfo::default(),
+        0,
+        &ChangeHeader {
+            kind: ChangeKind::Insert,
+            transformed_from: Some(ChangeKind::Update),
+            stream_xid: Some(12),
+        },
+        &relation(),
+        &Default::default(),
+        Some(&mut new),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        s(&out),
+        r#"{"action":"I","transformedfrom":"U","xid":12,"schema":"public","table":"t","columns":[{"name":"id","value":1},{"name":"ok","value":true}]}"#
+    );
+    let opts = Options {
+        include_types: false,
+        ..Options::default()
+    };
+    let f1 = v1::Format1::new(&opts);
+    let mut out = Vec::new();
+    let mut old = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+    f1.v1_change(
+        &mut out,
+        1,
+        &ChangeHeader {
+            kind: ChangeKind::Delete,
+            transformed_from: Some(ChangeKind::Update),
+            stream_xid: Some(12),
+        },
+        &relation(),
+        &Default::default(),
+        None,
+        Some(&mut old),
+    )
+    .unwrap();
+    assert_eq!(
+        s(&out),
+        r#"{"kind":"delete","transformedfrom":"update","xid":12,"schema":"public","table":"t","oldkeys":{"keynames":["id"],"keyvalues":[1]}}"#
+    );
+}
+
+#[test]
+fn v1_not_null_without_types_is_an_empty_array() {
+    let opts = Options {
+        include_types: false,
+        include_not_null: true,
+        ..Options::default()
+    };
+    let f = v1::Format1::new(&opts);
+    let mut out = Vec::new();
+    let mut new = Literal(vec![Some("1"), None, Some("t")]);
+    f.v1_change(
+        &mut out,
+        1,
+        &ChangeHeader::plain(ChangeKind::Insert),
+        &relation(),
+        &Default::default(),
+        Some(&mut new),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        s(&out),
+        r#"{"kind":"insert","schema":"public","table":"t","columnnames":["id","name","ok"],"columnoptionals":[],"columnvalues":[1,null,true]}"#
+    );
+    let opts = Options {
+        include_not_null: true,
+        include_column_positions: true,
+        ..Options::default()
+    };
+    let f = v1::Format1::new(&opts);
+    let mut out = Vec::new();
+    f.v1_change(
+        &mut out,
+        1,
+        &ChangeHeader::plain(ChangeKind::Insert),
+        &relation(),
+        &Default::default(),
+        Some(&mut new),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        s(&out),
+        r#"{"kind":"insert","schema":"public","table":"t","columnnames":["id","name","ok"],"columntypes":["integer","text","boolean"],"columnpositions":[1,2,3],"columnoptionals":[false,true,true],"columnvalues":[1,null,true]}"#
+    );
+}
+
+/// Random relations and values, every option combination: the output
+/// always parses as JSON and carries the values unchanged.
+#[test]
+fn random_rows_always_give_valid_json() {
+    use crate::output::json::tests::Rng;
+    let mut rng = Rng(0xC0FFEE);
+    for round in 0..3_000 {
+        let ncols = 1 + rng.below(5) as usize;
+        let names: Vec<String> = (0..ncols).map(|_| rng.string(8)).collect();
+        let values: Vec<Option<&'static str>> = (0..ncols)
+            .map(|_| match rng.below(4) {
+                0 => None,
+                _ => Some(Box::leak(rng.string(20).into_boxed_str()) as &'static str),
+            })
+            .collect();
+        let mut rel = relation();
+        rel.schema = rng.string(6).into_bytes();
+        rel.table = rng.string(6).into_bytes();
+        rel.schema_json = json_string(&rel.schema);
+        rel.table_json = json_string(&rel.table);
+        rel.columns = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut c = column(i, n, &rng.string(6), ValueKind::Text, i == 0);
+                c.default_json = (rng.below(2) == 0).then(|| json_string(rng.string(6).as_bytes()));
+                c
+            })
+            .collect();
+        let opts = Options {
+            format_version: 1 + (round % 2) as u8,
+            pretty_print: rng.below(2) == 0,
+            include_xids: rng.below(2) == 0,
+            include_lsn: rng.below(2) == 0,
+            include_pk: rng.below(2) == 0,
+            include_types: rng.below(2) == 0,
+            include_type_oids: rng.below(2) == 0,
+            include_not_null: rng.below(2) == 0,
+            include_default: rng.below(2) == 0,
+            include_column_positions: rng.below(2) == 0,
+            include_schemas: rng.below(2) == 0,
+            ..Options::default()
+        };
+        let f1 = v1::Format1::new(&opts);
+        let f2 = v2::Format2::new(&opts);
+        let kind =
+            [ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete][rng.below(3) as usize];
+        let mut new = Literal(values.clone());
+        let mut old = Literal(values.clone());
+        let header = ChangeHeader::plain(kind);
+        let mut out = Vec::new();
+        let (new_arg, old_arg): (Option<&mut dyn TupleValues>, Option<&mut dyn TupleValues>) =
+            match kind {
+                ChangeKind::Insert => (Some(&mut new), None),
+                ChangeKind::Update => (Some(&mut new), Some(&mut old)),
+                ChangeKind::Delete => (None, Some(&mut old)),
+            };
+        if opts.format_version == 1 {
+            f1.v1_begin(&mut out, &TxnInfo::default());
+            f1.v1_change(
+                &mut out,
+                1,
+                &header,
+                &rel,
+                &Default::default(),
+                new_arg,
+                old_arg,
+            )
+            .unwrap();
+            f1.v1_message(
+                &mut out,
+                2,
+                true,
+                None,
+                rng.string(5).as_bytes(),
+                rng.string(10).as_bytes(),
+            );
+            f1.v1_commit(&mut out);
+        } else {
+            f2.v2_change(
+                &mut out,
+                &TxnInfo::default(),
+                0,
+                &header,
+                &rel,
+                &Default::default(),
+                new_arg,
+                old_arg,
+            )
+            .unwrap();
+        }
+        let doc: serde_json::Value = serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("round {round}: {e}\n{}", String::from_utf8_lossy(&out)));
+        // The first column's value comes back as written.
+        if opts.format_version == 2 && kind != ChangeKind::Delete {
+            let first = &doc["columns"][0];
+            assert_eq!(first["name"].as_str(), Some(names[0].as_str()));
+            assert_eq!(first["value"].as_str(), values[0]);
+        }
+    }
+}
+
+#[test]
+fn v1_skip_reasons() {
+    let opts = Options::default();
+    let f = v1::Format1::new(&opts);
+    let mut rel = relation();
+    assert_eq!(
+        f.v1_skip_reason(ChangeKind::Insert, &rel, false, false)
+            .unwrap(),
+        "no tuple data for INSERT in table \"t\""
+    );
+    rel.has_identity_index = false;
+    assert_eq!(
+        f.v1_skip_reason(ChangeKind::Update, &rel, true, false)
+            .unwrap(),
+        "table \"t\" without primary key or replica identity is nothing"
+    );
+    rel.identity_full = true;
+    assert_eq!(
+        f.v1_skip_reason(ChangeKind::Delete, &rel, false, true),
+        None
+    );
+}
+
+#[test]
+fn numbers_follow_wal2json_rules() {
+    let mut out = Vec::new();
+    push_text_value(&mut out, ValueKind::Number, b"NaN", false).unwrap();
+    out.push(b' ');
+    push_text_value(&mut out, ValueKind::Number, b"-Infinity", true).unwrap();
+    out.push(b' ');
+    push_text_value(&mut out, ValueKind::Number, b"1.50", true).unwrap();
+    out.push(b' ');
+    push_text_value(&mut out, ValueKind::Bytea, b"\\xdead", false).unwrap();
+    assert_eq!(s(&out), "null \"-Infinity\" \"1.50\" \"dead\"");
+    assert_eq!(
+        push_text_value(&mut out, ValueKind::Number, b"abc", false),
+        Err(EncodeError::NotANumber("abc".into()))
+    );
+}
