@@ -1,4 +1,5 @@
-//! SQL-level operator functions shipped with the extension (schema `pubjson`).
+//! The whole SQL surface of the extension (schema `pubjson`): the decoding
+//! statistics functions (`stats.rs`) and the files below.
 //!
 //! `schema_guard.sql` opens the extension script: it refuses a pre-existing
 //! schema `pubjson` that a role other than a superuser owns or may create
@@ -22,6 +23,8 @@
 //! (NULL where absent), so no per-version file or `cfg` is needed, and the
 //! functions return the same columns everywhere (NULL where the server does
 //! not track a value).
+
+mod stats;
 
 pgrx::extension_sql_file!("schema_guard.sql", name = "schema_guard", bootstrap);
 pgrx::extension_sql_file!("conflicts.sql", name = "conflicts");

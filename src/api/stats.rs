@@ -1,0 +1,228 @@
+//! The decoding statistics' SQL functions (`pubjson.decoding_counters()`,
+//! `worst_transactions()`, `reset_stats()`) and the `decoding_stats()` view
+//! function over them. The counting and the shared-memory table are
+//! `stats.rs` and `stats/`.
+
+use pgrx::prelude::*;
+use pgrx::{pg_sys, PgSqlErrorCode};
+
+use crate::stats;
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The SQL functions. They land in schema `pubjson`, the extension's schema
+/// (`pubjson.control`), in which CREATE EXTENSION runs the script; a
+/// `#[pg_schema]` module would make the script run `CREATE SCHEMA IF NOT
+/// EXISTS pubjson`, which fails for the schema CREATE EXTENSION created.
+mod sql {
+    use super::*;
+
+    /// Raw per-slot decoding counters (see `pubjson.decoding_stats()`).
+    ///
+    /// Parallel restricted: without preloading it reads the calling
+    /// backend's own counters, which a parallel worker does not have.
+    #[pg_extern(volatile, parallel_restricted)]
+    #[allow(clippy::type_complexity)]
+    fn decoding_counters() -> TableIterator<
+        'static,
+        (
+            name!(slot_name, String),
+            name!(source, String),
+            name!(txns_decoded, i64),
+            name!(txns_emitted, i64),
+            name!(txns_skipped_empty, i64),
+            name!(changes_seen, i64),
+            name!(changes_emitted, i64),
+            name!(filtered_by_table, i64),
+            name!(filtered_by_action, i64),
+            name!(filtered_by_row_filter, i64),
+            name!(filtered_by_origin, i64),
+            name!(updates_to_insert, i64),
+            name!(updates_to_delete, i64),
+            name!(bytes_emitted, i64),
+            name!(streamed_txns, i64),
+            name!(prepared_txns, i64),
+            name!(peak_reorder_buffer_bytes, i64),
+            name!(largest_txn_xid, i64),
+            name!(largest_txn_changes, i64),
+            name!(largest_txn_bytes, i64),
+            name!(largest_txn_spilled, bool),
+            name!(largest_txn_streamed, bool),
+            name!(max_wal_span_bytes, i64),
+            name!(max_commit_to_emit_ms, f64),
+        ),
+    > {
+        let (shared, rows) = stats::snapshot();
+        let source = if shared {
+            "shared memory"
+        } else {
+            "this backend"
+        };
+        TableIterator::new(rows.into_iter().map(move |(name, c)| {
+            (
+                name,
+                source.to_owned(),
+                to_i64(c.txns_decoded),
+                to_i64(c.txns_emitted),
+                to_i64(c.txns_skipped_empty),
+                to_i64(c.changes_seen),
+                to_i64(c.changes_emitted),
+                to_i64(c.filtered_by_table),
+                to_i64(c.filtered_by_action),
+                to_i64(c.filtered_by_row_filter),
+                to_i64(c.filtered_by_origin),
+                to_i64(c.updates_to_insert),
+                to_i64(c.updates_to_delete),
+                to_i64(c.bytes_emitted),
+                to_i64(c.streamed_txns),
+                to_i64(c.prepared_txns),
+                to_i64(c.peak_reorder_buffer_bytes),
+                c.largest.xid as i64,
+                to_i64(c.largest.changes),
+                to_i64(c.largest.bytes),
+                c.largest.spilled,
+                c.largest.streamed,
+                to_i64(c.max_wal_span),
+                c.max_commit_to_emit_us as f64 / 1000.0,
+            )
+        }))
+    }
+
+    /// The transactions with the longest commit-to-emit delay, per slot.
+    #[pg_extern(volatile, parallel_restricted)]
+    #[allow(clippy::type_complexity)]
+    fn worst_transactions() -> TableIterator<
+        'static,
+        (
+            name!(slot_name, String),
+            name!(rank, i32),
+            name!(xid, i64),
+            name!(changes, i64),
+            name!(bytes, i64),
+            name!(spilled, bool),
+            name!(streamed, bool),
+            name!(wal_span_bytes, i64),
+            name!(commit_to_emit_ms, f64),
+            name!(committed_at, Option<TimestampWithTimeZone>),
+        ),
+    > {
+        let (_, rows) = stats::snapshot();
+        let mut out = Vec::new();
+        for (name, c) in rows {
+            for (i, r) in c.worst.iter().filter(|r| r.xid != 0).enumerate() {
+                out.push((
+                    name.clone(),
+                    i as i32 + 1,
+                    r.xid as i64,
+                    to_i64(r.changes),
+                    to_i64(r.bytes),
+                    r.spilled,
+                    r.streamed,
+                    to_i64(r.wal_span),
+                    r.commit_to_emit_us as f64 / 1000.0,
+                    TimestampWithTimeZone::try_from(r.commit_time).ok(),
+                ));
+            }
+        }
+        TableIterator::new(out)
+    }
+
+    /// Clears the statistics (all slots, or one); superuser only.
+    #[pg_extern(volatile)]
+    fn reset_stats(slot_name: default!(Option<String>, "NULL")) -> bool {
+        // SAFETY: reads the current role's superuser flag.
+        if !unsafe { pg_sys::superuser() } {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                "must be superuser to reset pubjson statistics"
+            );
+        }
+        stats::reset(slot_name.as_deref());
+        true
+    }
+}
+
+pgrx::extension_sql!(
+    r#"
+-- Decoding statistics joined with PostgreSQL's own figures for the slot.
+-- One text for PostgreSQL 15 to 18: pg_replication_slots columns newer than
+-- 15 are read as to_jsonb(r) ->> 'column' (NULL where the server has none):
+-- conflicting (16+, with 17's meaning: see pubjson._slot_conflicting),
+-- invalidation_reason and inactive_since (17+). On a
+-- standby (16+ can decode there) retained WAL counts from the replay
+-- position. The search_path is pinned (and every name qualified besides):
+-- the caller's path must not decide which to_jsonb or = runs.
+CREATE FUNCTION pubjson.decoding_stats()
+RETURNS TABLE (
+    slot_name text, source text,
+    txns_decoded bigint, txns_emitted bigint, txns_skipped_empty bigint,
+    changes_seen bigint, changes_emitted bigint,
+    filtered_by_table bigint, filtered_by_action bigint, filtered_by_row_filter bigint, filtered_by_origin bigint,
+    updates_to_insert bigint, updates_to_delete bigint,
+    bytes_emitted bigint, streamed_txns bigint, prepared_txns bigint,
+    peak_reorder_buffer_bytes bigint,
+    largest_txn_xid bigint, largest_txn_changes bigint, largest_txn_bytes bigint,
+    largest_txn_spilled boolean, largest_txn_streamed boolean,
+    max_wal_span_bytes bigint, max_commit_to_emit_ms double precision,
+    spill_txns bigint, spill_count bigint, spill_bytes bigint,
+    stream_txns bigint, stream_count bigint, stream_bytes bigint,
+    total_txns bigint, total_bytes bigint,
+    active boolean, restart_lsn pg_lsn, confirmed_flush_lsn pg_lsn,
+    retained_wal_bytes numeric, wal_status text, safe_wal_size bigint,
+    conflicting boolean, invalidation_reason text, inactive_since timestamptz
+)
+LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.slot_name, c.source,
+           c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
+           c.changes_seen, c.changes_emitted,
+           c.filtered_by_table, c.filtered_by_action, c.filtered_by_row_filter, c.filtered_by_origin,
+           c.updates_to_insert, c.updates_to_delete,
+           c.bytes_emitted, c.streamed_txns, c.prepared_txns,
+           c.peak_reorder_buffer_bytes,
+           c.largest_txn_xid, c.largest_txn_changes, c.largest_txn_bytes,
+           c.largest_txn_spilled, c.largest_txn_streamed,
+           c.max_wal_span_bytes, c.max_commit_to_emit_ms,
+           s.spill_txns, s.spill_count, s.spill_bytes,
+           s.stream_txns, s.stream_count, s.stream_bytes,
+           s.total_txns, s.total_bytes,
+           r.active, r.restart_lsn, r.confirmed_flush_lsn,
+           pg_catalog.pg_wal_lsn_diff(
+               CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                    ELSE pg_catalog.pg_current_wal_lsn() END,
+               r.restart_lsn),
+           r.wal_status, r.safe_wal_size,
+           pubjson._slot_conflicting(j.slot),
+           pubjson._slot_invalidation(j.slot),
+           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz
+      FROM pubjson.decoding_counters() c
+      LEFT JOIN pg_catalog.pg_stat_replication_slots s
+             ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+      LEFT JOIN pg_catalog.pg_replication_slots r
+             ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
+      CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
+$$;
+
+-- Reading statistics follows PostgreSQL's convention: pg_read_all_stats
+-- (which pg_monitor includes).
+GRANT USAGE ON SCHEMA pubjson TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION pubjson.decoding_counters() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.decoding_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.worst_transactions() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.reset_stats(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
+"#,
+    name = "decoding_stats_view",
+    requires = [
+        decoding_counters,
+        worst_transactions,
+        reset_stats,
+        "conflicts"
+    ]
+);
