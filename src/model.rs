@@ -2,7 +2,7 @@
 //! core fills in: relations and their columns, the kinds of change, the
 //! transaction facts, and the values of a tuple behind [`TupleValues`].
 //!
-//! Pure code: no PostgreSQL calls. PostgreSQL's side (`pg/catalog.rs`,
+//! Pure code: no PostgreSQL calls. PostgreSQL's side (`pg/relation.rs`,
 //! `pg/tuple.rs`) builds these values; the formats (`output/`) only read them.
 
 /// How a column's values are encoded, derived from its type OID (wal2json's
