@@ -1,20 +1,21 @@
-//! The output format: chosen once per decoding session ([`for_options`]),
+//! The output format: chosen once per decoding session
+//! ([`crate::output::format_for`]),
 //! it owns everything about the bytes: the framing of transactions,
 //! changes, truncates, messages, streamed blocks and two-phase events, and
 //! when the buffered output is handed to PostgreSQL (its flush policy).
 //!
 //! The decoding core calls an [`OutputFormat`] for every event and never
 //! asks which format it is. Adding a format means a module implementing
-//! [`OutputFormat`], one arm in [`for_options`] and, if it caches renderings
-//! per relation, a field of [`RelationRender`].
+//! [`OutputFormat`] and one arm in [`crate::output::format_for`].
 //!
 //! Pure code: the formats write into a [`Sink`], which the decoding core
 //! backs with PostgreSQL's output writer (and the tests with a vector).
 
+use std::any::Any;
+use std::cell::OnceCell;
+
 use crate::model::{ChangeHeader, ChangeKind, EncodeError, RelationMeta, TupleValues, TxnInfo};
-use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
-use crate::output::wal2json::{v1, v2};
 
 /// Where a format writes.
 pub trait Sink {
@@ -49,11 +50,26 @@ pub enum TypeName {
 
 /// What a format renders once per relation and reuses for its changes. It
 /// lives in the relation cache beside the relation's [`RelationMeta`] and is
-/// dropped with it when the relation's definition changes.
-#[derive(Debug, Default)]
-pub struct RelationRender {
-    pub v1: v1::Rendered,
-    pub v2: v2::Rendered,
+/// dropped with it when the relation's definition changes. Each format keeps
+/// a type of its own in it ([`RelationRender::get`]).
+#[derive(Default)]
+pub struct RelationRender(OnceCell<Box<dyn Any>>);
+
+impl RelationRender {
+    /// The format's rendering cache `T` for this relation, made on first
+    /// use. A session has one format, so one `T`; `None` if the relation
+    /// was rendered with another type first (only tests mix formats).
+    pub fn get<T: Default + 'static>(&self) -> Option<&T> {
+        self.0
+            .get_or_init(|| Box::new(T::default()))
+            .downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for RelationRender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelationRender")
+    }
 }
 
 /// A prepared transaction, as two-phase objects describe it.
@@ -177,14 +193,5 @@ pub trait OutputFormat {
             txn.timestamp,
         );
         sink.write(true);
-    }
-}
-
-/// The format the options ask for: the only place that looks at
-/// `format-version` (which option parsing has checked).
-pub fn for_options(opts: &Options) -> Box<dyn OutputFormat> {
-    match opts.format_version {
-        1 => Box::new(v1::Format1::new(opts)),
-        _ => Box::new(v2::Format2::new(opts)),
     }
 }

@@ -172,6 +172,28 @@ impl Tuple<'_> {
     }
 }
 
+/// A slot holding a row, valid for `'a`.
+#[derive(Clone, Copy)]
+pub struct SlotRow<'a> {
+    slot: NonNull<pg_sys::TupleTableSlot>,
+    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
+}
+
+impl SlotRow<'_> {
+    pub(crate) fn as_ptr(self) -> *mut pg_sys::TupleTableSlot {
+        self.slot.as_ptr()
+    }
+
+    /// # Safety
+    /// `slot` holds a tuple and stays unchanged for the lifetime.
+    pub unsafe fn new(slot: NonNull<pg_sys::TupleTableSlot>) -> Self {
+        SlotRow {
+            slot,
+            _held: PhantomData,
+        }
+    }
+}
+
 /// An INSERT, UPDATE or DELETE (`ReorderBufferChange`).
 #[derive(Clone, Copy)]
 pub struct Change<'a>(&'a pg_sys::ReorderBufferChange);

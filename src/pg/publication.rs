@@ -17,13 +17,12 @@ use pgrx::prelude::*;
 use std::ptr::NonNull;
 
 use crate::model::ChangeKind;
-use crate::pg::handles::{Rel, Tuple};
+use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
     is_external_ondisk, oid_list, syscache_exists2, tuple_desc_attrs,
     ANUM_PG_PUBLICATION_REL_PRATTRS, ANUM_PG_PUBLICATION_REL_PRQUAL, RELKIND_PARTITIONED_TABLE,
 };
-use crate::pg::tuple::SlotRow;
 use crate::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };

@@ -2,8 +2,6 @@
 //! straight into the output buffer.
 
 use std::ffi::CStr;
-use std::marker::PhantomData;
-use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
@@ -14,7 +12,7 @@ use crate::output::numeric::{numeric_text, NumericKind};
 
 use crate::model::{Cell, ColumnMeta, EncodeError, TupleValues};
 use crate::output::wal2json::push_text_value;
-use crate::pg::handles::{Rel, Tuple};
+use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
 use crate::pg::relation::{ColumnOutput, FastPath, RelationEntry};
 
@@ -57,24 +55,6 @@ impl<'a> Row<'a> {
     }
 }
 
-/// A slot holding a row, valid for `'a`.
-#[derive(Clone, Copy)]
-pub struct SlotRow<'a> {
-    slot: NonNull<pg_sys::TupleTableSlot>,
-    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
-}
-
-impl SlotRow<'_> {
-    /// # Safety
-    /// `slot` holds a tuple and stays unchanged for the lifetime.
-    pub unsafe fn new(slot: NonNull<pg_sys::TupleTableSlot>) -> Self {
-        SlotRow {
-            slot,
-            _held: PhantomData,
-        }
-    }
-}
-
 impl DeformBuffers {
     /// The values of `row` for the formats (`None` when it is absent).
     /// `entry` describes the row's layout: the tuple's relation, or the
@@ -92,7 +72,7 @@ impl DeformBuffers {
                 Some(unsafe { self.deform(rel.as_ptr(), tuple.as_ptr(), entry, mask) })
             }
             // SAFETY: a SlotRow holds a tuple and stays unchanged while borrowed.
-            Row::Slot(slot) => Some(unsafe { Self::load_slot(slot.slot.as_ptr(), entry, mask) }),
+            Row::Slot(slot) => Some(unsafe { Self::load_slot(slot.as_ptr(), entry, mask) }),
         }
     }
 

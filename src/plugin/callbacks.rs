@@ -161,7 +161,7 @@ unsafe extern "C-unwind" fn startup(
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
         let relations = RelationCache::new(
             cache_memory,
-            crate::output::format::for_options(&opts).type_rendering(),
+            crate::output::format_for(&opts).type_rendering(),
         );
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {

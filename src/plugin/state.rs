@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use crate::model::TxnInfo;
 use crate::options::Options;
-use crate::output::format::{self, OutputFormat};
+use crate::output::format::OutputFormat;
 use crate::pg::handles::{ChangeMemory, Txn};
 use crate::pg::port::current_timestamp;
 use crate::pg::publication::Publications;
@@ -85,7 +85,7 @@ impl DecodingState {
         slot: SlotKey,
     ) -> Self {
         DecodingState {
-            format: format::for_options(&opts),
+            format: crate::output::format_for(&opts),
             out: Vec::with_capacity(8192),
             txn: TxnState::default(),
             relations,

@@ -612,16 +612,16 @@ impl OutputFormat for Format1 {
         new: Option<&mut dyn TupleValues>,
         old: Option<&mut dyn TupleValues>,
     ) -> Result<Option<String>, EncodeError> {
+        let fresh;
+        let cache = match render.get::<Rendered>() {
+            Some(cache) => cache,
+            None => {
+                fresh = Rendered::default();
+                &fresh
+            }
+        };
         self.nr_changes += 1;
-        self.v1_change(
-            sink.buf(),
-            self.nr_changes,
-            header,
-            rel,
-            &render.v1,
-            new,
-            old,
-        )?;
+        self.v1_change(sink.buf(), self.nr_changes, header, rel, cache, new, old)?;
         if self.opts.write_in_chunks || sink.buf().len() >= FLUSH_BYTES {
             sink.write(self.opts.write_in_chunks);
         }

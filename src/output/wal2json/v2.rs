@@ -470,7 +470,15 @@ impl OutputFormat for Format2 {
         new: Option<&mut dyn TupleValues>,
         old: Option<&mut dyn TupleValues>,
     ) -> Result<Option<String>, EncodeError> {
-        let warning = self.v2_change(sink.buf(), txn, lsn, header, rel, &render.v2, new, old)?;
+        let fresh;
+        let cache = match render.get::<Rendered>() {
+            Some(cache) => cache,
+            None => {
+                fresh = Rendered::default();
+                &fresh
+            }
+        };
+        let warning = self.v2_change(sink.buf(), txn, lsn, header, rel, cache, new, old)?;
         sink.write(true);
         Ok(warning)
     }
