@@ -5,6 +5,8 @@
 //! Pure code: no PostgreSQL calls. PostgreSQL's side (`pg/relation.rs`,
 //! `pg/tuple.rs`) builds these values; the formats (`output/`) only read them.
 
+use crate::output::encoding::ServerEncoding;
+
 /// How a column's values are encoded, derived from its type OID (wal2json's
 /// rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +55,9 @@ pub struct ColumnMeta {
 pub struct RelationMeta {
     pub schema: Vec<u8>,
     pub table: Vec<u8>,
+    /// How `schema` and `table` may appear in a warning (see
+    /// [`message_name`](crate::output::encoding::message_name)).
+    pub server_encoding: ServerEncoding,
     pub schema_json: Vec<u8>,
     pub table_json: Vec<u8>,
     pub columns: Vec<ColumnMeta>,

@@ -2,7 +2,9 @@
 //! ([`format_for`], the interface in `format.rs`), wal2json's formats 1 and 2 (`wal2json/`), the streaming
 //! and two-phase objects (`control.rs`) and the JSON primitives.
 pub mod control;
+pub mod conversions;
 pub mod datetime;
+pub mod encoding;
 pub mod format;
 pub mod json;
 pub mod jsonb;

@@ -3,7 +3,8 @@
 //! arguments (`handles.rs`), the relation cache and its catalog reads
 //! (`relation.rs`), publications with their executor state and row filters
 //! (`publication.rs`), decoded tuples as values for the formats
-//! (`tuple.rs`), cache invalidation callbacks (`invalidation.rs`) and ports
+//! (`tuple.rs`), the database encoding and its conversion to UTF-8
+//! (`server_encoding.rs`), cache invalidation callbacks (`invalidation.rs`) and ports
 //! of PostgreSQL macros and inline functions (`port.rs`).
 //!
 //! Every `unsafe` block here names the invariant it relies on; the decoding
@@ -14,4 +15,5 @@ pub mod invalidation;
 pub mod port;
 pub mod publication;
 pub mod relation;
+pub mod server_encoding;
 pub mod tuple;

@@ -17,12 +17,14 @@ use pgrx::prelude::*;
 use std::ptr::NonNull;
 
 use crate::model::ChangeKind;
+use crate::output::encoding::message_name;
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
     is_external_ondisk, oid_list, syscache_exists2, tuple_desc_attrs,
     ANUM_PG_PUBLICATION_REL_PRATTRS, ANUM_PG_PUBLICATION_REL_PRQUAL, RELKIND_PARTITIONED_TABLE,
 };
+use crate::pg::server_encoding::server_encoding;
 use crate::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
@@ -69,6 +71,7 @@ impl PubActions {
 #[derive(Debug, Clone)]
 pub struct PublicationInfo {
     pub oid: pg_sys::Oid,
+    /// For messages (see `message_name`).
     pub name: String,
     pub all_tables: bool,
     pub via_root: bool,
@@ -86,12 +89,12 @@ pub struct Publications {
 }
 
 impl Publications {
-    pub fn new(names: &[String]) -> Self {
+    pub fn new(names: &[Vec<u8>]) -> Self {
         invalidation::register_publication_callbacks();
         invalidation::mark_publications_stale();
         let names = names
             .iter()
-            .map(|n| CString::new(n.as_bytes()).unwrap_or_default())
+            .map(|n| CString::new(n.as_slice()).unwrap_or_default())
             .collect();
         Publications {
             names,
@@ -116,7 +119,7 @@ impl Publications {
                     }
                     self.loaded.push(PublicationInfo {
                         oid: (*p).oid,
-                        name: name.to_string_lossy().into_owned(),
+                        name: message_name(name.to_bytes(), server_encoding()),
                         all_tables: (*p).alltables,
                         via_root: (*p).pubviaroot,
                         actions: PubActions {
@@ -146,7 +149,10 @@ const MISSING_PUBLICATION_OK: bool = cfg!(feature = "pg18");
 fn warn_missing_publication(name: &CStr) {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("skipped loading publication \"{}\"", name.to_string_lossy()),
+        format!(
+            "skipped loading publication \"{}\"",
+            message_name(name.to_bytes(), server_encoding())
+        ),
         "pubjson",
     )
     .set_detail("The publication does not exist at this point in the WAL.")
@@ -415,7 +421,9 @@ unsafe fn init_row_filters(
     unsafe {
         let target_relid = (*target).rd_id;
         let schema = pg_sys::get_rel_namespace(target_relid);
-        let mut filters: [Vec<String>; 3] = Default::default();
+        // The filters' node text holds the database's bytes (string
+        // constants): kept as C strings, never converted.
+        let mut filters: [Vec<CString>; 3] = Default::default();
         let mut no_filter = [false; 3];
         let mut filtering_publications = Vec::new();
         for publication in publications {
@@ -433,7 +441,7 @@ unsafe fn init_row_filters(
                     ANUM_PG_PUBLICATION_REL_PRQUAL,
                     |datum| {
                         let text = pg_sys::text_to_cstring(datum.cast_mut_ptr());
-                        CStr::from_ptr(text).to_string_lossy().into_owned()
+                        CStr::from_ptr(text).to_owned()
                     },
                 );
             }
@@ -472,16 +480,20 @@ unsafe fn init_row_filters(
             }
             let mut nodes: *mut pg_sys::List = std::ptr::null_mut();
             for text in &filters[i] {
-                let c = CString::new(text.as_bytes()).unwrap_or_default();
-                let node = pg_sys::stringToNode(c.as_ptr());
+                let node = pg_sys::stringToNode(text.as_ptr());
                 nodes = pg_sys::lappend(nodes, node);
             }
             let expr = pg_sys::make_orclause(nodes);
             info.row_filters[i] = pg_sys::ExecPrepareExpr(expr, info.estate);
         }
-        let schema_name = CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy();
-        let table_name =
-            CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_string_lossy();
+        let schema_name = message_name(
+            CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_bytes(),
+            server_encoding(),
+        );
+        let table_name = message_name(
+            CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_bytes(),
+            server_encoding(),
+        );
         info.filter_context = CString::new(format!(
             "row filter of publication {} on table \"{}.{}\"",
             filtering_publications.join(", "),
@@ -591,13 +603,15 @@ unsafe fn init_column_mask(
         match published_columns(&columns, &lists, Rules::current()) {
             Ok(mask) => info.column_mask = mask,
             Err(error) => {
-                let schema =
+                let schema = message_name(
                     CStr::from_ptr(pg_sys::get_namespace_name((*(*target).rd_rel).relnamespace))
-                        .to_string_lossy()
-                        .into_owned();
-                let table = CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr())
-                    .to_string_lossy()
-                    .into_owned();
+                        .to_bytes(),
+                    server_encoding(),
+                );
+                let table = message_name(
+                    CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_bytes(),
+                    server_encoding(),
+                );
                 let what = match error {
                     ColumnListError::DifferentColumnLists => "column lists",
                     ColumnListError::DifferentGeneratedColumns => {

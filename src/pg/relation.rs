@@ -20,11 +20,12 @@ use pgrx::prelude::*;
 use crate::model::{ColumnMeta, RelationMeta, ValueKind};
 use crate::options::Options;
 use crate::output::format::{RelationRender, TypeName, TypeRendering};
-use crate::output::json::{json_string, type_name_json};
+use crate::output::json::{json_string, type_name_json_in};
 use crate::pg::handles::Rel;
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
+use crate::pg::server_encoding::server_encoding;
 
 /// How a column's value is turned into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,12 +410,15 @@ unsafe fn build_entry(
 
             let type_json = match &info {
                 None => Vec::new(),
-                Some(t) => type_name_json(&match (types.name, domain_as_base) {
-                    (TypeName::WithTypmod, true) => format_type(t.base_type, t.base_typmod),
-                    (TypeName::WithTypmod, false) => format_type(column_type, attr.atttypmod),
-                    (TypeName::Plain, true) => type_info(t.base_type).name,
-                    (TypeName::Plain, false) => t.name.clone(),
-                }),
+                Some(t) => type_name_json_in(
+                    &match (types.name, domain_as_base) {
+                        (TypeName::WithTypmod, true) => format_type(t.base_type, t.base_typmod),
+                        (TypeName::WithTypmod, false) => format_type(column_type, attr.atttypmod),
+                        (TypeName::Plain, true) => type_info(t.base_type).name,
+                        (TypeName::Plain, false) => t.name.clone(),
+                    },
+                    server_encoding(),
+                ),
             };
 
             let value_type = match &info {
@@ -471,6 +475,7 @@ unsafe fn build_entry(
                 table_json: json_string(&table),
                 schema,
                 table,
+                server_encoding: server_encoding(),
                 columns,
                 has_primary_key,
                 has_identity_index,

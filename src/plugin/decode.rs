@@ -270,7 +270,13 @@ pub fn decode_truncate(
     streamed: bool,
 ) {
     update_progress(state, writer, false);
+    // Each table truncated is one change (format 2 writes one object per
+    // table).
+    let tables = relations.len() as u64;
+    state.stats.changes_seen += tables;
+    state.txn.changes_seen += tables;
     if !state.opts.actions.truncate || !state.format.writes_truncate() {
+        state.stats.filtered_by_action += tables;
         return;
     }
     let lsn = change.lsn();
@@ -285,19 +291,27 @@ pub fn decode_truncate(
                 // pgoutput: publications must publish truncate, and a
                 // partition published via its root is not sent itself.
                 let Some(info) = entry.publish.as_ref() else {
+                    state.stats.filtered_by_table += 1;
                     continue;
                 };
                 let via_root = relation.is_partition() && info.publish_as_relid != relation.oid();
-                if !info.actions.truncate || via_root {
+                if via_root {
+                    state.stats.filtered_by_table += 1;
+                    continue;
+                }
+                if !info.actions.truncate {
+                    state.stats.filtered_by_action += 1;
                     continue;
                 }
             }
             if !entry.wanted {
+                state.stats.filtered_by_table += 1;
                 continue;
             }
             ensure_begun(state, writer);
             ensure_timestamp(state);
             state.txn.items_emitted += 1;
+            state.stats.changes_emitted += 1;
             state.format.truncate(
                 output!(state, writer),
                 &state.txn.info,
@@ -322,9 +336,16 @@ pub fn decode_message(
     streamed: bool,
 ) {
     update_progress(state, writer, false);
+    // A message is a change (of its transaction, if transactional).
+    state.stats.changes_seen += 1;
+    if transactional {
+        state.txn.changes_seen += 1;
+    }
     if !state.opts.messages_enabled() || !state.opts.message_prefix_wanted(prefix) {
+        state.stats.filtered_by_action += 1;
         return;
     }
+    state.stats.changes_emitted += 1;
     // A streamed message belongs to the block's top-level transaction.
     let stream_xid = match txn {
         Some(txn) if streamed && transactional => Some(txn.xid()),

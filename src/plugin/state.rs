@@ -17,6 +17,7 @@ use crate::pg::handles::{ChangeMemory, Txn};
 use crate::pg::port::current_timestamp;
 use crate::pg::publication::Publications;
 use crate::pg::relation::RelationCache;
+use crate::pg::server_encoding::OutputText;
 use crate::pg::tuple::DeformBuffers;
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
@@ -53,6 +54,8 @@ pub struct DecodingState {
     pub format: Box<dyn OutputFormat>,
     /// Output not yet handed to PostgreSQL.
     pub out: Vec<u8>,
+    /// How `out` is handed over (rewritten as ASCII outside UTF-8).
+    pub output_text: OutputText,
     pub txn: TxnState,
     pub relations: RelationCache,
     /// The publications named by publication_names, if any.
@@ -87,6 +90,7 @@ impl DecodingState {
         DecodingState {
             format: crate::output::format_for(&opts),
             out: Vec::with_capacity(8192),
+            output_text: OutputText::for_database(),
             txn: TxnState::default(),
             relations,
             publications: opts.publication_names.as_deref().map(Publications::new),

@@ -117,15 +117,20 @@ pub fn prepare(
     prepare_lsn: u64,
     streamed: bool,
 ) {
-    if streamed {
-        state.streamed_with_output.remove(&txn.xid());
-    }
+    let emitted = streamed && state.streamed_with_output.remove(&txn.xid());
     update_progress(state, writer, false);
     let timestamp = timestamptz_text(txn.commit_time());
     let prepared = prepared_txn(txn, &timestamp);
     state
         .format
         .prepare(output!(state, writer), &prepared, prepare_lsn, streamed);
+    if streamed {
+        state.stats.streamed_txns += 1;
+        // Streamed changes were counted block by block.
+        state.txn.items_emitted = emitted as u64;
+    }
+    state.stats.prepared_txns += 1;
+    state.finish_txn_stats(txn);
 }
 
 /// COMMIT PREPARED.

@@ -6,23 +6,25 @@ use crate::model::TxnInfo;
 use crate::output::format::Sink;
 use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::timestamptz_text;
+use crate::pg::server_encoding::OutputText;
 use crate::plugin::state::DecodingState;
 use crate::stats::Counters;
 
 /// The decoding context's writer behind the formats' [`Sink`]: each write
-/// hands the buffer to PostgreSQL and counts its bytes.
+/// hands the buffer to PostgreSQL (rewritten as ASCII outside UTF-8, see
+/// [`OutputText`]) and counts the bytes handed over.
 pub struct Output<'s, 'w> {
     pub buf: &'s mut Vec<u8>,
+    pub text: &'s mut OutputText,
     pub writer: &'s mut Writer<'w>,
     pub stats: &'s mut Counters,
     pub txn_bytes: &'s mut u64,
 }
 
 impl Output<'_, '_> {
-    fn count(&mut self) {
-        let n = self.buf.len() as u64;
-        self.stats.bytes_emitted += n;
-        *self.txn_bytes += n;
+    fn count(&mut self, written: usize) {
+        self.stats.bytes_emitted += written as u64;
+        *self.txn_bytes += written as u64;
         self.buf.clear();
     }
 }
@@ -33,13 +35,17 @@ impl Sink for Output<'_, '_> {
     }
 
     fn write(&mut self, last: bool) {
-        self.writer.write(self.buf, last);
-        self.count();
+        let bytes = self.text.prepare(self.buf);
+        self.writer.write(bytes, last);
+        let written = bytes.len();
+        self.count(written);
     }
 
     fn write_at(&mut self, lsn: u64) {
-        self.writer.write_at(self.buf, lsn);
-        self.count();
+        let bytes = self.text.prepare(self.buf);
+        self.writer.write_at(bytes, lsn);
+        let written = bytes.len();
+        self.count(written);
     }
 }
 
@@ -49,6 +55,7 @@ macro_rules! output {
     ($state:expr, $writer:expr) => {
         &mut $crate::plugin::txn::Output {
             buf: &mut $state.out,
+            text: &mut $state.output_text,
             writer: &mut *$writer,
             stats: &mut $state.stats,
             txn_bytes: &mut $state.txn.bytes_emitted,

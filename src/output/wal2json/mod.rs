@@ -15,6 +15,7 @@ pub mod v2;
 mod tests;
 
 use crate::model::{ColumnMeta, EncodeError, RelationMeta, ValueKind};
+use crate::output::encoding::message_name;
 use crate::output::json::{classify_number, push_json_string, NumberText};
 
 /// Encodes a value's text output the way wal2json does.
@@ -49,8 +50,8 @@ pub fn push_text_value(
 pub(crate) fn qualified_name(rel: &RelationMeta) -> String {
     format!(
         "\"{}\".\"{}\"",
-        String::from_utf8_lossy(&rel.schema),
-        String::from_utf8_lossy(&rel.table)
+        message_name(&rel.schema, rel.server_encoding),
+        message_name(&rel.table, rel.server_encoding)
     )
 }
 

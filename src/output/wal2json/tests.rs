@@ -3,6 +3,7 @@ use super::v2;
 use super::*;
 use crate::model::{ChangeHeader, ChangeKind, TupleValues, TxnInfo};
 use crate::options::Options;
+use crate::output::encoding::ServerEncoding;
 use crate::output::json::json_string;
 
 /// A tuple of literal text values; `None` is NULL, `Some("<toast>")` an unchanged TOAST value.
@@ -50,6 +51,7 @@ fn relation() -> RelationMeta {
     RelationMeta {
         schema: b"public".to_vec(),
         table: b"t".to_vec(),
+        server_encoding: ServerEncoding::Utf8,
         schema_json: json_string(b"public"),
         table_json: json_string(b"t"),
         columns: vec![

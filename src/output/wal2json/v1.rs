@@ -11,6 +11,7 @@ use crate::model::{
 };
 use crate::options::Options;
 use crate::output::control;
+use crate::output::encoding::message_name;
 use crate::output::format::{
     OutputFormat, PreparedTxn, RelationRender, Sink, TypeName, TypeRendering,
 };
@@ -175,7 +176,7 @@ impl Format1 {
         has_new: bool,
         has_old: bool,
     ) -> Option<String> {
-        let table = String::from_utf8_lossy(&rel.table);
+        let table = message_name(&rel.table, rel.server_encoding);
         if kind != ChangeKind::Insert && !rel.has_identity_index && !rel.identity_full {
             return Some(format!(
                 "table \"{table}\" without primary key or replica identity is nothing"
