@@ -87,24 +87,13 @@ fn database_name(encoding: &str) -> String {
 
 /// A fresh database in `encoding` (C locale, which every encoding accepts).
 fn fresh_database(admin: &mut Conn, name: &str, encoding: &str) -> Conn {
-    admin
-        .client
-        .execute(
-            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = $1",
-            &[&name],
-        )
-        .unwrap_or_else(|e| panic!("dropping old slots: {}", describe_error(&e)));
-    for sql in [
-        format!("drop database if exists {name} with (force)"),
-        format!(
+    drop_database(admin, name);
+    exec(
+        admin,
+        &format!(
             "create database {name} encoding '{encoding}' lc_collate 'C' lc_ctype 'C' template template0"
         ),
-    ] {
-        admin
-            .client
-            .batch_execute(&sql)
-            .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)));
-    }
+    );
     connect_db(name)
 }
 
@@ -359,7 +348,7 @@ fn drop_database(admin: &mut Conn, name: &str) {
             "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = $1",
             &[&name],
         )
-        .expect("drop slots");
+        .unwrap_or_else(|e| panic!("dropping the slots of {name}: {}", describe_error(&e)));
     exec(
         admin,
         &format!("drop database if exists {name} with (force)"),

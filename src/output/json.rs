@@ -64,6 +64,19 @@ fn needs_escape(b: u8) -> bool {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// `\uXXXX` for a UTF-16 code unit (the general form of [`push_u_escape`],
+/// which the escaper's hot loop keeps for single bytes).
+pub(crate) fn push_u16_escape(out: &mut Vec<u8>, unit: u16) {
+    out.extend_from_slice(&[
+        b'\\',
+        b'u',
+        HEX[(unit >> 12) as usize],
+        HEX[(unit >> 8 & 0xf) as usize],
+        HEX[(unit >> 4 & 0xf) as usize],
+        HEX[(unit & 0xf) as usize],
+    ]);
+}
+
 pub(crate) fn push_u_escape(out: &mut Vec<u8>, b: u8) {
     out.extend_from_slice(&[
         b'\\',
