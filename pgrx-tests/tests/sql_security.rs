@@ -40,6 +40,10 @@ const STANDBY_PORT: u16 = 54341;
 /// `%PUB%` is replaced by an existing publication.
 const CALLS: &[(&str, &str)] = &[
     (
+        "pubjson._slot_conflicting(jsonb)",
+        "select pubjson._slot_conflicting('{\"conflicting\": true, \"restart_lsn\": \"0/1\"}'::pg_catalog.jsonb)",
+    ),
+    (
         "pubjson._slot_invalidation(jsonb)",
         "select pubjson._slot_invalidation('{\"wal_status\": \"lost\"}'::pg_catalog.jsonb)",
     ),
@@ -1019,6 +1023,7 @@ fn functions_need_the_monitoring_roles() {
     );
 
     let stats_functions = [
+        "pubjson._slot_conflicting(jsonb)",
         "pubjson._slot_invalidation(jsonb)",
         "pubjson.decoding_counters()",
         "pubjson.decoding_stats()",

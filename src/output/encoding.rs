@@ -21,7 +21,7 @@
 //! multibyte character are >= 0x80, so ASCII bytes always end a run.
 
 pub use super::conversions::{to_utf8_routine, ConversionRoutine};
-use super::json::push_u_escape;
+use super::json::{push_u16_escape, push_u_escape};
 
 /// How the database's text becomes output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,18 +136,6 @@ fn push_utf8_as_escapes(out: &mut Vec<u8>, utf8: &[u8]) {
             push_u_escape(out, b);
         }
     }
-}
-
-fn push_u16_escape(out: &mut Vec<u8>, unit: u16) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend_from_slice(&[
-        b'\\',
-        b'u',
-        HEX[(unit >> 12) as usize],
-        HEX[(unit >> 8 & 0xf) as usize],
-        HEX[(unit >> 4 & 0xf) as usize],
-        HEX[(unit & 0xf) as usize],
-    ]);
 }
 
 /// A name (of a table, schema, publication) for a server message: PostgreSQL

@@ -4,8 +4,6 @@
 //! The escaping is byte-for-byte what PostgreSQL's `escape_json()` produces
 //! (which is what wal2json uses), so pubjson's output matches wal2json's.
 
-use super::encoding::ServerEncoding;
-
 /// What the escaper must look at: control characters, `"` and `\` (which
 /// `escape_json` rewrites) and non-ASCII bytes (checked to be valid UTF-8).
 const fn special_table() -> [bool; 256] {
@@ -58,11 +56,24 @@ fn block_has_special_byte(block: &[u8]) -> bool {
 }
 
 /// Bytes that `escape_json` itself rewrites (ASCII only).
-fn needs_escape(b: u8) -> bool {
+pub(crate) fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `\uXXXX` for a UTF-16 code unit (the general form of [`push_u_escape`],
+/// which the escaper's hot loop keeps for single bytes).
+pub(crate) fn push_u16_escape(out: &mut Vec<u8>, unit: u16) {
+    out.extend_from_slice(&[
+        b'\\',
+        b'u',
+        HEX[(unit >> 12) as usize],
+        HEX[(unit >> 8 & 0xf) as usize],
+        HEX[(unit >> 4 & 0xf) as usize],
+        HEX[(unit & 0xf) as usize],
+    ]);
+}
 
 pub(crate) fn push_u_escape(out: &mut Vec<u8>, b: u8) {
     out.extend_from_slice(&[
@@ -162,38 +173,6 @@ pub fn json_string(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len() + 2);
     push_json_string(&mut out, s);
     out
-}
-
-/// Renders a type name the way wal2json does, but always as valid JSON.
-///
-/// `format_type()` already double-quotes identifiers that need it
-/// (`"MyType"`); wal2json then emits such a name as it is instead of escaping
-/// it. pubjson does the same whenever that raw form is a valid JSON string
-/// (so the bytes match wal2json's), and escapes the whole name otherwise
-/// (`"My""Type"`, `"S".t`, `"T"[]`), where wal2json would emit invalid JSON.
-pub fn type_name_json(type_name: &[u8]) -> Vec<u8> {
-    type_name_json_in(type_name, ServerEncoding::Utf8)
-}
-
-/// [`type_name_json`] for a database in `encoding`: outside UTF-8 and
-/// SQL_ASCII, non-ASCII bytes in the raw form are left to the conversion of
-/// the finished output (`encoding::push_ascii_json`), so a name prints the
-/// same way in every encoding.
-pub fn type_name_json_in(type_name: &[u8], encoding: ServerEncoding) -> Vec<u8> {
-    if is_plain_quoted(type_name, encoding) {
-        type_name.to_vec()
-    } else {
-        json_string(type_name)
-    }
-}
-
-/// True for `"..."` whose inside needs no JSON escaping at all.
-fn is_plain_quoted(s: &[u8], encoding: ServerEncoding) -> bool {
-    s.len() >= 2
-        && s[0] == b'"'
-        && s[s.len() - 1] == b'"'
-        && (encoding == ServerEncoding::Other || std::str::from_utf8(s).is_ok())
-        && !s[1..s.len() - 1].iter().any(|&b| needs_escape(b))
 }
 
 /// "00" to "99": two digits with one table lookup.
@@ -458,10 +437,6 @@ pub(crate) mod tests {
             let parsed: String = serde_json::from_slice(&out)
                 .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&out)));
             assert_eq!(parsed, s);
-            let typed = type_name_json(s.as_bytes());
-            let parsed: String = serde_json::from_slice(&typed).unwrap();
-            // Either the raw quoted form (its inside) or the whole name.
-            assert!(parsed == s || format!("\"{parsed}\"") == s, "{s:?}");
         }
     }
 
@@ -480,19 +455,6 @@ pub(crate) mod tests {
             push_i64(&mut out, v);
             assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
         }
-    }
-
-    #[test]
-    fn type_names_stay_valid_json() {
-        let t = |s: &str| String::from_utf8(type_name_json(s.as_bytes())).unwrap();
-        assert_eq!(t("integer"), "\"integer\"");
-        assert_eq!(t("character varying(10)"), "\"character varying(10)\"");
-        assert_eq!(t("\"MyType\""), "\"MyType\"");
-        assert_eq!(t("\"MyType\"[]"), "\"\\\"MyType\\\"[]\"");
-        assert_eq!(t("\"My\"\"Type\""), "\"\\\"My\\\"\\\"Type\\\"\"");
-        assert_eq!(t("\"S\".t"), "\"\\\"S\\\".t\"");
-        assert_eq!(t("\""), "\"\\\"\"");
-        assert_eq!(t("\"a\\b\""), "\"\\\"a\\\\b\\\"\"");
     }
 
     #[test]

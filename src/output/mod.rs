@@ -9,6 +9,7 @@ pub mod format;
 pub mod json;
 pub mod jsonb;
 pub mod numeric;
+pub mod type_name;
 pub mod wal2json;
 
 use crate::options::Options;
