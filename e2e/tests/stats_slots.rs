@@ -5,12 +5,9 @@
 //! once per session, and live slots keep their counters throughout. Also:
 //! peeking counts as decoding, as the README says.
 
-mod conflicts_support;
-
-use conflicts_support::{pg_bin, ExtraCluster};
-use postgres::{Client, Config, NoTls};
+use postgres::Client;
+use pubjson_e2e::{pg_bin, ExtraCluster};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 const PORT: u16 = 54342;
 const TRACKED: usize = 4;
@@ -186,28 +183,29 @@ fn entries_follow_the_slots() {
     for slot in ["f1", "f2", "f3"] {
         decode(&mut db, slot);
     }
-    let notices = Arc::new(Mutex::new(Vec::<String>::new()));
-    let sink = Arc::clone(&notices);
-    let mut session = Config::new()
-        .host(&cluster.socket)
-        .port(PORT)
-        .user("postgres")
-        .dbname("postgres")
-        .notice_callback(move |n| {
-            sink.lock().unwrap().push(format!(
+    let mut session = cluster
+        .server()
+        .connect_keeping_notices("postgres", "postgres");
+    assert_eq!(
+        decode(&mut session.client, "f4"),
+        3,
+        "B I C decoded all the same"
+    );
+    write(&mut db, 1);
+    assert_eq!(decode(&mut session.client, "f4"), 3);
+    let warnings: Vec<String> = session
+        .take_notice_errors()
+        .iter()
+        .map(|n| {
+            format!(
                 "{}: {} | {} | {}",
                 n.severity(),
                 n.message(),
                 n.detail().unwrap_or(""),
                 n.hint().unwrap_or("")
-            ))
+            )
         })
-        .connect(NoTls)
-        .expect("connect");
-    assert_eq!(decode(&mut session, "f4"), 3, "B I C decoded all the same");
-    write(&mut db, 1);
-    assert_eq!(decode(&mut session, "f4"), 3);
-    let warnings: Vec<String> = notices.lock().unwrap().drain(..).collect();
+        .collect();
     assert_eq!(warnings.len(), 1, "one warning per session: {warnings:?}");
     assert!(
         warnings[0].starts_with(
@@ -236,9 +234,9 @@ fn entries_follow_the_slots() {
     // Room again once a slot is dropped: f4 is tracked from then on.
     drop_slot(&mut db, "f1");
     write(&mut db, 1);
-    decode(&mut session, "f4");
+    decode(&mut session.client, "f4");
     assert_eq!(txns_decoded(&mut db, "f4"), Some(1));
-    assert!(notices.lock().unwrap().is_empty());
+    assert!(session.take_notice_errors().is_empty());
     drop(session);
     println!(
         "{} slots decoded and dropped through a table of {TRACKED}; recreated slots start from zero; one warning when full",
