@@ -24,12 +24,14 @@ pub fn run(cmd: &mut Command) {
     );
 }
 
-/// `program` run as the `postgres` OS user (servers refuse root), without
-/// RUST_BACKTRACE (pgrx would attach Rust backtraces to re-raised errors).
+/// `program` run as the `postgres` OS user (servers refuse root), with
+/// RUST_BACKTRACE set as scripts/cluster.sh sets it: pgrx would attach Rust
+/// backtraces to the errors it re-raises, and the tests prove pubjson keeps
+/// them away from clients.
 pub fn as_postgres(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new("runuser");
     c.args(["-u", "postgres", "--", "env"])
-        .args(["-u", "RUST_BACKTRACE", "-u", "RUST_LIB_BACKTRACE"])
+        .args(["RUST_BACKTRACE=1", "RUST_LIB_BACKTRACE=1"])
         .arg(program)
         .stdin(Stdio::null());
     c

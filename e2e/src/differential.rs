@@ -53,8 +53,13 @@ fn ensure_database() {
 /// the notices the server sends.
 pub fn connect() -> Conn {
     ensure_database();
-    let env = pg_env();
-    Server::main().connect_keeping_notices(&env.dbname, &env.user)
+    connect_db(&pg_env().dbname)
+}
+
+/// A connection to database `dbname` of the test cluster (which must
+/// exist) that keeps the notices the server sends.
+pub fn connect_db(dbname: &str) -> Conn {
+    Server::main().connect_keeping_notices(dbname, &pg_env().user)
 }
 
 /// Whether the server under test has wal2json. Debian 12 packages it for

@@ -23,6 +23,17 @@ impl RecvLogical {
         opts: &[(&str, Option<&str>)],
         extra_args: &[&str],
     ) -> RecvLogical {
+        RecvLogical::start_in(&pg_env().dbname, slot, file, opts, extra_args)
+    }
+
+    /// [`Self::start`] for a slot of database `dbname`.
+    pub fn start_in(
+        dbname: &str,
+        slot: &str,
+        file: &Path,
+        opts: &[(&str, Option<&str>)],
+        extra_args: &[&str],
+    ) -> RecvLogical {
         let env = pg_env();
         let opts: Vec<String> = opts
             .iter()
@@ -33,7 +44,7 @@ impl RecvLogical {
             .collect();
         let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
         let server = Server::new(&env.host, env.port);
-        let database = (env.user.as_str(), env.dbname.as_str());
+        let database = (env.user.as_str(), dbname);
         RecvLogical::start_on(&server, database, slot, file, &opts, extra_args)
     }
 
