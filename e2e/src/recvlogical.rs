@@ -61,9 +61,8 @@ impl RecvLogical {
     ) -> RecvLogical {
         let stderr_file = file.with_extension("stderr");
         let stderr = std::fs::File::create(&stderr_file).expect("create stderr file");
-        let mut cmd = Command::new(pg_bin("pg_recvlogical"));
-        cmd.args(["-h", &server.host, "-p", &server.port.to_string()])
-            .args(["-U", user, "-d", dbname, "-S", slot])
+        let mut cmd = command(server, (user, dbname));
+        cmd.args(["-S", slot])
             .args(["--start", "--no-loop", "-F", "0", "-s", "1", "-f"])
             .arg(file);
         for o in opts {
@@ -156,6 +155,22 @@ impl Drop for RecvLogical {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// `pg_recvlogical` connected to `(user, dbname)` on `server`, for the
+/// caller to add its arguments (a one-shot run: `--create-slot`,
+/// `--start` with `--endpos`...).
+pub fn command(server: &Server, (user, dbname): (&str, &str)) -> Command {
+    let mut cmd = Command::new(pg_bin("pg_recvlogical"));
+    cmd.args(["-h", &server.host, "-p", &server.port.to_string()])
+        .args(["-U", user, "-d", dbname]);
+    cmd
+}
+
+/// `pg_recvlogical` connected to the test database of the shared cluster.
+pub fn command_for_test_db() -> Command {
+    let env = pg_env();
+    command(&Server::new(&env.host, env.port), (&env.user, &env.dbname))
 }
 
 /// The complete lines of a file being written (an unterminated last line is

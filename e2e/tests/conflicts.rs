@@ -10,7 +10,7 @@
 mod conflicts_support;
 
 use conflicts_support::*;
-use pubjson_e2e::{pg_bin, poll, sqlstate, ExtraCluster, Server, Standby};
+use pubjson_e2e::{poll, scratch_dir, sqlstate, ExtraCluster, RecvLogical, Server, Standby};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -983,16 +983,6 @@ fn permissions_follow_pg_monitor() {
         .ok();
 }
 
-/// A process started by a test (pg_recvlogical), killed on drop.
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// 16+: logical slots on a hot standby (hot_standby_feedback off), one in
 /// use by pg_recvlogical and one idle; the primary removes catalog rows they
 /// need, replay invalidates both (rows_removed) and terminates the decoding
@@ -1090,27 +1080,14 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
     assert_eq!(r.get::<_, Option<String>>(3), None);
 
     // ls_active in use by pg_recvlogical.
-    let _recv = ChildGuard(
-        std::process::Command::new(pg_bin("pg_recvlogical"))
-            .args([
-                "-h",
-                &sb.socket,
-                "-p",
-                &sb.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                "lsdb",
-                "--slot",
-                "ls_active",
-                "--start",
-                "--no-loop",
-                "-f",
-                "/dev/null",
-            ])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start pg_recvlogical"),
+    let out = scratch_dir("ls_active").join("out.json");
+    let _recv = RecvLogical::start_on(
+        &sb.server(),
+        ("postgres", "lsdb"),
+        "ls_active",
+        &out,
+        &[],
+        &[],
     );
     poll("ls_active in use", Duration::from_secs(30), || {
         let r = b

@@ -6,8 +6,7 @@
 //! peeking counts as decoding, as the README says.
 
 use postgres::Client;
-use pubjson_e2e::{pg_bin, ExtraCluster};
-use std::process::Command;
+use pubjson_e2e::{recvlogical, ExtraCluster};
 
 const PORT: u16 = 54342;
 const TRACKED: usize = 4;
@@ -107,17 +106,7 @@ fn entries_follow_the_slots() {
     // slot, with no read of the statistics in between (which would reclaim
     // the old entry): the new slot starts from zero.
     let pg_recvlogical = |args: &[&str]| {
-        let out = Command::new(pg_bin("pg_recvlogical"))
-            .args([
-                "-h",
-                &cluster.socket,
-                "-p",
-                &PORT.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-            ])
+        let out = recvlogical::command(&cluster.server(), ("postgres", "postgres"))
             .args(args)
             .output()
             .expect("pg_recvlogical");

@@ -24,9 +24,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use pubjson_e2e::recvlogical::command_for_test_db;
 use pubjson_e2e::{
-    complete_lines, exec, one_string, pg_bin, pg_env, scratch_dir, wait_for, RecvLogical,
-    SlotGuard, TestDb,
+    complete_lines, exec, one_string, scratch_dir, wait_for, RecvLogical, SlotGuard, TestDb,
 };
 use serde_json::Value;
 
@@ -819,20 +819,9 @@ fn streaming_through_pg_recvlogical() {
 
     let dir = scratch_dir("stream_recv");
     let file = dir.join("out.json");
-    let env = pg_env();
     // A walsender takes logical_decoding_work_mem from its startup options.
-    let status = Command::new(pg_bin("pg_recvlogical"))
+    let status = command_for_test_db()
         .env("PGOPTIONS", "-c logical_decoding_work_mem=64kB")
-        .args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            &env.user,
-            "-d",
-            &env.dbname,
-        ])
         .args(["-S", &slot, "--start", "--no-loop", "-E", &end, "-f"])
         .arg(&file)
         .args(["-o", "format-version=2", "-o", "streaming"])
@@ -895,24 +884,13 @@ fn two_phase_through_pg_recvlogical() {
         };
         let dir = scratch_dir(&format!("twophase_recv_{name}"));
         let file = dir.join("out.json");
-        let env = pg_env();
-        let mut cmd = Command::new(pg_bin("pg_recvlogical"));
+        let mut cmd = command_for_test_db();
         if streaming {
             cmd.env("PGOPTIONS", "-c logical_decoding_work_mem=64kB");
         }
-        cmd.args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            &env.user,
-            "-d",
-            &env.dbname,
-        ])
-        .args(["-S", &copy, "--start", "--no-loop", "-E", &end, "-f"])
-        .arg(&file)
-        .args(["-o", "format-version=2", "-o", "two_phase"]);
+        cmd.args(["-S", &copy, "--start", "--no-loop", "-E", &end, "-f"])
+            .arg(&file)
+            .args(["-o", "format-version=2", "-o", "two_phase"]);
         if streaming {
             cmd.args(["-o", "streaming"]);
         }
