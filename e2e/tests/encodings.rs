@@ -77,8 +77,10 @@ const SAMPLES: &[Sample] = &[
     },
 ];
 
-const SLOT: &str = "enc";
+/// The UTF-8 database each workload also runs in, for comparison.
+const UTF8_DB: &str = "pubjson_enc_utf8";
 
+/// A database and its slot (slot names are cluster-wide).
 fn database_name(encoding: &str) -> String {
     format!("pubjson_enc_{}", encoding.to_ascii_lowercase())
 }
@@ -116,8 +118,8 @@ fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The workload, with the slot created first.
-fn run_workload(conn: &mut Conn, s: &Sample) {
+/// The workload, with the slot (named after the database) created first.
+fn run_workload(conn: &mut Conn, s: &Sample, slot: &str) {
     let (table, column, type_name) = (
         quote_ident(s.table),
         quote_ident(s.column),
@@ -133,13 +135,13 @@ fn run_workload(conn: &mut Conn, s: &Sample) {
     conn.client
         .execute(
             "select pg_create_logical_replication_slot($1, 'pubjson')",
-            &[&SLOT],
+            &[&slot],
         )
         .unwrap_or_else(|e| panic!("create slot: {}", describe_error(&e)));
     for (i, text) in s.texts.iter().enumerate() {
         conn.client
             .execute(
-                &format!("insert into {table} values ($1, $2)"),
+                &format!("insert into {table} values ($1, $2::text)"),
                 &[&(i as i32 + 1), text],
             )
             .unwrap_or_else(|e| panic!("insert {text:?}: {}", describe_error(&e)));
@@ -163,17 +165,23 @@ fn run_workload(conn: &mut Conn, s: &Sample) {
 
 const FORMATS: [&str; 2] = ["1", "2"];
 
-fn peek(conn: &mut Conn, format: &str) -> Vec<String> {
-    conn.client
+/// Peeks with an empty search_path, as pg_recvlogical's walsender has
+/// (type names come out schema-qualified the same way).
+fn peek(conn: &mut Conn, slot: &str, format: &str) -> Vec<String> {
+    exec(conn, "set search_path = ''");
+    let rows = conn
+        .client
         .query(
             "select data from pg_logical_slot_peek_changes($1, null, null, \
              'format-version', $2, 'include-types', '1')",
-            &[&SLOT, &format],
+            &[&slot, &format],
         )
         .unwrap_or_else(|e| panic!("peek format {format}: {}", describe_error(&e)))
         .iter()
         .map(|r| r.get(0))
-        .collect()
+        .collect();
+    exec(conn, "reset search_path");
+    rows
 }
 
 /// The output with what differs between two databases (xids, LSNs,
@@ -229,9 +237,9 @@ fn every_encoding_means_what_utf8_means() {
     for s in SAMPLES {
         let name = database_name(s.encoding);
         let mut db = fresh_database(&mut admin, &name, s.encoding);
-        run_workload(&mut db, s);
-        let mut reference = fresh_database(&mut admin, "pubjson_enc_utf8", "UTF8");
-        run_workload(&mut reference, s);
+        run_workload(&mut db, s, &name);
+        let mut reference = fresh_database(&mut admin, UTF8_DB, "UTF8");
+        run_workload(&mut reference, s, UTF8_DB);
 
         // What the table holds, read over a UTF-8 connection.
         let contents: Vec<String> = db
@@ -252,12 +260,12 @@ fn every_encoding_means_what_utf8_means() {
         assert_eq!(contents[0], format!("{}!", s.texts[0]));
 
         for format in FORMATS {
-            let rows = peek(&mut db, format);
+            let rows = peek(&mut db, &name, format);
             for row in &rows {
                 assert!(row.is_ascii(), "{}: not ASCII: {row}", s.encoding);
             }
             let got = meaning(&rows);
-            let expected = meaning(&peek(&mut reference, format));
+            let expected = meaning(&peek(&mut reference, UTF8_DB, format));
             assert_eq!(got, expected, "{} format {format}", s.encoding);
             let found = strings(&got);
             for text in contents
@@ -273,14 +281,16 @@ fn every_encoding_means_what_utf8_means() {
                 );
             }
             assert!(
-                found.iter().any(|f| f.trim_matches('"') == s.type_name),
+                found
+                    .iter()
+                    .any(|f| f.trim_start_matches("public.").trim_matches('"') == s.type_name),
                 "{} format {format}: type {} missing",
                 s.encoding,
                 s.type_name
             );
             sql_outputs.insert((s.encoding, format), rows);
         }
-        exec(&mut reference, "select pg_drop_replication_slot('enc')");
+        drop(reference);
     }
 
     // A walsender sends the same bytes.
@@ -292,7 +302,7 @@ fn every_encoding_means_what_utf8_means() {
             let file = dir.join("out.json");
             let mut recv = RecvLogical::start_in(
                 &name,
-                SLOT,
+                &name,
                 &file,
                 &[
                     ("format-version", Some(format)),
@@ -317,14 +327,16 @@ fn every_encoding_means_what_utf8_means() {
 
     // The issue's data loss: get_changes consumes, and what it returns is
     // what a peek showed.
-    let mut euc = connect_db(&database_name("EUC_JP"));
-    let peeked = peek(&mut euc, "2");
+    let euc_jp = database_name("EUC_JP");
+    let mut euc = connect_db(&euc_jp);
+    let peeked = peek(&mut euc, &euc_jp, "2");
+    exec(&mut euc, "set search_path = ''");
     let got: Vec<String> = euc
         .client
         .query(
             "select data from pg_logical_slot_get_changes($1, null, null, \
              'format-version', '2', 'include-types', '1')",
-            &[&SLOT],
+            &[&euc_jp],
         )
         .unwrap_or_else(|e| panic!("get_changes: {}", describe_error(&e)))
         .iter()
@@ -337,7 +349,7 @@ fn every_encoding_means_what_utf8_means() {
         let name = database_name(s.encoding);
         drop_database(&mut admin, &name);
     }
-    drop_database(&mut admin, "pubjson_enc_utf8");
+    drop_database(&mut admin, UTF8_DB);
 }
 
 fn drop_database(admin: &mut Conn, name: &str) {

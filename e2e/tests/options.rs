@@ -228,8 +228,14 @@ fn errors_reach_clients_without_rust_backtraces() {
         .query_one("select pg_backend_pid()", &[])
         .expect("pg_backend_pid")
         .get(0);
-    let environ =
-        std::fs::read(format!("/proc/{pid}/environ")).expect("read the backend's environment");
+    // A backend's process title overwrites its copy of the environment
+    // block: read the postmaster's (the backend's parent).
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read the backend's stat");
+    let after_name = &stat[stat.rfind(')').expect("stat has (comm)") + 2..];
+    let postmaster = after_name.split(' ').nth(1).expect("ppid field");
+    let environ = std::fs::read(format!("/proc/{postmaster}/environ"))
+        .expect("read the postmaster's environment");
     assert!(
         environ.split(|&b| b == 0).any(|v| v == b"RUST_BACKTRACE=1"),
         "the test cluster must run with RUST_BACKTRACE=1 (scripts/cluster.sh start sets it)"

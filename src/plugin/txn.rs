@@ -19,9 +19,9 @@ pub unsafe fn flush(
     state: &mut DecodingState,
     last: bool,
 ) {
+    let bytes = state.output_text.prepare(&state.out);
     // SAFETY: the prepare/append/write sequence every output plugin uses;
     // ctx->out is a valid StringInfo between prepare and write.
-    let bytes = state.output_text.prepare(&state.out);
     unsafe {
         pg_sys::OutputPluginPrepareWrite(ctx, last);
         append_to_string_info((*ctx).out, bytes);
