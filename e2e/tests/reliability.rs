@@ -486,7 +486,8 @@ fn crash_and_restart_while_streaming() {
     recv.interrupt();
     assert!(
         recv.try_wait_exit(Duration::from_secs(30)).is_some(),
-        "pg_recvlogical ignores SIGINT"
+        "pg_recvlogical ignores SIGINT: {}",
+        recv.stderr()
     );
     let mut c = connect(DB);
     let endpos = one_string(&mut c, "select pg_current_wal_lsn()::text");

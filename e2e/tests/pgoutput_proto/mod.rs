@@ -881,6 +881,14 @@ pub struct Scenario {
     totals: Stats,
 }
 
+/// What a peek gave, for failure messages.
+fn outcome<T>(peek: &Result<Vec<T>, DbErr>) -> String {
+    match peek {
+        Ok(rows) => format!("returns {} rows", rows.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
 impl Scenario {
     /// `name`: lowercase ASCII; the database is `pubjson_pub_<name>`.
     pub fn new(name: &str) -> Scenario {
@@ -1126,17 +1134,7 @@ impl Scenario {
         let peeked = self.peek_both(slots, pubs, &c);
         let (pg_rows, pj_rows) = match (peeked.pgoutput, peeked.pubjson) {
             (Ok(a), Ok(b)) => (a, b),
-            (a, b) => panic!(
-                "{label}: pgoutput {}, pubjson {}",
-                match a {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                },
-                match b {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                }
-            ),
+            (a, b) => panic!("{label}: pgoutput {}, pubjson {}", outcome(&a), outcome(&b)),
         };
         let pg = decode_pgoutput(&pg_rows).unwrap_or_else(|e| panic!("{label}: {e}"));
         let pj = read_pubjson(&pj_rows).unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -1182,14 +1180,8 @@ impl Scenario {
             (Err(a), Err(b)) => (a, b),
             (a, b) => panic!(
                 "{label}: both plugins should fail; pgoutput {}, pubjson {}",
-                match a {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                },
-                match b {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                }
+                outcome(&a),
+                outcome(&b)
             ),
         };
         assert_eq!(
