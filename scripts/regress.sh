@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the SQL regression suite (pgrx-tests/sql -> pgrx-tests/expected) with
+# Runs the SQL regression suite (test/sql -> test/expected) with
 # PostgreSQL's pg_regress against the running test cluster
 # (scripts/cluster.sh start). `cargo pgrx regress` cannot be used as root.
 #   scripts/regress.sh [test ...]      run all or some tests
@@ -11,16 +11,16 @@ PG_REGRESS=$(dirname "$("$PUBJSON_PG_BIN/pg_config" --pgxs)")/../test/regress/pg
 out=${REGRESS_OUTPUT:-${PUBJSON_TMP:-/tmp}/pubjson-regress-pg${PG_MAJOR:-15}}
 rm -rf "$out" && mkdir -p "$out"
 if [ $# -gt 0 ]; then tests=("$@"); else
-  tests=(); for f in pgrx-tests/sql/*.sql; do tests+=("$(basename "$f" .sql)"); done
+  tests=(); for f in test/sql/*.sql; do tests+=("$(basename "$f" .sql)"); done
 fi
 # --use-existing does not create the database: start from a fresh one.
 "$PUBJSON_PG_BIN/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS pubjson_regress" -c "CREATE DATABASE pubjson_regress"
 status=0
 "$PG_REGRESS" --use-existing --host="$PGHOST" --port="$PGPORT" --user=postgres \
-  --bindir="$PUBJSON_PG_BIN" --inputdir=pgrx-tests --outputdir="$out" \
+  --bindir="$PUBJSON_PG_BIN" --inputdir=test --outputdir="$out" \
   --dbname=pubjson_regress "${tests[@]}" || status=$?
 if [ "${REGRESS_ACCEPT:-0}" = 1 ]; then
-  for t in "${tests[@]}"; do cp "$out/results/$t.out" "pgrx-tests/expected/$t.out"; done
+  for t in "${tests[@]}"; do cp "$out/results/$t.out" "test/expected/$t.out"; done
   echo "accepted ${#tests[@]} result files"
   exit 0
 fi

@@ -11,8 +11,8 @@
 #   3. unit tests of the pure modules (cargo test)
 #   then for each major:
 #   4. builds and installs the extension, starts a throwaway cluster
-#   5. SQL regression suite (pg_regress, pgrx-tests/sql + expected)
-#   6. end-to-end suites (cargo test -p pubjson-e2e): differential tests
+#   5. SQL regression suite (pg_regress, test/sql + test/expected)
+#   6. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
 #      transactions, conflicts, crash recovery
 # Set PUBJSON_SKIP_LINT=1 to skip step 2 while iterating.

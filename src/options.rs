@@ -732,6 +732,7 @@ fn parse_table_item(item: &[u8]) -> Option<TableSelector> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn parse(opts: &[(&str, Option<&str>)]) -> Result<Options, OptionError> {
         Options::parse(opts.iter().map(|(n, v)| (*n, v.map(|s| s.as_bytes()))))
@@ -977,28 +978,30 @@ mod tests {
         assert_eq!(o.publication_names.unwrap()[0].len(), 63);
     }
 
-    /// Arbitrary option values never panic: they parse or give an error.
-    #[test]
-    fn arbitrary_values_never_panic() {
-        use crate::output::json::tests::Rng;
-        let names = [
-            "add-tables",
-            "filter-tables",
-            "actions",
-            "filter-msg-prefixes",
-            "format-version",
-            "filter-origins",
-            "publication_names",
-            "origin",
-            "include-xids",
-            "messages",
-        ];
-        let mut rng = Rng(7);
-        for _ in 0..20_000 {
-            let name = names[rng.below(names.len() as u64) as usize];
-            let mut value: Vec<u8> = rng.string(12).into_bytes();
-            if rng.below(4) == 0 {
-                value.push(0xff); // not UTF-8
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Arbitrary option values never panic: they parse or give an error.
+        #[test]
+        fn arbitrary_values_never_panic(
+            name in proptest::sample::select(&[
+                "add-tables",
+                "filter-tables",
+                "actions",
+                "filter-msg-prefixes",
+                "format-version",
+                "filter-origins",
+                "publication_names",
+                "origin",
+                "include-xids",
+                "messages",
+            ][..]),
+            text in crate::output::json::tests::text(12),
+            not_utf8 in proptest::bool::weighted(0.25),
+        ) {
+            let mut value = text.into_bytes();
+            if not_utf8 {
+                value.push(0xff);
             }
             let _ = Options::parse([(name, Some(value.as_slice()))]);
             let _ = parse_table_list(&value);

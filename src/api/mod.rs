@@ -15,7 +15,7 @@
 //! Every SQL and PL/pgSQL function pins `SET search_path = pg_catalog,
 //! pg_temp`, so nothing on the caller's search_path can stand in for a
 //! function or operator they use (PostgreSQL's "Security Considerations for
-//! Extensions"); `pgrx-tests/tests/sql_security.rs` checks it with planted
+//! Extensions"); `e2e/tests/sql_security.rs` checks it with planted
 //! look-alikes.
 //!
 //! The same text is installed for every supported major (15 to 18): columns

@@ -169,6 +169,7 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn iso(ts: i64, tz: bool) -> String {
         let mut out = Vec::new();
@@ -206,14 +207,17 @@ mod tests {
         assert_eq!(iso(t, true), "12345-06-07 08:09:10.12+00");
     }
 
-    #[test]
-    fn random_timestamps_match_a_plain_formatter() {
-        let mut rng = crate::output::json::tests::Rng(3);
-        for _ in 0..20_000 {
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        #[test]
+        fn random_timestamps_match_a_plain_formatter(
             // From 4714 BC to about 285000 AD (the microseconds fit an i64).
-            let days = rng.below(106_000_000) as i64 - POSTGRES_EPOCH_JDATE;
-            let time = rng.below(USECS_PER_DAY as u64) as i64;
-            let time = if rng.below(3) == 0 {
+            days in (0i64..106_000_000).prop_map(|d| d - POSTGRES_EPOCH_JDATE),
+            time in 0..USECS_PER_DAY,
+            whole_seconds in proptest::bool::weighted(1.0 / 3.0),
+        ) {
+            let time = if whole_seconds {
                 time / 1_000_000 * 1_000_000
             } else {
                 time
@@ -234,7 +238,7 @@ mod tests {
             if year <= 0 {
                 want.push_str(" BC");
             }
-            assert_eq!(iso(days * USECS_PER_DAY + time, true), want);
+            prop_assert_eq!(iso(days * USECS_PER_DAY + time, true), want);
         }
     }
 }

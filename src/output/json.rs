@@ -288,28 +288,47 @@ pub fn classify_number(s: &[u8]) -> NumberText {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn esc(s: &[u8]) -> String {
         String::from_utf8(json_string(s)).unwrap()
     }
 
-    #[test]
-    fn word_test_agrees_with_the_table() {
-        let mut rng = Rng(11);
-        for _ in 0..200_000 {
-            let mut word = rng.next().to_le_bytes();
-            // Mostly plain ASCII, so both answers get exercised.
-            for b in word.iter_mut() {
-                if rng.below(4) != 0 {
+    /// Text mixing ASCII, control characters, quotes, backslashes and
+    /// multi-byte characters, up to `max_len` characters.
+    pub(crate) fn text(max_len: usize) -> impl Strategy<Value = String> {
+        const SPECIAL: &[char] = &[
+            '"', '\\', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{1}', '\u{1f}', '\u{7f}', '/', 'é',
+            '€', '𝄞', '\u{2028}',
+        ];
+        let ch = prop_oneof![
+            proptest::sample::select(SPECIAL),
+            (0u8..0x80).prop_map(char::from),
+            (0x20u8..0x7f).prop_map(char::from),
+        ];
+        proptest::collection::vec(ch, 0..=max_len).prop_map(String::from_iter)
+    }
+
+    /// Any bytes, up to `max_len` of them (not always UTF-8).
+    pub(crate) fn bytes(max_len: usize) -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), 0..=max_len)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200_000))]
+
+        #[test]
+        fn word_test_agrees_with_the_table(raw in any::<u64>(), fold in any::<u64>()) {
+            // Mostly plain ASCII, so both answers get exercised: three bytes
+            // in four (by `fold`) are folded into 0x20..0x7f.
+            let mut word = raw.to_le_bytes();
+            for (b, f) in word.iter_mut().zip(fold.to_le_bytes()) {
+                if f % 4 != 0 {
                     *b = 0x20 + (*b % 0x5f);
                 }
             }
             let expected = word.iter().any(|&b| SPECIAL[b as usize]);
-            assert_eq!(
-                has_special_byte(u64::from_le_bytes(word)),
-                expected,
-                "{word:?}"
-            );
+            prop_assert_eq!(has_special_byte(u64::from_le_bytes(word)), expected, "{:?}", word);
         }
     }
 
@@ -339,16 +358,20 @@ pub(crate) mod tests {
         // UTF-16 surrogates and overlong forms are not UTF-8.
         assert_eq!(esc(b"\xed\xa0\x80"), "\"\\u00ed\\u00a0\\u0080\"");
         assert_eq!(esc(b"\xc0\xaf"), "\"\\u00c0\\u00af\"");
-        // Every possible byte string parses as JSON.
-        let mut rng = Rng(99);
-        for _ in 0..20_000 {
-            let bytes: Vec<u8> = (0..rng.below(12)).map(|_| rng.next() as u8).collect();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Every possible byte string parses as JSON.
+        #[test]
+        fn every_byte_string_escapes_to_json(bytes in bytes(11)) {
             let out = json_string(&bytes);
-            let parsed: String = serde_json::from_slice(&out).unwrap_or_else(|e| {
-                panic!("{e}: {bytes:?} -> {:?}", String::from_utf8_lossy(&out))
-            });
+            let parsed: String = serde_json::from_slice(&out).map_err(|e| {
+                TestCaseError::fail(format!("{e}: {bytes:?} -> {:?}", String::from_utf8_lossy(&out)))
+            })?;
             if let Ok(text) = std::str::from_utf8(&bytes) {
-                assert_eq!(parsed, text);
+                prop_assert_eq!(parsed, text);
             }
         }
     }
@@ -358,85 +381,21 @@ pub(crate) mod tests {
         for b in 0u8..0x80 {
             let s = [b'x', b, b'y'];
             let out = json_string(&s);
-            let parsed: String = serde_json_lite_parse(&out);
+            // serde_json also refuses raw control characters and stray quotes.
+            let parsed: String = serde_json::from_slice(&out).unwrap();
             assert_eq!(parsed.as_bytes(), &s, "byte {b:#x}");
         }
     }
 
-    /// Minimal JSON string decoder for the round-trip test (ASCII only).
-    fn serde_json_lite_parse(s: &[u8]) -> String {
-        assert_eq!(s[0], b'"');
-        assert_eq!(s[s.len() - 1], b'"');
-        let inner = &s[1..s.len() - 1];
-        let mut out = String::new();
-        let mut i = 0;
-        while i < inner.len() {
-            let c = inner[i];
-            assert!(c >= 0x20, "raw control char in output");
-            if c == b'\\' {
-                i += 1;
-                match inner[i] {
-                    b'"' => out.push('"'),
-                    b'\\' => out.push('\\'),
-                    b'b' => out.push('\x08'),
-                    b'f' => out.push('\x0c'),
-                    b'n' => out.push('\n'),
-                    b'r' => out.push('\r'),
-                    b't' => out.push('\t'),
-                    b'u' => {
-                        let hex = std::str::from_utf8(&inner[i + 1..i + 5]).unwrap();
-                        out.push(char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap());
-                        i += 4;
-                    }
-                    other => panic!("bad escape {other}"),
-                }
-            } else {
-                assert_ne!(c, b'"', "unescaped quote");
-                out.push(c as char);
-            }
-            i += 1;
-        }
-        out
-    }
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
 
-    /// A small deterministic generator (xorshift64*) for property tests.
-    pub(crate) struct Rng(pub u64);
-    impl Rng {
-        pub fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        pub fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        /// A string mixing ASCII, control characters, quotes, backslashes
-        /// and multi-byte characters.
-        pub fn string(&mut self, max_len: u64) -> String {
-            const SPECIAL: &[char] = &[
-                '"', '\\', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{1}', '\u{1f}', '\u{7f}', '/',
-                'é', '€', '𝄞', '\u{2028}',
-            ];
-            (0..self.below(max_len + 1))
-                .map(|_| match self.below(3) {
-                    0 => SPECIAL[self.below(SPECIAL.len() as u64) as usize],
-                    1 => char::from_u32(self.below(0x80) as u32).unwrap_or('x'),
-                    _ => char::from_u32(0x20 + self.below(0x5f) as u32).unwrap_or('x'),
-                })
-                .collect()
-        }
-    }
-
-    #[test]
-    fn every_escaped_string_round_trips_through_a_json_parser() {
-        let mut rng = Rng(0x5EED);
-        for _ in 0..20_000 {
-            let s = rng.string(40);
+        #[test]
+        fn every_escaped_string_round_trips_through_a_json_parser(s in text(40)) {
             let out = json_string(s.as_bytes());
             let parsed: String = serde_json::from_slice(&out)
-                .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&out)));
-            assert_eq!(parsed, s);
+                .map_err(|e| TestCaseError::fail(format!("{e}: {:?}", String::from_utf8_lossy(&out))))?;
+            prop_assert_eq!(&parsed, &s);
         }
     }
 
@@ -448,12 +407,19 @@ pub(crate) mod tests {
             push_u64(&mut out, v);
             assert_eq!(String::from_utf8(out.clone()).unwrap(), v.to_string());
         }
-        let mut rng = Rng(42);
-        for _ in 0..10_000 {
-            let v = rng.next() as i64 >> rng.below(64);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+        #[test]
+        fn every_integer_matches_std_formatting(
+            // Every magnitude: shifting spreads the values over all lengths.
+            v in (any::<i64>(), 0u32..64).prop_map(|(v, shift)| v >> shift)
+        ) {
             let mut out = Vec::new();
             push_i64(&mut out, v);
-            assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
+            prop_assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
         }
     }
 

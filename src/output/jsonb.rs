@@ -318,7 +318,8 @@ fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
 mod tests {
     use super::*;
     use crate::output::json::json_string;
-    use crate::output::json::tests::Rng;
+    use crate::output::json::tests::{bytes, text};
+    use proptest::prelude::*;
 
     /// A JSON value to encode the way PostgreSQL's convertToJsonb does.
     #[derive(Debug, Clone)]
@@ -480,37 +481,34 @@ mod tests {
         render(&V::Str(b"\xe2\x82 \xe2\x82\xac \xff".to_vec()), 32).unwrap();
     }
 
-    fn random_value(rng: &mut Rng, depth: usize) -> V {
-        match rng.below(if depth > 3 { 5 } else { 7 }) {
-            0 => V::Null,
-            1 => V::Bool(rng.below(2) == 0),
-            2 => num(["1.50", "-7", "0"][rng.below(3) as usize]),
-            3 => V::Str(rng.string(12).into_bytes()),
-            4 => V::Str((0..rng.below(12)).map(|_| rng.next() as u8).collect()),
-            5 => V::Arr(
-                (0..rng.below(20))
-                    .map(|_| random_value(rng, depth + 1))
-                    .collect(),
-            ),
-            _ => V::Obj(
-                (0..rng.below(20))
-                    .map(|_| (rng.string(6).into_bytes(), random_value(rng, depth + 1)))
-                    .collect(),
-            ),
-        }
+    /// Any document: scalars of every kind, arrays and objects up to
+    /// 20 entries, nested up to 5 levels.
+    fn any_value() -> impl Strategy<Value = V> {
+        let leaf = prop_oneof![
+            Just(V::Null),
+            any::<bool>().prop_map(V::Bool),
+            proptest::sample::select(&["1.50", "-7", "0"][..]).prop_map(num),
+            text(12).prop_map(|s| V::Str(s.into_bytes())),
+            bytes(11).prop_map(V::Str),
+        ];
+        leaf.prop_recursive(4, 400, 20, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..20).prop_map(V::Arr),
+                proptest::collection::vec((text(6).prop_map(String::into_bytes), inner), 0..20)
+                    .prop_map(V::Obj),
+            ]
+        })
     }
 
-    #[test]
-    fn random_documents_with_offsets_and_lengths() {
-        let mut rng = Rng(7);
-        for _ in 0..1000 {
-            let v = random_value(&mut rng, 0);
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        #[test]
+        fn random_documents_with_offsets_and_lengths(v in any_value()) {
+            let want = expected(&v);
             for every in [1, 3, 32] {
-                assert_eq!(
-                    render(&v, every).as_deref(),
-                    Some(expected(&v).as_str()),
-                    "{v:?}"
-                );
+                let got = render(&v, every);
+                prop_assert_eq!(got.as_deref(), Some(want.as_str()), "{:?}", v);
             }
         }
     }

@@ -38,7 +38,8 @@ fn is_plain_quoted(s: &[u8], encoding: ServerEncoding) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::json::tests::Rng;
+    use crate::output::json::tests::text;
+    use proptest::prelude::*;
 
     #[test]
     fn type_names_stay_valid_json() {
@@ -53,15 +54,16 @@ mod tests {
         assert_eq!(t("\"a\\b\""), "\"\\\"a\\\\b\\\"\"");
     }
 
-    #[test]
-    fn every_type_name_is_valid_json() {
-        let mut rng = Rng(0x5EED);
-        for _ in 0..20_000 {
-            let s = rng.string(40);
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        #[test]
+        fn every_type_name_is_valid_json(s in text(40)) {
             let typed = type_name_json(s.as_bytes());
-            let parsed: String = serde_json::from_slice(&typed).unwrap();
+            let parsed: String = serde_json::from_slice(&typed)
+                .map_err(|e| TestCaseError::fail(format!("{e}: {s:?}")))?;
             // Either the raw quoted form (its inside) or the whole name.
-            assert!(parsed == s || format!("\"{parsed}\"") == s, "{s:?}");
+            prop_assert!(parsed == s || format!("\"{parsed}\"") == s, "{:?}", s);
         }
     }
 }

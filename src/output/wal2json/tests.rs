@@ -5,6 +5,8 @@ use crate::model::{ChangeHeader, ChangeKind, TupleValues, TxnInfo};
 use crate::options::Options;
 use crate::output::encoding::ServerEncoding;
 use crate::output::json::json_string;
+use crate::output::json::tests::text;
+use proptest::prelude::*;
 
 /// A tuple of literal text values; `None` is NULL, `Some("<toast>")` an unchanged TOAST value.
 struct Literal(Vec<Option<&'static str>>);
@@ -417,53 +419,82 @@ fn v1_not_null_without_types_is_an_empty_array() {
     );
 }
 
-/// Random relations and values, every option combination: the output
-/// always parses as JSON and carries the values unchanged.
-#[test]
-fn random_rows_always_give_valid_json() {
-    use crate::output::json::tests::Rng;
-    let mut rng = Rng(0xC0FFEE);
-    for round in 0..3_000 {
-        let ncols = 1 + rng.below(5) as usize;
-        let names: Vec<String> = (0..ncols).map(|_| rng.string(8)).collect();
-        let values: Vec<Option<&'static str>> = (0..ncols)
-            .map(|_| match rng.below(4) {
-                0 => None,
-                _ => Some(Box::leak(rng.string(20).into_boxed_str()) as &'static str),
-            })
+/// One column of a random relation, with its value in the row.
+#[derive(Debug, Clone)]
+struct RandomColumn {
+    name: String,
+    type_name: String,
+    default: Option<String>,
+    value: Option<String>,
+}
+
+fn random_column() -> impl Strategy<Value = RandomColumn> {
+    (
+        text(8),
+        text(6),
+        proptest::option::of(text(6)),
+        proptest::option::weighted(0.75, text(20)),
+    )
+        .prop_map(|(name, type_name, default, value)| RandomColumn {
+            name,
+            type_name,
+            default,
+            value,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+    /// Random relations and values, every option combination: the output
+    /// always parses as JSON and carries the values unchanged.
+    #[test]
+    fn random_rows_always_give_valid_json(
+        columns in proptest::collection::vec(random_column(), 1..=5),
+        (schema, table) in (text(6), text(6)),
+        format_version in 1u8..=2,
+        flags in proptest::array::uniform10(any::<bool>()),
+        kind in proptest::sample::select(
+            &[ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete][..]
+        ),
+        (prefix, content) in (text(5), text(10)),
+    ) {
+        let values: Vec<Option<&'static str>> = columns
+            .iter()
+            .map(|c| c.value.clone().map(|v| &*Box::leak(v.into_boxed_str())))
             .collect();
         let mut rel = relation();
-        rel.schema = rng.string(6).into_bytes();
-        rel.table = rng.string(6).into_bytes();
+        rel.schema = schema.into_bytes();
+        rel.table = table.into_bytes();
         rel.schema_json = json_string(&rel.schema);
         rel.table_json = json_string(&rel.table);
-        rel.columns = names
+        rel.columns = columns
             .iter()
             .enumerate()
-            .map(|(i, n)| {
-                let mut c = column(i, n, &rng.string(6), ValueKind::Text, i == 0);
-                c.default_json = (rng.below(2) == 0).then(|| json_string(rng.string(6).as_bytes()));
-                c
+            .map(|(i, c)| {
+                let mut meta = column(i, &c.name, &c.type_name, ValueKind::Text, i == 0);
+                meta.default_json = c.default.as_ref().map(|d| json_string(d.as_bytes()));
+                meta
             })
             .collect();
+        let [pretty_print, include_xids, include_lsn, include_pk, include_types, include_type_oids, include_not_null, include_default, include_column_positions, include_schemas] =
+            flags;
         let opts = Options {
-            format_version: 1 + (round % 2) as u8,
-            pretty_print: rng.below(2) == 0,
-            include_xids: rng.below(2) == 0,
-            include_lsn: rng.below(2) == 0,
-            include_pk: rng.below(2) == 0,
-            include_types: rng.below(2) == 0,
-            include_type_oids: rng.below(2) == 0,
-            include_not_null: rng.below(2) == 0,
-            include_default: rng.below(2) == 0,
-            include_column_positions: rng.below(2) == 0,
-            include_schemas: rng.below(2) == 0,
+            format_version,
+            pretty_print,
+            include_xids,
+            include_lsn,
+            include_pk,
+            include_types,
+            include_type_oids,
+            include_not_null,
+            include_default,
+            include_column_positions,
+            include_schemas,
             ..Options::default()
         };
         let f1 = v1::Format1::new(&opts);
         let f2 = v2::Format2::new(&opts);
-        let kind =
-            [ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete][rng.below(3) as usize];
         let mut new = Literal(values.clone());
         let mut old = Literal(values.clone());
         let header = ChangeHeader::plain(kind);
@@ -486,14 +517,7 @@ fn random_rows_always_give_valid_json() {
                 old_arg,
             )
             .unwrap();
-            f1.v1_message(
-                &mut out,
-                2,
-                true,
-                None,
-                rng.string(5).as_bytes(),
-                rng.string(10).as_bytes(),
-            );
+            f1.v1_message(&mut out, 2, true, None, prefix.as_bytes(), content.as_bytes());
             f1.v1_commit(&mut out);
         } else {
             f2.v2_change(
@@ -509,12 +533,12 @@ fn random_rows_always_give_valid_json() {
             .unwrap();
         }
         let doc: serde_json::Value = serde_json::from_slice(&out)
-            .unwrap_or_else(|e| panic!("round {round}: {e}\n{}", String::from_utf8_lossy(&out)));
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{}", String::from_utf8_lossy(&out))))?;
         // The first column's value comes back as written.
         if opts.format_version == 2 && kind != ChangeKind::Delete {
             let first = &doc["columns"][0];
-            assert_eq!(first["name"].as_str(), Some(names[0].as_str()));
-            assert_eq!(first["value"].as_str(), values[0]);
+            prop_assert_eq!(first["name"].as_str(), Some(columns[0].name.as_str()));
+            prop_assert_eq!(first["value"].as_str(), values[0]);
         }
     }
 }

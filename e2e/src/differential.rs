@@ -1,13 +1,9 @@
-//! Shared helpers for pubjson's end-to-end tests.
-//!
-//! Every test runs against the live cluster named by the `PG*` variables
-//! (`eval "$(scripts/cluster.sh env)"`). The core technique is differential:
-//! a `pubjson` slot and a `wal2json` slot are created at the same point
-//! (the second is a copy of the first), a workload runs, and both are peeked
-//! with the same options. pubjson with `skip-empty-xacts=false` must equal
-//! wal2json row for row (lsn, xid, data); pubjson with its defaults must
-//! equal wal2json minus its empty transactions. Warnings raised while
-//! decoding are compared too.
+//! The differential check against wal2json: a `pubjson` slot and a
+//! `wal2json` slot created at the same point (the second is a copy of the
+//! first), a workload, and both peeked with the same options. pubjson with
+//! `skip-empty-xacts=false` must equal wal2json row for row (lsn, xid,
+//! data); pubjson with its defaults must equal wal2json minus its empty
+//! transactions. Warnings raised while decoding are compared too.
 //!
 //! Creating a logical slot waits for every running transaction, so tests
 //! are serialized: a process-wide mutex (threads of one test binary) plus a
@@ -16,104 +12,25 @@
 //! that other users of the cluster do not appear in the decoded streams,
 //! each test in its own schema `e2e_<name>`, and every peek stops at the
 //! LSN where the workload ended (`upto_lsn`).
-//!
-//! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
-//! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
-//! counts; `PUBJSON_E2E_SHOW=<part of a case label>` prints that case's
-//! rows).
 
-use postgres::{Client, Config, NoTls};
+use crate::env::pg_env;
+use crate::server::{describe_error, drop_slot, lock, Conn, Server};
+use crate::truncate;
+use crate::wait::{retry, wait_for};
+use postgres::Client;
 use serde_json::Value;
 use std::fmt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
-
-// ---------------------------------------------------------------------------
-// Environment and connections
-// ---------------------------------------------------------------------------
-
-/// Where the test cluster is, from the environment.
-#[derive(Debug, Clone)]
-pub struct PgEnv {
-    pub host: String,
-    pub port: u16,
-    pub user: String,
-    /// The database the tests run in (created if missing).
-    pub dbname: String,
-    /// The database connected to to create it.
-    pub maintenance_db: String,
-}
-
-fn required_var(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!(
-            "environment variable {name} is not set. The end-to-end tests need the test cluster: \
-             run `scripts/cluster.sh start && eval \"$(scripts/cluster.sh env)\"` first \
-             (it exports PGHOST, PGPORT, PGUSER and PUBJSON_PG_BIN)"
-        ),
-    }
-}
-
-fn optional_var(name: &str, default: &str) -> String {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| default.to_string())
-}
-
-/// PGHOST, PGPORT and PGUSER are required. The tests run in their own
-/// database, `$PUBJSON_E2E_DATABASE` (default `pubjson_e2e`), created
-/// through `$PGDATABASE` (default `postgres`): a logical slot decodes only
-/// its database, so other users of the cluster do not show up in the
-/// decoded streams.
-pub fn pg_env() -> PgEnv {
-    let port = required_var("PGPORT");
-    PgEnv {
-        host: required_var("PGHOST"),
-        port: port
-            .parse()
-            .unwrap_or_else(|_| panic!("PGPORT={port:?} is not a port number")),
-        user: required_var("PGUSER"),
-        dbname: optional_var("PUBJSON_E2E_DATABASE", "pubjson_e2e"),
-        maintenance_db: optional_var("PGDATABASE", "postgres"),
-    }
-}
-
-fn connect_to(
-    env: &PgEnv,
-    dbname: &str,
-    notices: Option<Arc<Mutex<Vec<String>>>>,
-) -> Result<Client, postgres::Error> {
-    let mut config = Config::new();
-    config
-        .host(&env.host)
-        .port(env.port)
-        .user(&env.user)
-        .dbname(dbname)
-        .application_name("pubjson-e2e");
-    if let Some(sink) = notices {
-        config.notice_callback(move |n| {
-            lock(&sink).push(format!("{}: {}", n.severity(), n.message()))
-        });
-    }
-    config.connect(NoTls)
-}
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 /// Creates the test database once per process (and tolerates another
 /// process doing it at the same time).
-fn ensure_database(env: &PgEnv) {
+fn ensure_database() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let mut client = connect_to(env, &env.maintenance_db, None).unwrap_or_else(|e| {
-            panic!(
-                "cannot connect to PostgreSQL (PGHOST={} PGPORT={} PGUSER={} database {}): {e}",
-                env.host, env.port, env.user, env.maintenance_db
-            )
-        });
+        let env = pg_env();
+        let mut client = Server::main().connect_as(&env.maintenance_db, &env.user);
         let exists = client
             .query_opt(
                 "select 1 from pg_database where datname = $1",
@@ -132,21 +49,17 @@ fn ensure_database(env: &PgEnv) {
     });
 }
 
-/// Where a test's own cluster lives: `$PUBJSON_TMP/pubjson-<name>`
-/// (`PUBJSON_TMP` defaults to `/tmp`; give each concurrent run its own).
-pub fn cluster_dir(name: &str) -> String {
-    format!("{}/pubjson-{name}", optional_var("PUBJSON_TMP", "/tmp"))
+/// A connection to the test database (`$PUBJSON_E2E_DATABASE`) that keeps
+/// the notices the server sends.
+pub fn connect() -> Conn {
+    ensure_database();
+    connect_db(&pg_env().dbname)
 }
 
-/// `$PUBJSON_PG_BIN/<program>` (pg_recvlogical lives there).
-pub fn pg_bin(program: &str) -> PathBuf {
-    let path = PathBuf::from(required_var("PUBJSON_PG_BIN")).join(program);
-    assert!(
-        path.exists(),
-        "{} does not exist (check PUBJSON_PG_BIN)",
-        path.display()
-    );
-    path
+/// A connection to database `dbname` of the test cluster (which must
+/// exist) that keeps the notices the server sends.
+pub fn connect_db(dbname: &str) -> Conn {
+    Server::main().connect_keeping_notices(dbname, &pg_env().user)
 }
 
 /// Whether the server under test has wal2json. Debian 12 packages it for
@@ -155,29 +68,12 @@ pub fn pg_bin(program: &str) -> PathBuf {
 /// tarball is not on the package mirror, it has no binary for 16, its
 /// binaries for 17/18 need a newer glibc), so the differential tests
 /// against it are skipped there; the comparisons with pgoutput still run.
-/// Use [`require_wal2json!`].
+/// Use [`require_wal2json!`](crate::require_wal2json).
 pub fn wal2json_installed() -> bool {
-    static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
     // LOAD fails when the library is missing or cannot be loaded (a binary
     // built for another glibc, say).
     *INSTALLED.get_or_init(|| connect().client.batch_execute("load 'wal2json'").is_ok())
-}
-
-/// Records a test skipped because wal2json is missing: on stderr and, when
-/// `PUBJSON_SKIP_LOG` names a file, there (scripts/test.sh counts them).
-pub fn note_skip(test: &str, reason: &str) {
-    eprintln!("SKIPPED {test}: {reason}");
-    if let Ok(path) = std::env::var("PUBJSON_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let major = std::env::var("PG_MAJOR").unwrap_or_else(|_| "?".into());
-            let _ = writeln!(f, "PostgreSQL {major}: {test}: {reason}");
-        }
-    }
 }
 
 /// First statement of a test that compares with wal2json: returns early
@@ -193,42 +89,6 @@ macro_rules! require_wal2json {
             return;
         }
     };
-}
-
-/// A client plus the notices (WARNINGs etc.) the server sent it.
-pub struct Conn {
-    pub client: Client,
-    notices: Arc<Mutex<Vec<String>>>,
-}
-
-impl Conn {
-    /// Notices received since the last call, as `SEVERITY: message`.
-    pub fn take_notices(&mut self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.notices))
-    }
-}
-
-pub fn connect() -> Conn {
-    let env = pg_env();
-    ensure_database(&env);
-    connect_db(&env.dbname)
-}
-
-/// A connection to database `dbname` of the test cluster (which must exist).
-pub fn connect_db(dbname: &str) -> Conn {
-    let env = pg_env();
-    let notices = Arc::new(Mutex::new(Vec::new()));
-    let client = connect_to(&env, dbname, Some(Arc::clone(&notices))).unwrap_or_else(|e| {
-        panic!(
-            "cannot connect to PostgreSQL (PGHOST={} PGPORT={} PGUSER={} database {dbname}): {e}",
-            env.host, env.port, env.user
-        )
-    });
-    Conn { client, notices }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // ---------------------------------------------------------------------------
@@ -448,18 +308,6 @@ pub fn strip_empty_xacts(rows: &[Row], format: u8, chunked: bool) -> Vec<Row> {
         i += 1;
     }
     out
-}
-
-/// Shortens long text for failure messages.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &s[..end], s.len())
 }
 
 /// Both texts around their first difference.
@@ -877,20 +725,6 @@ impl Drop for TestDb {
     }
 }
 
-/// `SQLSTATE: message` (plus detail) of a server error, or the error itself.
-pub fn describe_error(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut s = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-            if let Some(d) = db.detail() {
-                s += &format!(" DETAIL: {d}");
-            }
-            s
-        }
-        None => e.to_string(),
-    }
-}
-
 /// Drops its slots when it goes out of scope, even when the test panics.
 pub struct SlotGuard {
     pub names: Vec<String>,
@@ -898,42 +732,23 @@ pub struct SlotGuard {
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        // A fresh connection: the test's own may be mid-failure.
+        // A fresh connection: the test's own may be mid-failure. Retried:
+        // after a server crash the cluster is in recovery for a moment.
+        // (Leftovers are also dropped when the test next starts.)
         let env = pg_env();
-        // Retried: after a server crash the cluster is in recovery for a
-        // moment. (Leftovers are also dropped when the test next starts.)
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let mut client = loop {
-            match connect_to(&env, &env.dbname, None) {
-                Ok(c) => break c,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(200))
-                }
-                Err(e) => {
-                    eprintln!("could not connect to drop slots {:?}: {e}", self.names);
-                    return;
-                }
+        let mut client = match retry(Duration::from_secs(15), || {
+            Server::main().try_connect(&env.dbname, &env.user)
+        }) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("could not connect to drop slots {:?}: {e}", self.names);
+                return;
             }
         };
         for name in &self.names {
             // A walsender may still be releasing the slot: retry briefly.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let r = client.execute(
-                    "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1",
-                    &[name],
-                );
-                match r {
-                    Ok(_) => break,
-                    Err(e) if Instant::now() < deadline => {
-                        let _ = e;
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                    Err(e) => {
-                        eprintln!("could not drop slot {name}: {}", describe_error(&e));
-                        break;
-                    }
-                }
+            if let Err(e) = drop_slot(&mut client, name, Duration::from_secs(10)) {
+                eprintln!("could not drop slot {name}: {}", describe_error(&e));
             }
         }
     }
@@ -1174,172 +989,6 @@ pub fn v1_include_pk_cases(add_tables: &str) -> Vec<Case> {
             ],
         ),
     ]
-}
-
-// ---------------------------------------------------------------------------
-// pg_recvlogical
-// ---------------------------------------------------------------------------
-
-/// A running `pg_recvlogical --start`, stopped (SIGINT) or killed on drop.
-pub struct RecvLogical {
-    child: Option<Child>,
-    pub file: PathBuf,
-    stderr_file: PathBuf,
-}
-
-impl RecvLogical {
-    /// Streams `slot` into `file` with `-o` options (`None` value: `-o name`).
-    pub fn start(
-        slot: &str,
-        file: &std::path::Path,
-        opts: &[(&str, Option<&str>)],
-        extra_args: &[&str],
-    ) -> RecvLogical {
-        Self::start_in(&pg_env().dbname, slot, file, opts, extra_args)
-    }
-
-    /// [`Self::start`] for a slot of database `dbname`.
-    pub fn start_in(
-        dbname: &str,
-        slot: &str,
-        file: &std::path::Path,
-        opts: &[(&str, Option<&str>)],
-        extra_args: &[&str],
-    ) -> RecvLogical {
-        let env = pg_env();
-        let stderr_file = file.with_extension("stderr");
-        let stderr = std::fs::File::create(&stderr_file).expect("create stderr file");
-        let mut cmd = Command::new(pg_bin("pg_recvlogical"));
-        cmd.args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            &env.user,
-            "-d",
-            dbname,
-        ])
-        .args([
-            "-S",
-            slot,
-            "--start",
-            "--no-loop",
-            "-F",
-            "0",
-            "-s",
-            "1",
-            "-f",
-        ])
-        .arg(file);
-        for (name, value) in opts {
-            cmd.arg("-o");
-            match value {
-                Some(v) => cmd.arg(format!("{name}={v}")),
-                None => cmd.arg(name),
-            };
-        }
-        cmd.args(extra_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start pg_recvlogical: {e}"));
-        RecvLogical {
-            child: Some(child),
-            file: file.to_path_buf(),
-            stderr_file,
-        }
-    }
-
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_file).unwrap_or_default()
-    }
-
-    /// True while the process runs.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
-    }
-
-    /// Waits until it exits by itself (e.g. `--endpos`), with a timeout.
-    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        let child = self.child.as_mut().expect("pg_recvlogical already stopped");
-        loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                self.child = None;
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "pg_recvlogical did not exit within {timeout:?}; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGINT, then waits for the exit. pg_recvlogical 15 flushes its file
-    /// but does not send a last feedback message, so what it wrote is
-    /// confirmed only if a status update (`-s`) went out before: wait for
-    /// the slot's confirmed_flush_lsn first when that matters.
-    pub fn stop(&mut self) -> std::process::ExitStatus {
-        let pid = self
-            .child
-            .as_ref()
-            .expect("pg_recvlogical already stopped")
-            .id();
-        let status = Command::new("kill")
-            .args(["-INT", &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -INT {pid} failed");
-        self.wait_exit(Duration::from_secs(30))
-    }
-}
-
-impl Drop for RecvLogical {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Polls `cond` every 20 ms until it holds; panics with `what` after `timeout`.
-pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The complete lines of a file being written (an unterminated last line is
-/// left out).
-pub fn complete_lines(path: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut lines: Vec<String> = text
-        .split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .map(|l| l[..l.len() - 1].to_string())
-        .collect();
-    lines.shrink_to_fit();
-    lines
-}
-
-/// A fresh, empty directory for a test's files.
-pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(optional_var("PUBJSON_TMP", "/tmp"))
-        .join(format!("pubjson-e2e-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
 }
 
 #[cfg(test)]

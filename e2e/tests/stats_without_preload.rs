@@ -3,9 +3,7 @@
 //! backend'`) and show what the calling backend decoded itself; another
 //! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
 
-mod conflicts_support;
-
-use conflicts_support::ExtraCluster;
+use pubjson_e2e::ExtraCluster;
 
 #[test]
 fn counters_fall_back_to_the_calling_backend() {

@@ -1,108 +1,92 @@
-//! Differential test on a pseudo-random workload (fixed seeds, so every
-//! run is the same): random values of many types, including text made of
-//! control characters, quotes, backslashes and multi-byte characters,
-//! random INSERT/UPDATE/DELETE mixes, savepoints, messages and TOAST.
+//! Differential test on a pseudo-random workload (fixed seeds of the
+//! support library's seeded generator, so every run is the same): random
+//! values of many types, including text made of control characters,
+//! quotes, backslashes and multi-byte characters, random
+//! INSERT/UPDATE/DELETE mixes, savepoints, messages and TOAST.
 
 use postgres::types::ToSql;
-use pubjson_e2e::{case, option_matrix, require_wal2json, TestDb};
+use pubjson_e2e::{case, option_matrix, require_wal2json, SeededRng, TestDb};
 
-/// xorshift64*: small, deterministic.
-struct Rng(u64);
+/// Text made of the characters JSON escaping cares about (quotes,
+/// backslashes, controls, multi-byte and special Unicode characters).
+fn text(rng: &mut SeededRng, max_len: u64) -> String {
+    const POOL: &[char] = &[
+        'a', 'b', 'Z', '0', '9', ' ', '"', '\\', '/', '\'', '{', '}', '[', ']', ',', ':', '\n',
+        '\r', '\t', '\u{1}', '\u{8}', '\u{c}', '\u{1f}', '\u{7f}', 'é', 'ß', '日', '本', '😀',
+        '\u{2028}', '\u{2029}', '\u{feff}', '\u{80}', '\u{ffff}', '<', '>', '&', '%', 'u',
+    ];
+    let len = rng.below(max_len + 1);
+    (0..len).map(|_| *rng.pick(POOL)).collect()
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    fn text(&mut self, max_len: u64) -> String {
-        const POOL: &[char] = &[
-            'a', 'b', 'Z', '0', '9', ' ', '"', '\\', '/', '\'', '{', '}', '[', ']', ',', ':', '\n',
-            '\r', '\t', '\u{1}', '\u{8}', '\u{c}', '\u{1f}', '\u{7f}', 'é', 'ß', '日', '本', '😀',
-            '\u{2028}', '\u{2029}', '\u{feff}', '\u{80}', '\u{ffff}', '<', '>', '&', '%', 'u',
-        ];
-        let len = self.below(max_len + 1);
-        (0..len).map(|_| *self.pick(POOL)).collect()
-    }
-
-    fn float(&mut self) -> f64 {
-        match self.below(12) {
-            0 => f64::NAN,
-            1 => f64::INFINITY,
-            2 => f64::NEG_INFINITY,
-            3 => -0.0,
-            4 => f64::MIN_POSITIVE,
-            5 => f64::MAX,
-            6 => 5e-324,
-            _ => {
-                (self.next() as i64 as f64) / (self.below(1_000_000) + 1) as f64
-                    * 10f64.powi(self.below(40) as i32 - 20)
-            }
+/// Special values and extremes as often as ordinary numbers.
+fn float(rng: &mut SeededRng) -> f64 {
+    match rng.below(12) {
+        0 => f64::NAN,
+        1 => f64::INFINITY,
+        2 => f64::NEG_INFINITY,
+        3 => -0.0,
+        4 => f64::MIN_POSITIVE,
+        5 => f64::MAX,
+        6 => 5e-324,
+        _ => {
+            (rng.next_u64() as i64 as f64) / (rng.below(1_000_000) + 1) as f64
+                * 10f64.powi(rng.below(40) as i32 - 20)
         }
     }
+}
 
-    fn numeric(&mut self) -> String {
-        match self.below(8) {
-            0 => "NaN".into(),
-            1 => "Infinity".into(),
-            2 => "-Infinity".into(),
-            3 => format!("{}.{}", self.next(), "0".repeat(self.below(20) as usize)),
-            _ => {
-                let int = self.next() % 10u64.pow(self.below(19) as u32 + 1);
-                let frac = self.next() % 1_000_000;
-                let sign = if self.chance(30) { "-" } else { "" };
-                format!("{sign}{int}.{frac:06}")
-            }
+/// numeric text: NaN, infinities, trailing zeros, up to 19 integer digits.
+fn numeric(rng: &mut SeededRng) -> String {
+    match rng.below(8) {
+        0 => "NaN".into(),
+        1 => "Infinity".into(),
+        2 => "-Infinity".into(),
+        3 => format!("{}.{}", rng.next_u64(), "0".repeat(rng.below(20) as usize)),
+        _ => {
+            let int = rng.next_u64() % 10u64.pow(rng.below(19) as u32 + 1);
+            let frac = rng.next_u64() % 1_000_000;
+            let sign = if rng.chance(30) { "-" } else { "" };
+            format!("{sign}{int}.{frac:06}")
         }
     }
 }
 
 const COLUMNS: &str = "id, i2, i8, f4, f8, n, b, tx, vc, by, ts, j, ia, ta, big";
 
-fn random_row(rng: &mut Rng, id: i32) -> Vec<Box<dyn ToSql + Sync>> {
-    let null = |rng: &mut Rng| rng.chance(15);
+fn random_row(rng: &mut SeededRng, id: i32) -> Vec<Box<dyn ToSql + Sync>> {
+    let null = |rng: &mut SeededRng| rng.chance(15);
     let mut v: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(id)];
     v.push(Box::new(if null(rng) {
         None
     } else {
-        Some(rng.next() as i16)
+        Some(rng.next_u64() as i16)
     }));
     v.push(Box::new(if null(rng) {
         None
     } else {
-        Some(rng.next() as i64)
+        Some(rng.next_u64() as i64)
     }));
     v.push(Box::new(if null(rng) {
         None
     } else {
-        Some(rng.float() as f32)
+        Some(float(rng) as f32)
     }));
-    v.push(Box::new(if null(rng) { None } else { Some(rng.float()) }));
-    v.push(Box::new(if null(rng) { None } else { Some(rng.numeric()) }));
+    v.push(Box::new(if null(rng) { None } else { Some(float(rng)) }));
+    v.push(Box::new(if null(rng) { None } else { Some(numeric(rng)) }));
     v.push(Box::new(if null(rng) {
         None
     } else {
         Some(rng.chance(50))
     }));
-    v.push(Box::new(if null(rng) { None } else { Some(rng.text(40)) }));
-    v.push(Box::new(if null(rng) { None } else { Some(rng.text(10)) }));
+    v.push(Box::new(if null(rng) { None } else { Some(text(rng, 40)) }));
+    v.push(Box::new(if null(rng) { None } else { Some(text(rng, 10)) }));
     v.push(Box::new(if null(rng) {
         None
     } else {
         Some(
             (0..rng.below(20))
-                .map(|_| rng.next() as u8)
+                .map(|_| rng.next_u64() as u8)
                 .collect::<Vec<u8>>(),
         )
     }));
@@ -118,13 +102,13 @@ fn random_row(rng: &mut Rng, id: i32) -> Vec<Box<dyn ToSql + Sync>> {
             rng.below(1_000_000)
         ))
     }));
-    v.push(Box::new(if null(rng) { None } else { Some(serde_json::json!({ "k": rng.text(8), "n": rng.below(1000), "a": [rng.chance(50), null] }).to_string()) }));
+    v.push(Box::new(if null(rng) { None } else { Some(serde_json::json!({ "k": text(rng, 8), "n": rng.below(1000), "a": [rng.chance(50), null] }).to_string()) }));
     v.push(Box::new(if null(rng) {
         None
     } else {
         Some(
             (0..rng.below(4))
-                .map(|_| rng.next() as i32)
+                .map(|_| rng.next_u64() as i32)
                 .collect::<Vec<i32>>(),
         )
     }));
@@ -137,7 +121,7 @@ fn random_row(rng: &mut Rng, id: i32) -> Vec<Box<dyn ToSql + Sync>> {
                     if rng.chance(20) {
                         None
                     } else {
-                        Some(rng.text(6))
+                        Some(text(rng, 6))
                     }
                 })
                 .collect::<Vec<Option<String>>>(),
@@ -147,19 +131,19 @@ fn random_row(rng: &mut Rng, id: i32) -> Vec<Box<dyn ToSql + Sync>> {
     v.push(Box::new(if rng.chance(10) {
         Some(
             (0..3000)
-                .map(|i| format!("{:x}", (rng.next() >> 8) ^ i))
+                .map(|i| format!("{:x}", (rng.next_u64() >> 8) ^ i))
                 .collect::<String>(),
         )
     } else if null(rng) {
         None
     } else {
-        Some(rng.text(20))
+        Some(text(rng, 20))
     }));
     v
 }
 
 fn run_random_workload(db: &mut TestDb, seed: u64, transactions: usize, first_id: i32) {
-    let mut rng = Rng(seed);
+    let mut rng = SeededRng::new(seed);
     let mut next_id = first_id;
     let mut live: Vec<(&str, i32)> = Vec::new();
     let placeholders = (1..=15).map(|i| match i {
@@ -215,7 +199,7 @@ fn run_random_workload(db: &mut TestDb, seed: u64, transactions: usize, first_id
                     // non-transactional one (see caveats.rs).
                     tx.execute(
                         "select pg_logical_emit_message(true, $1, $2)",
-                        &[&rng.text(5), &rng.text(30)],
+                        &[&text(&mut rng, 5), &text(&mut rng, 30)],
                     )
                     .expect("message");
                 }

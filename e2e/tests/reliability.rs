@@ -3,11 +3,10 @@
 //! errors, under restricted roles and with hostile values.
 //!
 //! These tests crash and restart PostgreSQL, so they run on a private
-//! cluster (`/tmp/pubjson-rel`, socket `/tmp/pubjson-rel/socket`, port
-//! 54331), destroyed and created afresh by the first test of the process,
+//! cluster (`$PUBJSON_TMP/pubjson-rel`, default `/tmp`; socket in its
+//! `socket/`, port 54331), destroyed and created afresh by the first test of the process,
 //! started by each test and stopped at its end (the tests run one at a
-//! time). pg_recvlogical comes from `$PUBJSON_PG_BIN` (default
-//! `/usr/lib/postgresql/15/bin`).
+//! time). The server's programs come from `$PUBJSON_PG_BIN`.
 //!
 //! Run: `eval "$(scripts/cluster.sh env)" && cargo test -p pubjson-e2e
 //! --test reliability -- --nocapture` (the shared cluster is not used; the
@@ -53,6 +52,7 @@
 mod reliability_support;
 
 use postgres::Client;
+use pubjson_e2e::{db_err, exec, lsn, one_string, soak, RecvLogical, SeededRng};
 use reliability_support::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -65,8 +65,7 @@ const FORMAT2_LSN: &[&str] = &["format-version=2", "include-xids", "include-lsn"
 
 fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(root()).join(format!("files-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    pubjson_e2e::env::fresh_dir(&dir);
     dir
 }
 
@@ -109,7 +108,7 @@ fn sql_insert(ids: &[i64]) -> String {
 
 /// Inserts in small transactions until `stop`; survives server restarts.
 fn writer(db: &'static str, stop: Arc<AtomicBool>, log: Arc<Mutex<WriterLog>>) {
-    let mut rng = Rng::new(0x5eed);
+    let mut rng = SeededRng::new(0x5eed);
     let mut next_id: i64 = 1;
     let mut client: Option<Client> = None;
     while !stop.load(Ordering::Relaxed) {
@@ -389,7 +388,7 @@ fn commits_in(path: &std::path::Path) -> usize {
 
 #[test]
 fn crash_and_restart_while_streaming() {
-    let _cluster = cluster();
+    let cluster = cluster();
     let started = Instant::now();
     const DB: &str = "rel_crash";
     const SLOT: &str = "rel_crash";
@@ -422,10 +421,10 @@ fn crash_and_restart_while_streaming() {
     let mut fault_counts: BTreeMap<&str, usize> = BTreeMap::new();
     // (file, its pg_recvlogical was SIGKILLed)
     let mut files: Vec<(PathBuf, bool)> = Vec::new();
-    let start_recv = |files: &mut Vec<(PathBuf, bool)>, extra: &[&str]| -> Recv {
+    let start_recv = |files: &mut Vec<(PathBuf, bool)>, extra: &[&str]| -> RecvLogical {
         let f = dir.join(format!("part{:03}.jsonl", files.len()));
         files.push((f.clone(), false));
-        Recv::start(DB, SLOT, &f, FORMAT2_LSN, extra)
+        recv_start(DB, SLOT, &f, FORMAT2_LSN, extra)
     };
     let mut recv = start_recv(&mut files, &[]);
     for round in 0..rounds {
@@ -465,12 +464,12 @@ fn crash_and_restart_while_streaming() {
                     recv.kill9();
                     files.last_mut().unwrap().1 = true;
                 }
-                "restart -m fast" => pg_ctl_restart("fast"),
-                "restart -m immediate" => pg_ctl_restart("immediate"),
+                "restart -m fast" => cluster.pg_ctl_restart("fast"),
+                "restart -m immediate" => cluster.pg_ctl_restart("immediate"),
                 _ => unreachable!(),
             }
             *fault_counts.entry(fault).or_default() += 1;
-            if recv.running() && recv.wait_exit(Duration::from_secs(30)).is_none() {
+            if recv.running() && recv.try_wait_exit(Duration::from_secs(30)).is_none() {
                 panic!(
                     "pg_recvlogical still running 30 s after {fault}: {}",
                     recv.stderr()
@@ -484,26 +483,26 @@ fn crash_and_restart_while_streaming() {
     // last one catches up to the end of the WAL with --endpos.
     stop.store(true, Ordering::Relaxed);
     writer_thread.join().expect("writer thread");
-    let pid = format!("{}", recv_pid(&recv));
-    let _ = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status();
+    recv.interrupt();
     assert!(
         // Generous: on a loaded machine a pg_recvlogical that has just
         // reconnected after a restart may take long to notice the signal.
-        recv.wait_exit(Duration::from_secs(120)).is_some(),
-        "pg_recvlogical ignores SIGINT"
+        recv.try_wait_exit(Duration::from_secs(120)).is_some(),
+        "pg_recvlogical ignores SIGINT: {}",
+        recv.stderr()
     );
     let mut c = connect(DB);
     let endpos = one_string(&mut c, "select pg_current_wal_lsn()::text");
     wait_slot_inactive(SLOT, Duration::from_secs(60));
     let mut last = start_recv(&mut files, &["-E", &endpos]);
-    let status = last.wait_exit(Duration::from_secs(120)).unwrap_or_else(|| {
-        panic!(
-            "pg_recvlogical -E {endpos} did not finish: {}",
-            last.stderr()
-        )
-    });
+    let status = last
+        .try_wait_exit(Duration::from_secs(120))
+        .unwrap_or_else(|| {
+            panic!(
+                "pg_recvlogical -E {endpos} did not finish: {}",
+                last.stderr()
+            )
+        });
     assert!(
         status.success(),
         "pg_recvlogical -E failed: {}",
@@ -603,10 +602,6 @@ fn crash_and_restart_while_streaming() {
         &mut c,
         &format!("select pg_drop_replication_slot('{SLOT}')"),
     );
-}
-
-fn recv_pid(r: &Recv) -> u32 {
-    r.pid().expect("pg_recvlogical is running")
 }
 
 // ===========================================================================
@@ -1208,8 +1203,8 @@ fn errors_leave_slot_and_caches_sane() {
     ];
     for (opts, code) in bad {
         let e = get_changes(&mut c, "s_opt", opts).expect_err("a bad option must fail");
-        let (got, msg, _) = db_error(&e);
-        assert_eq!(&got, code, "{opts:?}: {msg}");
+        let e = db_err(&e);
+        assert_eq!(&e.code, code, "{opts:?}: {}", e.message);
         assert_eq!(
             confirmed(&mut c, "s_opt"),
             before,
@@ -1246,9 +1241,12 @@ fn errors_leave_slot_and_caches_sane() {
     let mut errors = Vec::new();
     for call in 0..2 {
         let e = get_changes(&mut c, "s_err", &pub_opts).expect_err("the row filter must fail");
-        let (code, msg, detail) = db_error(&e);
+        let (code, msg, detail) = {
+            let e = db_err(&e);
+            (e.code, e.message, e.detail)
+        };
         assert_eq!(code, "22012", "call {call}: {msg} {detail:?}");
-        let d = detail.clone().unwrap_or_default();
+        let d = detail.clone();
         assert!(
             d.contains("publication \"pf\"") && d.contains("public.t"),
             "call {call}: DETAIL does not name the publication and table: {d:?} ({msg})"
@@ -1265,7 +1263,7 @@ fn errors_leave_slot_and_caches_sane() {
             &[],
         )
         .expect_err("pgoutput fails on the same row");
-    assert_eq!(db_error(&e).0, "22012", "pgoutput: {:?}", db_error(&e));
+    assert_eq!(db_err(&e).code, "22012", "pgoutput: {:?}", db_err(&e));
     // The session is still usable and other slots still decode.
     exec(&mut w, "insert into u values (7, 'u7')");
     let rows = get_changes(
@@ -1316,7 +1314,7 @@ fn outcome_pubjson(c: &mut Client, slot: &str, publication: &str) -> Result<usiz
         &[("format-version", "2"), ("publication_names", publication)],
     )
     .map(|rows| count_action(&rows, "I"))
-    .map_err(|e| db_error(&e).0)
+    .map_err(|e| db_err(&e).code)
 }
 
 fn get_changes_peek(
@@ -1348,7 +1346,7 @@ fn outcome_pgoutput(c: &mut Client, slot: &str, publication: &str) -> Result<usi
             .filter(|r| r.get::<_, Vec<u8>>(0).first() == Some(&b'I'))
             .count()
     })
-    .map_err(|e| db_error(&e).0)
+    .map_err(|e| db_err(&e).code)
 }
 
 #[test]
@@ -1385,8 +1383,8 @@ fn security() {
             let e = rc
                 .query(sql, &[])
                 .expect_err(&format!("{role} may not: {sql}"));
-            let (code, msg, _) = db_error(&e);
-            assert_eq!(code, "42501", "{role}: {sql}: {msg}");
+            let e = db_err(&e);
+            assert_eq!(e.code, "42501", "{role}: {sql}: {}", e.message);
             checked += 1;
         }
         rc.simple_query("select 1").expect("the session survives");

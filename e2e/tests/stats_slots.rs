@@ -5,12 +5,8 @@
 //! once per session, and live slots keep their counters throughout. Also:
 //! peeking counts as decoding, as the README says.
 
-mod conflicts_support;
-
-use conflicts_support::{pg_bin, ExtraCluster};
-use postgres::{Client, Config, NoTls};
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+use postgres::Client;
+use pubjson_e2e::{recvlogical, ExtraCluster};
 
 const PORT: u16 = 54342;
 const TRACKED: usize = 4;
@@ -110,17 +106,7 @@ fn entries_follow_the_slots() {
     // slot, with no read of the statistics in between (which would reclaim
     // the old entry): the new slot starts from zero.
     let pg_recvlogical = |args: &[&str]| {
-        let out = Command::new(pg_bin("pg_recvlogical"))
-            .args([
-                "-h",
-                &cluster.socket,
-                "-p",
-                &PORT.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-            ])
+        let out = recvlogical::command(&cluster.server(), ("postgres", "postgres"))
             .args(args)
             .output()
             .expect("pg_recvlogical");
@@ -186,28 +172,29 @@ fn entries_follow_the_slots() {
     for slot in ["f1", "f2", "f3"] {
         decode(&mut db, slot);
     }
-    let notices = Arc::new(Mutex::new(Vec::<String>::new()));
-    let sink = Arc::clone(&notices);
-    let mut session = Config::new()
-        .host(&cluster.socket)
-        .port(PORT)
-        .user("postgres")
-        .dbname("postgres")
-        .notice_callback(move |n| {
-            sink.lock().unwrap().push(format!(
+    let mut session = cluster
+        .server()
+        .connect_keeping_notices("postgres", "postgres");
+    assert_eq!(
+        decode(&mut session.client, "f4"),
+        3,
+        "B I C decoded all the same"
+    );
+    write(&mut db, 1);
+    assert_eq!(decode(&mut session.client, "f4"), 3);
+    let warnings: Vec<String> = session
+        .take_notice_errors()
+        .iter()
+        .map(|n| {
+            format!(
                 "{}: {} | {} | {}",
                 n.severity(),
                 n.message(),
                 n.detail().unwrap_or(""),
                 n.hint().unwrap_or("")
-            ))
+            )
         })
-        .connect(NoTls)
-        .expect("connect");
-    assert_eq!(decode(&mut session, "f4"), 3, "B I C decoded all the same");
-    write(&mut db, 1);
-    assert_eq!(decode(&mut session, "f4"), 3);
-    let warnings: Vec<String> = notices.lock().unwrap().drain(..).collect();
+        .collect();
     assert_eq!(warnings.len(), 1, "one warning per session: {warnings:?}");
     assert!(
         warnings[0].starts_with(
@@ -236,9 +223,9 @@ fn entries_follow_the_slots() {
     // Room again once a slot is dropped: f4 is tracked from then on.
     drop_slot(&mut db, "f1");
     write(&mut db, 1);
-    decode(&mut session, "f4");
+    decode(&mut session.client, "f4");
     assert_eq!(txns_decoded(&mut db, "f4"), Some(1));
-    assert!(notices.lock().unwrap().is_empty());
+    assert!(session.take_notice_errors().is_empty());
     drop(session);
     println!(
         "{} slots decoded and dropped through a table of {TRACKED}; recreated slots start from zero; one warning when full",

@@ -24,7 +24,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pubjson_e2e::{complete_lines, pg_bin, pg_env, scratch_dir, wait_for, SlotGuard, TestDb};
+use pubjson_e2e::recvlogical::command_for_test_db;
+use pubjson_e2e::{
+    complete_lines, exec, one_string, scratch_dir, wait_for, RecvLogical, SlotGuard, TestDb,
+};
 use serde_json::Value;
 
 /// Table contents: id -> (v, big).
@@ -209,7 +212,7 @@ struct Consumer<'m> {
 }
 
 fn lsn_of(obj: &Value, key: &str) -> Option<u64> {
-    obj[key].as_str().map(rel::lsn)
+    obj[key].as_str().map(pubjson_e2e::lsn)
 }
 
 impl<'m> Consumer<'m> {
@@ -816,20 +819,9 @@ fn streaming_through_pg_recvlogical() {
 
     let dir = scratch_dir("stream_recv");
     let file = dir.join("out.json");
-    let env = pg_env();
     // A walsender takes logical_decoding_work_mem from its startup options.
-    let status = Command::new(pg_bin("pg_recvlogical"))
+    let status = command_for_test_db()
         .env("PGOPTIONS", "-c logical_decoding_work_mem=64kB")
-        .args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            &env.user,
-            "-d",
-            &env.dbname,
-        ])
         .args(["-S", &slot, "--start", "--no-loop", "-E", &end, "-f"])
         .arg(&file)
         .args(["-o", "format-version=2", "-o", "streaming"])
@@ -892,24 +884,13 @@ fn two_phase_through_pg_recvlogical() {
         };
         let dir = scratch_dir(&format!("twophase_recv_{name}"));
         let file = dir.join("out.json");
-        let env = pg_env();
-        let mut cmd = Command::new(pg_bin("pg_recvlogical"));
+        let mut cmd = command_for_test_db();
         if streaming {
             cmd.env("PGOPTIONS", "-c logical_decoding_work_mem=64kB");
         }
-        cmd.args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            &env.user,
-            "-d",
-            &env.dbname,
-        ])
-        .args(["-S", &copy, "--start", "--no-loop", "-E", &end, "-f"])
-        .arg(&file)
-        .args(["-o", "format-version=2", "-o", "two_phase"]);
+        cmd.args(["-S", &copy, "--start", "--no-loop", "-E", &end, "-f"])
+            .arg(&file)
+            .args(["-o", "format-version=2", "-o", "two_phase"]);
         if streaming {
             cmd.args(["-o", "streaming"]);
         }
@@ -1182,7 +1163,6 @@ fn prepared_transaction_streamed_again_after_a_new_session() {
 // cluster (see reliability.rs).
 // ---------------------------------------------------------------------------
 
-#[allow(dead_code)] // The reliability suite uses the rest.
 mod reliability_support;
 
 use reliability_support as rel;
@@ -1243,13 +1223,13 @@ fn objects(path: &std::path::Path) -> Vec<Value> {
 /// Commits row `id` and stops `recv` (SIGINT) once it has written that
 /// commit to `file` and, with `confirmed_on`, that slot has confirmed it.
 fn end_session(
-    recv: &mut rel::Recv,
+    recv: &mut RecvLogical,
     w: &mut postgres::Client,
     file: &std::path::Path,
     id: i64,
     confirmed_on: Option<&str>,
 ) {
-    rel::exec(w, &format!("insert into t values ({id}, 'marker', null)"));
+    exec(w, &format!("insert into t values ({id}, 'marker', null)"));
     let mut commit: Option<String> = None;
     wait_for(
         &format!("the commit of {id} in {}", file.display()),
@@ -1271,14 +1251,9 @@ fn end_session(
             || slot_state(slot, &lsn).is_some_and(|(_, confirmed)| confirmed),
         );
     }
-    let pid = recv.pid().expect("pg_recvlogical runs").to_string();
-    let status = Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill -INT");
-    assert!(status.success());
+    recv.interrupt();
     assert!(
-        recv.wait_exit(Duration::from_secs(30)).is_some(),
+        recv.try_wait_exit(Duration::from_secs(30)).is_some(),
         "pg_recvlogical ignores SIGINT"
     );
 }
@@ -1292,25 +1267,25 @@ fn end_session(
 /// 3). The consumer replays each pg_recvlogical run as one session; the
 /// result must be the table, with no buffer left.
 fn reconnect_mid_stream(fault: Fault) {
-    let _cluster = rel::cluster();
+    let cluster = rel::cluster();
     let started = std::time::Instant::now();
     let db = format!("stream_{}", fault.name());
     let slot = db.clone();
     let mut admin = rel::fresh_db(&db);
-    rel::exec(
+    exec(
         &mut admin,
         "create table t (id int primary key, v text, big text)",
     );
     // A walsender takes its settings from the database too.
-    rel::exec(
+    exec(
         &mut admin,
         &format!("alter database {db} set logical_decoding_work_mem = '64kB'"),
     );
-    rel::exec(
+    exec(
         &mut admin,
         &format!("select pg_create_logical_replication_slot('{slot}', 'pubjson', false, true)"),
     );
-    let major: i32 = rel::one_string(
+    let major: i32 = one_string(
         &mut admin,
         "select (current_setting('server_version_num')::int / 10000)::text",
     )
@@ -1326,12 +1301,12 @@ fn reconnect_mid_stream(fault: Fault) {
         "two_phase",
     ];
     let files = [1, 2, 3].map(|n| dir.join(format!("session{n}.jsonl")));
-    let mut recv = rel::Recv::start(&db, &slot, &files[0], &opts, &[]);
+    let mut recv = rel::recv_start(&db, &slot, &files[0], &opts, &[]);
 
     // Session 1: a committed transaction with a rolled-back savepoint, an
     // aborted one, two prepared ones, then two that stay open.
     let mut w = rel::connect(&db);
-    rel::exec(
+    exec(
         &mut w,
         "begin;
          insert into t select i, 'committed', null from generate_series(1, 3000) i;
@@ -1352,8 +1327,8 @@ fn reconnect_mid_stream(fault: Fault) {
     );
     let open_xact = |sql: &str| -> (postgres::Client, u64) {
         let mut c = rel::connect(&db);
-        rel::exec(&mut c, sql);
-        let xid = rel::one_string(&mut c, "select txid_current()::text");
+        exec(&mut c, sql);
+        let xid = one_string(&mut c, "select txid_current()::text");
         (c, xid.parse().expect("xid"))
     };
     let (mut open1, xid1) = open_xact(
@@ -1371,7 +1346,7 @@ fn reconnect_mid_stream(fault: Fault) {
          insert into t select i, 'open 2', null from generate_series(34001, 35000) i",
     );
     // A commit flushes the open transactions' WAL.
-    rel::exec(&mut w, "insert into t values (900001, 'flush', null)");
+    exec(&mut w, "insert into t values (900001, 'flush', null)");
 
     // Mid-stream: both open transactions have blocks in the file and the
     // slot has confirmed the second PREPARE.
@@ -1403,7 +1378,7 @@ fn reconnect_mid_stream(fault: Fault) {
     match fault {
         Fault::TerminateWalsender => {
             let mut c = rel::connect("postgres");
-            let terminated = rel::one_string(
+            let terminated = one_string(
                 &mut c,
                 &format!(
                     "select pg_terminate_backend(active_pid)::text from pg_replication_slots
@@ -1425,10 +1400,10 @@ fn reconnect_mid_stream(fault: Fault) {
             std::thread::sleep(Duration::from_millis(300));
             rel::wait_connectable(Duration::from_secs(120));
         }
-        Fault::ImmediateRestart => rel::pg_ctl_restart("immediate"),
+        Fault::ImmediateRestart => cluster.pg_ctl_restart("immediate"),
     }
     assert!(
-        recv.wait_exit(Duration::from_secs(30)).is_some(),
+        recv.try_wait_exit(Duration::from_secs(30)).is_some(),
         "pg_recvlogical still runs after {fault:?}: {}",
         recv.stderr()
     );
@@ -1437,26 +1412,26 @@ fn reconnect_mid_stream(fault: Fault) {
     });
 
     // Session 2, from the slot's confirmed position.
-    let mut recv = rel::Recv::start(&db, &slot, &files[1], &opts, &[]);
+    let mut recv = rel::recv_start(&db, &slot, &files[1], &opts, &[]);
     let crashed = fault != Fault::TerminateWalsender;
     if crashed {
         // The crash ended the open transactions (no abort record).
         w = rel::connect(&db);
     } else {
-        rel::exec(
+        exec(
             &mut open1,
             "insert into t select i, 'open, committed', null from generate_series(24001, 25000) i",
         );
     }
-    rel::exec(
+    exec(
         &mut w,
         "insert into t select i, 'after', null from generate_series(50001, 54000) i",
     );
-    rel::exec(&mut w, "commit prepared 'g1'");
-    rel::exec(&mut w, "rollback prepared 'g2'");
+    exec(&mut w, "commit prepared 'g1'");
+    exec(&mut w, "rollback prepared 'g2'");
     if !crashed {
-        rel::exec(&mut open1, "commit");
-        rel::exec(&mut open2, "rollback");
+        exec(&mut open1, "commit");
+        exec(&mut open2, "rollback");
     }
     drop((open1, open2));
     end_session(&mut recv, &mut w, &files[1], 999998, Some(&slot));
@@ -1465,8 +1440,8 @@ fn reconnect_mid_stream(fault: Fault) {
     // everything session 2 sent and first reads a running-transactions
     // record, where PostgreSQL finds that the transactions a crash cut off
     // are gone. This session has not streamed them: no `A`.
-    let mut recv = rel::Recv::start(&db, &slot, &files[2], &opts, &[]);
-    rel::exec(&mut w, "checkpoint");
+    let mut recv = rel::recv_start(&db, &slot, &files[2], &opts, &[]);
+    exec(&mut w, "checkpoint");
     end_session(&mut recv, &mut w, &files[2], 999999, None);
 
     let mut c = rel::connect(&db);
@@ -1531,7 +1506,7 @@ fn reconnect_mid_stream(fault: Fault) {
         "replay without session boundaries after {fault:?} differs from the table"
     );
     println!("  sessions unseen: {unseen:?}");
-    rel::exec(
+    exec(
         &mut c,
         &format!("select pg_drop_replication_slot('{slot}')"),
     );

@@ -3,8 +3,8 @@
 //! * a decoder of pgoutput's binary protocol, version 1 (what
 //!   `pg_logical_slot_peek_binary_changes(slot, NULL, NULL, 'proto_version',
 //!   '1', 'publication_names', ...)` returns: one message per row);
-//! * a reader of pubjson's format-2 rows (with a small JSON parser that keeps
-//!   numbers as the digits PostgreSQL printed);
+//! * a reader of pubjson's format-2 rows (serde_json, column values kept
+//!   raw so that numbers stay the digits PostgreSQL printed);
 //! * a reader of test_decoding rows (the raw change sequence, used to check
 //!   that every change pubjson marks `"transformedfrom":"U"` comes from an
 //!   UPDATE);
@@ -15,330 +15,13 @@
 
 #![allow(dead_code)]
 
-use postgres::{Client, Config, NoTls};
+use postgres::Client;
+use pubjson_e2e::{db_err, truncate, DbErr, Server};
+use serde_json::value::RawValue;
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::{Duration, Instant};
-
-// ---------------------------------------------------------------------------
-// Environment and connections
-// ---------------------------------------------------------------------------
-
-fn required_var(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!(
-            "environment variable {name} is not set: run `scripts/cluster.sh start && eval \
-             \"$(scripts/cluster.sh env)\"` first (PGHOST, PGPORT, PGUSER, PUBJSON_PG_BIN)"
-        ),
-    }
-}
-
-pub fn pg_host() -> String {
-    required_var("PGHOST")
-}
-
-pub fn pg_port() -> u16 {
-    let p = required_var("PGPORT");
-    p.parse()
-        .unwrap_or_else(|_| panic!("PGPORT={p:?} is not a port number"))
-}
-
-pub fn pg_user() -> String {
-    required_var("PGUSER")
-}
-
-pub fn pg_bin(program: &str) -> std::path::PathBuf {
-    let path = std::path::PathBuf::from(required_var("PUBJSON_PG_BIN")).join(program);
-    assert!(path.exists(), "{} does not exist", path.display());
-    path
-}
-
-/// Connects, retrying for a few seconds (the server may be restarting after
-/// a backend crash).
-pub fn connect(dbname: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Config::new()
-            .host(&pg_host())
-            .port(pg_port())
-            .user(&pg_user())
-            .dbname(dbname)
-            .application_name("pubjson-e2e-publications")
-            .connect(NoTls)
-        {
-            Ok(c) => return c,
-            Err(e) if Instant::now() >= deadline => {
-                panic!("cannot connect to database {dbname}: {e}")
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
-
-/// A server error, reduced to what the tests compare.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DbErr {
-    pub code: String,
-    pub message: String,
-    pub detail: String,
-    pub context: String,
-}
-
-impl fmt::Display for DbErr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ERROR {}: {}", self.code, self.message)?;
-        if !self.detail.is_empty() {
-            write!(f, " (DETAIL: {})", self.detail)?;
-        }
-        if !self.context.is_empty() {
-            write!(f, " (CONTEXT: {})", self.context.replace('\n', " | "))?;
-        }
-        Ok(())
-    }
-}
-
-pub fn db_err(e: &postgres::Error) -> DbErr {
-    match e.as_db_error() {
-        Some(d) => DbErr {
-            code: d.code().code().to_string(),
-            message: d.message().to_string(),
-            detail: d.detail().unwrap_or("").to_string(),
-            context: d.where_().unwrap_or("").to_string(),
-        },
-        None => DbErr {
-            code: String::new(),
-            message: format!("{e} (no error from the server: did the backend crash?)"),
-            detail: String::new(),
-            context: String::new(),
-        },
-    }
-}
-
-/// The complete lines of a file being written (an unterminated last line is
-/// left out).
-pub fn complete_lines_of(path: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .map(|l| l[..l.len() - 1].to_string())
-        .collect()
-}
-
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let head: String = s.chars().take(max).collect();
-        format!("{head}…({} chars)", s.chars().count())
-    }
-}
-
-// ---------------------------------------------------------------------------
-// JSON (numbers kept as text)
-// ---------------------------------------------------------------------------
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum J {
-    Null,
-    Bool(bool),
-    Num(String),
-    Str(String),
-    Arr(Vec<J>),
-    Obj(Vec<(String, J)>),
-}
-
-impl J {
-    pub fn get(&self, key: &str) -> Option<&J> {
-        match self {
-            J::Obj(fields) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            J::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-}
-
-pub fn parse_json(text: &str) -> Result<J, String> {
-    let mut p = JsonParser {
-        b: text.as_bytes(),
-        i: 0,
-    };
-    p.ws();
-    let v = p.value()?;
-    p.ws();
-    if p.i != p.b.len() {
-        return Err(format!("trailing characters at byte {}", p.i));
-    }
-    Ok(v)
-}
-
-struct JsonParser<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl JsonParser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
-            self.i += 1;
-        }
-    }
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
-    }
-    fn expect(&mut self, c: u8) -> Result<(), String> {
-        if self.peek() == Some(c) {
-            self.i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected '{}' at byte {}", c as char, self.i))
-        }
-    }
-    fn literal(&mut self, word: &str, v: J) -> Result<J, String> {
-        if self.b[self.i..].starts_with(word.as_bytes()) {
-            self.i += word.len();
-            Ok(v)
-        } else {
-            Err(format!("bad literal at byte {}", self.i))
-        }
-    }
-    fn value(&mut self) -> Result<J, String> {
-        match self.peek() {
-            Some(b'{') => {
-                self.i += 1;
-                let mut fields = Vec::new();
-                self.ws();
-                if self.peek() == Some(b'}') {
-                    self.i += 1;
-                    return Ok(J::Obj(fields));
-                }
-                loop {
-                    self.ws();
-                    let k = self.string()?;
-                    self.ws();
-                    self.expect(b':')?;
-                    self.ws();
-                    let v = self.value()?;
-                    fields.push((k, v));
-                    self.ws();
-                    match self.peek() {
-                        Some(b',') => self.i += 1,
-                        Some(b'}') => {
-                            self.i += 1;
-                            return Ok(J::Obj(fields));
-                        }
-                        _ => return Err(format!("expected ',' or '}}' at byte {}", self.i)),
-                    }
-                }
-            }
-            Some(b'[') => {
-                self.i += 1;
-                let mut items = Vec::new();
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.i += 1;
-                    return Ok(J::Arr(items));
-                }
-                loop {
-                    self.ws();
-                    items.push(self.value()?);
-                    self.ws();
-                    match self.peek() {
-                        Some(b',') => self.i += 1,
-                        Some(b']') => {
-                            self.i += 1;
-                            return Ok(J::Arr(items));
-                        }
-                        _ => return Err(format!("expected ',' or ']' at byte {}", self.i)),
-                    }
-                }
-            }
-            Some(b'"') => Ok(J::Str(self.string()?)),
-            Some(b't') => self.literal("true", J::Bool(true)),
-            Some(b'f') => self.literal("false", J::Bool(false)),
-            Some(b'n') => self.literal("null", J::Null),
-            Some(c) if c == b'-' || c.is_ascii_digit() => {
-                let start = self.i;
-                while self.i < self.b.len()
-                    && matches!(
-                        self.b[self.i],
-                        b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'
-                    )
-                {
-                    self.i += 1;
-                }
-                let text =
-                    std::str::from_utf8(&self.b[start..self.i]).map_err(|e| e.to_string())?;
-                Ok(J::Num(text.to_string()))
-            }
-            _ => Err(format!("unexpected character at byte {}", self.i)),
-        }
-    }
-    fn hex4(&mut self) -> Result<u32, String> {
-        let s = self
-            .b
-            .get(self.i..self.i + 4)
-            .ok_or_else(|| "truncated \\u escape".to_string())?;
-        let s = std::str::from_utf8(s).map_err(|e| e.to_string())?;
-        let v = u32::from_str_radix(s, 16).map_err(|e| format!("bad \\u escape {s}: {e}"))?;
-        self.i += 4;
-        Ok(v)
-    }
-    fn string(&mut self) -> Result<String, String> {
-        self.expect(b'"')?;
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let c = self
-                .peek()
-                .ok_or_else(|| "unterminated string".to_string())?;
-            self.i += 1;
-            match c {
-                b'"' => break,
-                b'\\' => {
-                    let e = self.peek().ok_or_else(|| "truncated escape".to_string())?;
-                    self.i += 1;
-                    match e {
-                        b'"' => out.push(b'"'),
-                        b'\\' => out.push(b'\\'),
-                        b'/' => out.push(b'/'),
-                        b'b' => out.push(8),
-                        b'f' => out.push(12),
-                        b'n' => out.push(b'\n'),
-                        b'r' => out.push(b'\r'),
-                        b't' => out.push(b'\t'),
-                        b'u' => {
-                            let mut cp = self.hex4()?;
-                            if (0xD800..0xDC00).contains(&cp) {
-                                if !self.b[self.i..].starts_with(b"\\u") {
-                                    return Err("lone high surrogate".into());
-                                }
-                                self.i += 2;
-                                let lo = self.hex4()?;
-                                if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err("bad low surrogate".into());
-                                }
-                                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                            }
-                            let ch = char::from_u32(cp)
-                                .ok_or_else(|| format!("bad code point {cp:#x}"))?;
-                            let mut buf = [0u8; 4];
-                            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                        }
-                        _ => return Err(format!("bad escape \\{}", e as char)),
-                    }
-                }
-                c if c < 0x20 => return Err(format!("raw control character {c:#x} in string")),
-                c => out.push(c),
-            }
-        }
-        String::from_utf8(out).map_err(|e| e.to_string())
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The normalized model
@@ -730,34 +413,38 @@ pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
 // pubjson, format 2
 // ---------------------------------------------------------------------------
 
-/// A JSON value as PostgreSQL text: string → content, number → its digits,
-/// true/false → t/f, null → NULL.
-fn pg_text(v: &J) -> Result<Option<String>, String> {
-    match v {
-        J::Null => Ok(None),
-        J::Bool(true) => Ok(Some("t".into())),
-        J::Bool(false) => Ok(Some("f".into())),
-        J::Num(n) => Ok(Some(n.clone())),
-        J::Str(s) => Ok(Some(s.clone())),
-        other => Err(format!("unexpected column value {other:?}")),
+/// A JSON value as PostgreSQL text: string → content, number → its digits
+/// as written, true/false → t/f, null → NULL.
+fn pg_text(v: &RawValue) -> Result<Option<String>, String> {
+    let text = v.get();
+    match text.as_bytes().first() {
+        Some(b'n') => Ok(None),
+        Some(b't') => Ok(Some("t".into())),
+        Some(b'f') => Ok(Some("f".into())),
+        Some(b'"') => serde_json::from_str(text)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        // serde_json has checked it is a number.
+        Some(b'-' | b'0'..=b'9') => Ok(Some(text.to_string())),
+        _ => Err(format!("unexpected column value {text}")),
     }
 }
 
-fn read_cols(v: &J) -> Result<Cols, String> {
-    let J::Arr(items) = v else {
-        return Err("columns/identity is not an array".into());
-    };
+/// A `columns` or `identity` array: names and values.
+fn read_cols(v: &RawValue) -> Result<Cols, String> {
+    let items: Vec<HashMap<String, Box<RawValue>>> = serde_json::from_str(v.get())
+        .map_err(|e| format!("columns/identity is not an array of objects: {e}"))?;
     items
         .iter()
         .map(|c| {
-            let name = c
+            let name: String = c
                 .get("name")
-                .and_then(J::as_str)
+                .and_then(|n| serde_json::from_str(n.get()).ok())
                 .ok_or_else(|| format!("column without a name: {c:?}"))?;
             let value = c
                 .get("value")
                 .ok_or_else(|| format!("column {name} without a value"))?;
-            Ok((name.to_string(), pg_text(value)?))
+            Ok((name, pg_text(value)?))
         })
         .collect()
 }
@@ -769,26 +456,26 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
     let mut open: Option<(u32, Vec<Change>)> = None;
     for (n, row) in rows.iter().enumerate() {
         let ctx = |e: String| format!("pubjson row {n} ({}): {e}", truncate(row, 200));
-        let v = parse_json(row).map_err(ctx)?;
-        let action = v
-            .get("action")
-            .and_then(J::as_str)
-            .ok_or_else(|| ctx("no action".into()))?;
+        // Column values stay raw (numbers as printed); the rest is parsed.
+        let raw: HashMap<String, Box<RawValue>> =
+            serde_json::from_str(row).map_err(|e| ctx(e.to_string()))?;
+        let field = |key: &str| -> Option<Value> {
+            raw.get(key)
+                .and_then(|v| serde_json::from_str(v.get()).ok())
+        };
+        let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
+        let action = string("action").ok_or_else(|| ctx("no action".into()))?;
         let relation = || -> Result<String, String> {
-            let schema = v
-                .get("schema")
-                .and_then(J::as_str)
-                .ok_or_else(|| ctx("no schema".into()))?;
-            let table = v
-                .get("table")
-                .and_then(J::as_str)
-                .ok_or_else(|| ctx("no table".into()))?;
+            let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
+            let table = string("table").ok_or_else(|| ctx("no table".into()))?;
             Ok(format!("{schema}.{table}"))
         };
-        match action {
+        match action.as_str() {
             "B" => {
-                let xid = match v.get("xid") {
-                    Some(J::Num(x)) => x.parse::<u32>().map_err(|e| ctx(e.to_string()))?,
+                let xid = match raw.get("xid").map(|x| x.get()) {
+                    Some(x) if x.starts_with(|c: char| c.is_ascii_digit()) => {
+                        x.parse::<u32>().map_err(|e| ctx(e.to_string()))?
+                    }
                     _ => return Err(ctx("BEGIN without xid (include-xids)".into())),
                 };
                 if open.is_some() {
@@ -804,17 +491,16 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
             }
             "I" | "U" | "D" => {
                 let mut c = Change::bare(action.chars().next().unwrap_or('?'), relation()?);
-                if let Some(t) = v.get("transformedfrom") {
+                if raw.contains_key("transformedfrom") {
                     c.transformed = Some(
-                        t.as_str()
-                            .ok_or_else(|| ctx("transformedfrom is not a string".into()))?
-                            .to_string(),
+                        string("transformedfrom")
+                            .ok_or_else(|| ctx("transformedfrom is not a string".into()))?,
                     );
                 }
-                if let Some(cols) = v.get("columns") {
+                if let Some(cols) = raw.get("columns") {
                     c.new = Some(read_cols(cols).map_err(ctx)?);
                 }
-                if let Some(id) = v.get("identity") {
+                if let Some(id) = raw.get("identity") {
                     c.old = Some(Old {
                         kind: 'J',
                         cols: read_cols(id).map_err(ctx)?,
@@ -824,22 +510,17 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
             }
             "T" => push_change(&mut items, &mut open, Change::bare('T', relation()?)),
             "M" => {
-                let transactional = match v.get("transactional") {
-                    Some(J::Bool(b)) => *b,
-                    _ => return Err(ctx("message without transactional".into())),
-                };
-                let prefix = v
-                    .get("prefix")
-                    .and_then(J::as_str)
-                    .ok_or_else(|| ctx("message without prefix".into()))?;
-                let content = v
-                    .get("content")
-                    .and_then(J::as_str)
-                    .ok_or_else(|| ctx("message without content".into()))?;
+                let transactional = field("transactional")
+                    .and_then(|t| t.as_bool())
+                    .ok_or_else(|| ctx("message without transactional".into()))?;
+                let prefix =
+                    string("prefix").ok_or_else(|| ctx("message without prefix".into()))?;
+                let content =
+                    string("content").ok_or_else(|| ctx("message without content".into()))?;
                 let mut c = Change::bare('M', String::new());
                 c.message = Some(Message {
                     transactional,
-                    prefix: prefix.to_string(),
+                    prefix,
                     content: content.as_bytes().to_vec(),
                 });
                 push_change(&mut items, &mut open, c);
@@ -1200,25 +881,12 @@ pub struct Scenario {
     totals: Stats,
 }
 
-fn cleanup_database(admin: &mut Client, dbname: &str) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let r = admin.execute(
-            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = $1",
-            &[&dbname],
-        );
-        match r {
-            Ok(_) => break,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => return Err(format!("dropping the slots of {dbname}: {}", db_err(&e))),
-        }
+/// What a peek gave, for failure messages.
+fn outcome<T>(peek: &Result<Vec<T>, DbErr>) -> String {
+    match peek {
+        Ok(rows) => format!("returns {} rows", rows.len()),
+        Err(e) => e.to_string(),
     }
-    admin
-        .batch_execute(&format!("drop database if exists {dbname} with (force)"))
-        .map_err(|e| format!("drop database {dbname}: {}", db_err(&e)))
 }
 
 impl Scenario {
@@ -1228,15 +896,13 @@ impl Scenario {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
         let dbname = format!("pubjson_pub_{name}");
-        let mut admin = connect("postgres");
-        cleanup_database(&mut admin, &dbname).unwrap_or_else(|e| panic!("{e}"));
-        admin
-            .batch_execute(&format!("create database {dbname}"))
-            .unwrap_or_else(|e| panic!("create database {dbname}: {}", db_err(&e)));
+        let server = Server::main();
+        // Retried: the server may be restarting after a backend crash.
+        let db = server.fresh_database(&dbname);
         Scenario {
             name: name.to_string(),
-            db: connect(&dbname),
-            dec: connect(&dbname),
+            db,
+            dec: server.connect_retrying(&dbname, Duration::from_secs(20)),
             dbname,
             started: Instant::now(),
             cases: 0,
@@ -1468,17 +1134,7 @@ impl Scenario {
         let peeked = self.peek_both(slots, pubs, &c);
         let (pg_rows, pj_rows) = match (peeked.pgoutput, peeked.pubjson) {
             (Ok(a), Ok(b)) => (a, b),
-            (a, b) => panic!(
-                "{label}: pgoutput {}, pubjson {}",
-                match a {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                },
-                match b {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                }
-            ),
+            (a, b) => panic!("{label}: pgoutput {}, pubjson {}", outcome(&a), outcome(&b)),
         };
         let pg = decode_pgoutput(&pg_rows).unwrap_or_else(|e| panic!("{label}: {e}"));
         let pj = read_pubjson(&pj_rows).unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -1524,14 +1180,8 @@ impl Scenario {
             (Err(a), Err(b)) => (a, b),
             (a, b) => panic!(
                 "{label}: both plugins should fail; pgoutput {}, pubjson {}",
-                match a {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                },
-                match b {
-                    Ok(r) => format!("returns {} rows", r.len()),
-                    Err(e) => e.to_string(),
-                }
+                outcome(&a),
+                outcome(&b)
             ),
         };
         assert_eq!(
@@ -1564,27 +1214,8 @@ impl Scenario {
 impl Drop for Scenario {
     fn drop(&mut self) {
         // Never panics: the server may be restarting after a crash.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let admin = Config::new()
-                .host(&pg_host())
-                .port(pg_port())
-                .user(&pg_user())
-                .dbname("postgres")
-                .connect(NoTls);
-            match admin {
-                Ok(mut admin) => {
-                    if let Err(e) = cleanup_database(&mut admin, &self.dbname) {
-                        eprintln!("[{}] cleanup: {e}", self.name);
-                    }
-                    return;
-                }
-                Err(e) if Instant::now() >= deadline => {
-                    eprintln!("[{}] cleanup: cannot connect: {e}", self.name);
-                    return;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
+        if let Err(e) = Server::main().drop_database(&self.dbname) {
+            eprintln!("[{}] cleanup: {e}", self.name);
         }
     }
 }
@@ -1599,15 +1230,25 @@ mod unit {
 
     #[test]
     fn json_numbers_stay_text() {
-        let v = parse_json(r#"{"a":12.50,"b":"x\u00e9\ud83d\ude00\u0000","c":[true,null,-1e5]}"#)
-            .expect("valid");
-        assert_eq!(v.get("a"), Some(&J::Num("12.50".into())));
-        assert_eq!(v.get("b"), Some(&J::Str("xé😀\0".into())));
+        let read = |json: &str| {
+            read_cols(&serde_json::from_str::<Box<RawValue>>(json).expect("valid JSON"))
+        };
         assert_eq!(
-            v.get("c"),
-            Some(&J::Arr(vec![J::Bool(true), J::Null, J::Num("-1e5".into())]))
+            read(
+                r#"[{"name":"a","value":12.50}, {"name":"b","value":"x\u00e9\ud83d\ude00\u0000"},
+                    {"name":"c","value":true}, {"name":"d","value":null},
+                    {"name":"e","value": -1e5 }]"#
+            ),
+            Ok(cols(&[
+                ("a", Some("12.50")),
+                ("b", Some("xé😀\0")),
+                ("c", Some("t")),
+                ("d", None),
+                ("e", Some("-1e5")),
+            ]))
         );
-        assert!(parse_json(r#"{"a":1"#).is_err());
+        assert!(read(r#"[{"name":"a","value":[1]}]"#).is_err());
+        assert!(read_pubjson(&[r#"{"action":"B","xid":1"#.to_string()]).is_err());
     }
 
     fn cols(pairs: &[(&str, Option<&str>)]) -> Cols {

@@ -25,38 +25,9 @@
 
 mod pgoutput_proto;
 
-use pgoutput_proto::{
-    complete_lines_of, connect, db_err, decode_pgoutput, pg_bin, pg_host, pg_port, pg_user,
-    read_pubjson, xids, Check, Item, Scenario,
-};
-use std::sync::{Mutex, MutexGuard};
+use pgoutput_proto::{decode_pgoutput, read_pubjson, xids, Check, Item, Scenario};
+use pubjson_e2e::{complete_lines, db_err, scratch_dir, serialize, RecvLogical, Server};
 use std::time::{Duration, Instant};
-
-// ---------------------------------------------------------------------------
-// Serialization
-// ---------------------------------------------------------------------------
-
-static SERIAL: Mutex<()> = Mutex::new(());
-/// The key the other end-to-end suites lock too (several test processes).
-const ADVISORY_KEY: i64 = 0x0070_7562_6a73_6f6e;
-
-struct Serial {
-    _lock_conn: postgres::Client,
-    _guard: MutexGuard<'static, ()>,
-}
-
-/// Held for the whole scenario: slot creation waits for every running
-/// transaction of the cluster, so no other scenario may be mid-workload.
-fn serial() -> Serial {
-    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let mut conn = connect("postgres");
-    conn.execute("select pg_advisory_lock($1)", &[&ADVISORY_KEY])
-        .unwrap_or_else(|e| panic!("pg_advisory_lock: {e}"));
-    Serial {
-        _lock_conn: conn,
-        _guard: guard,
-    }
-}
 
 fn at_least(min_changes: usize) -> Check<'static> {
     Check {
@@ -79,7 +50,7 @@ fn with_transformed(min_changes: usize, transformed: usize) -> Check<'static> {
 
 #[test]
 fn publish_actions() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("actions");
     sc.exec(
         "create table t1 (id int primary key, v text);
@@ -138,7 +109,7 @@ fn publish_actions() {
 
 #[test]
 fn all_tables_and_schemas() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("schemas");
     sc.exec(
         "create schema s1; create schema s2;
@@ -199,7 +170,7 @@ fn all_tables_and_schemas() {
 
 #[test]
 fn row_filters() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("rowfilter");
     sc.exec(
         "create table rf_def (id int primary key, v int, note text);
@@ -307,7 +278,7 @@ fn big(seed: &str) -> String {
 
 #[test]
 fn toast_and_row_filters() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("toast");
     sc.exec(
         "create table tt (id int primary key, flag int, big text);
@@ -361,7 +332,7 @@ fn toast_and_row_filters() {
 
 #[test]
 fn column_lists() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("collist");
     // 18 refuses UPDATE/DELETE on a table whose replica identity holds a
     // generated column its publications do not publish.
@@ -448,7 +419,7 @@ fn column_lists() {
 
 #[test]
 fn generated_columns_18() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("gencols18");
     if sc.server_major() < 18 {
         pubjson_e2e::note_skip(
@@ -510,7 +481,7 @@ fn generated_columns_18() {
 
 #[test]
 fn partitions() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("partitions");
     sc.exec(
         "create table pt (id int not null, region text not null, v int, note text,
@@ -621,7 +592,7 @@ fn relations(items: &[Item]) -> Vec<String> {
 
 #[test]
 fn subtransactions() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("subxact");
     sc.exec(
         "create table s (id int primary key, v text);
@@ -702,7 +673,7 @@ fn subtransactions() {
 
 #[test]
 fn alter_publication_mid_stream() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("alterpub");
     sc.exec(
         "create table m1 (id int primary key, v int, w text);
@@ -805,7 +776,7 @@ fn alter_publication_mid_stream() {
 
 #[test]
 fn messages() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("messages");
     sc.exec(
         "create table mt (id int primary key, v text);
@@ -859,7 +830,7 @@ fn messages() {
 
 #[test]
 fn missing_publication() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("missing");
     sc.exec(
         "create table t (id int primary key, v text);
@@ -915,7 +886,7 @@ fn missing_publication() {
 
 #[test]
 fn row_filter_error() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("filtererror");
     sc.exec(
         "create table t (id int primary key, v int);
@@ -977,22 +948,9 @@ fn row_filter_error() {
 // 12. Through a walsender: pg_recvlogical
 // ---------------------------------------------------------------------------
 
-struct Recv {
-    child: Option<std::process::Child>,
-}
-
-impl Drop for Recv {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
 fn pg_recvlogical_stream() {
-    let _serial = serial();
+    let _serial = serialize();
     let mut sc = Scenario::new("recvlogical");
     sc.exec(
         "create table r (id int primary key, v int, note text);
@@ -1039,95 +997,44 @@ fn pg_recvlogical_stream() {
         "the workload publishes {commits} transactions"
     );
 
-    let dir = std::env::temp_dir().join(format!("pubjson-e2e-publications-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let dir = scratch_dir("publications");
     let file = dir.join("stream.json");
-    let stderr_path = dir.join("stream.stderr");
-    let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
     let started = Instant::now();
-    let mut recv = Recv {
-        child: Some(
-            std::process::Command::new(pg_bin("pg_recvlogical"))
-                .args([
-                    "-h",
-                    &pg_host(),
-                    "-p",
-                    &pg_port().to_string(),
-                    "-U",
-                    &pg_user(),
-                ])
-                .args([
-                    "-d",
-                    &sc.dbname,
-                    "-S",
-                    &streamed,
-                    "--start",
-                    "--no-loop",
-                    "-f",
-                ])
-                .arg(&file)
-                .args([
-                    "-o",
-                    "format-version=2",
-                    "-o",
-                    "publication_names=p",
-                    "-o",
-                    "include-xids",
-                ])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start pg_recvlogical: {e}")),
-        ),
-    };
+    let mut recv = RecvLogical::start_on(
+        &Server::main(),
+        ("postgres", &sc.dbname),
+        &streamed,
+        &file,
+        &["format-version=2", "publication_names=p", "include-xids"],
+        &[],
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let got = complete_lines_of(&file)
+        let got = complete_lines(&file)
             .iter()
             .filter(|l| l.starts_with("{\"action\":\"C\""))
             .count();
         if got >= commits {
             break;
         }
-        let exited = recv
-            .child
-            .as_mut()
-            .map(|c| matches!(c.try_wait(), Ok(Some(_))))
-            .unwrap_or(true);
         assert!(
-            !exited,
+            recv.running(),
             "pg_recvlogical exited early: {}",
-            std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            recv.stderr()
         );
         assert!(
             Instant::now() < deadline,
             "pg_recvlogical wrote {got} of {commits} commits in 30 s; stderr: {}",
-            std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            recv.stderr()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let pid = recv.child.as_ref().map(|c| c.id()).expect("running");
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("kill -INT");
-    assert!(status.success());
-    let stop_deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let child = recv.child.as_mut().expect("running");
-        if child.try_wait().expect("try_wait").is_some() {
-            recv.child = None;
-            break;
-        }
-        assert!(
-            Instant::now() < stop_deadline,
-            "pg_recvlogical ignores SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let streamed_lines = complete_lines_of(&file);
+    recv.interrupt();
+    assert!(
+        recv.try_wait_exit(Duration::from_secs(15)).is_some(),
+        "pg_recvlogical ignores SIGINT"
+    );
+    let streamed_lines = complete_lines(&file);
     assert_eq!(
         streamed_lines, expected,
         "pg_recvlogical's stream differs from pg_logical_slot_peek_changes"

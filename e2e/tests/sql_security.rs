@@ -26,11 +26,10 @@
 
 mod conflicts_support;
 
-use conflicts_support::{connect_main, fresh_db, main_cluster, sqlstate, ExtraCluster, Standby};
-use postgres::{Client, Config, NoTls, SimpleQueryMessage};
+use conflicts_support::{connect_main, fresh_db, main_cluster};
+use postgres::Client;
+use pubjson_e2e::{sqlstate, Conn, ExtraCluster, Server, Standby};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const PRIMARY_PORT: u16 = 54340;
 const STANDBY_PORT: u16 = 54341;
@@ -77,61 +76,14 @@ const CALLS: &[(&str, &str)] = &[
     ),
 ];
 
-/// A connection that keeps the notices the server sends it.
-struct Session {
-    client: Client,
-    notices: Arc<Mutex<Vec<String>>>,
-}
+/// A connection that keeps the notices the server sends it. Its queries
+/// use the simple query protocol ([`Conn::simple`]): the client library's
+/// own catalog queries use unqualified operators and would trip the
+/// look-alikes.
+type Session = Conn;
 
 fn session(host: &str, port: u16, db: &str, user: &str) -> Session {
-    let notices = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&notices);
-    let client = Config::new()
-        .host(host)
-        .port(port)
-        .user(user)
-        .dbname(db)
-        .application_name("pubjson-sql-security")
-        .connect_timeout(Duration::from_secs(10))
-        .notice_callback(move |n| {
-            sink.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
-                "{}: {}",
-                n.severity(),
-                n.message()
-            ))
-        })
-        .connect(NoTls)
-        .unwrap_or_else(|e| panic!("connect {db} as {user}: {e}"));
-    Session { client, notices }
-}
-
-impl Session {
-    fn take_notices(&mut self) -> Vec<String> {
-        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Runs `sql` with the simple query protocol: no statement preparation,
-    /// so the client library runs no catalog queries of its own (they use
-    /// unqualified operators and would trip the look-alikes).
-    fn simple(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, postgres::Error> {
-        Ok(self
-            .client
-            .simple_query(sql)?
-            .into_iter()
-            .filter_map(|m| match m {
-                SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                }
-                _ => None,
-            })
-            .collect())
-    }
-
-    fn exec(&mut self, sql: &str) {
-        self.client
-            .batch_execute(sql)
-            .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)));
-    }
+    Server::new(host, port).connect_keeping_notices(db, user)
 }
 
 /// Identifiers (lowercased) and operator candidates in a function body.
@@ -807,8 +759,7 @@ fn planted_lookalikes_are_never_called() {
 
     // On a standby, where standby_conflicts() takes its recovery branch.
     let standby = Standby::start_of(
-        &host,
-        PRIMARY_PORT,
+        &Server::new(&host, PRIMARY_PORT),
         &pubjson_e2e::cluster_dir("secstandby"),
         STANDBY_PORT,
     );

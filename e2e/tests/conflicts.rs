@@ -10,6 +10,7 @@
 mod conflicts_support;
 
 use conflicts_support::*;
+use pubjson_e2e::{poll, scratch_dir, sqlstate, ExtraCluster, RecvLogical, Server, Standby};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -796,7 +797,7 @@ fn standby_snapshot_conflict_and_budget() {
     assert!(!rows[0].get::<_, bool>(0));
     assert!(rows[0].get::<_, String>(1).contains("not a standby"));
 
-    let sb = Standby::start();
+    let sb = standby_of_main();
     let mut a = sb.connect("pubjson_conflicts_sb");
     let status_sql = "select applies, delay_setting, extract(epoch from max_delay)::float8, wal_receiver_status,
                              how_derived, estimate_exact, extract(epoch from budget_left)::float8, confl_snapshot,
@@ -947,24 +948,16 @@ fn permissions_follow_pg_monitor() {
         "select * from pubjson.standby_conflicts()",
     ];
     {
-        let mut u = connect(
-            &host,
-            port,
-            "pubjson_conflicts_perm",
-            "pubjson_conflicts_nopriv",
-        )
-        .expect("connect nopriv");
+        let mut u = Server::new(&host, port)
+            .try_connect("pubjson_conflicts_perm", "pubjson_conflicts_nopriv")
+            .expect("connect nopriv");
         for q in calls {
             let e = u.query(q, &[]).expect_err("unprivileged call must fail");
             assert_eq!(sqlstate(&e), "42501", "{q}: {e:?}");
         }
-        let mut m = connect(
-            &host,
-            port,
-            "pubjson_conflicts_perm",
-            "pubjson_conflicts_mon",
-        )
-        .expect("connect mon");
+        let mut m = Server::new(&host, port)
+            .try_connect("pubjson_conflicts_perm", "pubjson_conflicts_mon")
+            .expect("connect mon");
         for q in calls {
             m.query(q, &[])
                 .unwrap_or_else(|e| panic!("pg_monitor member: {q}: {e:?}"));
@@ -988,16 +981,6 @@ fn permissions_follow_pg_monitor() {
     assert_eq!(n, 3);
     c.batch_execute("drop role pubjson_conflicts_nopriv; drop role pubjson_conflicts_mon;")
         .ok();
-}
-
-/// A process started by a test (pg_recvlogical), killed on drop.
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// 16+: logical slots on a hot standby (hot_standby_feedback off), one in
@@ -1025,12 +1008,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
          create publication lspub for table t;",
     )
     .expect("primary setup");
-    let sb = Standby::start_of(
-        &primary.socket,
-        primary.port,
-        &ls_standby_root(),
-        LS_STANDBY_PORT,
-    );
+    let sb = Standby::start_of(&primary.server(), &ls_standby_root(), LS_STANDBY_PORT);
     let mut b = sb.connect("lsdb");
 
     // Creating a logical slot on a standby waits for a running-xacts record
@@ -1102,27 +1080,14 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
     assert_eq!(r.get::<_, Option<String>>(3), None);
 
     // ls_active in use by pg_recvlogical.
-    let _recv = ChildGuard(
-        std::process::Command::new(pg_bin("pg_recvlogical"))
-            .args([
-                "-h",
-                &sb.socket,
-                "-p",
-                &sb.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                "lsdb",
-                "--slot",
-                "ls_active",
-                "--start",
-                "--no-loop",
-                "-f",
-                "/dev/null",
-            ])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start pg_recvlogical"),
+    let out = scratch_dir("ls_active").join("out.json");
+    let _recv = RecvLogical::start_on(
+        &sb.server(),
+        ("postgres", "lsdb"),
+        "ls_active",
+        &out,
+        &[],
+        &[],
     );
     poll("ls_active in use", Duration::from_secs(30), || {
         let r = b

@@ -1,0 +1,247 @@
+//! Clusters of a test's own (made by scripts/cluster.sh, under
+//! `$PUBJSON_TMP`, with the server of `$PUBJSON_PG_BIN`) and physical
+//! standbys, for tests that restart or crash a server or need a second one.
+
+use crate::env::{pg_bin, pg_bin_dir};
+use crate::server::Server;
+use postgres::Client;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn cluster_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/cluster.sh")
+}
+
+/// Runs a command; panics with its output when it fails.
+pub fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `program` run as the `postgres` OS user (servers refuse root), with
+/// RUST_BACKTRACE set as scripts/cluster.sh sets it: pgrx would attach Rust
+/// backtraces to the errors it re-raises, and the tests prove pubjson keeps
+/// them away from clients.
+pub fn as_postgres(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("runuser");
+    c.args(["-u", "postgres", "--", "env"])
+        .args(["RUST_BACKTRACE=1", "RUST_LIB_BACKTRACE=1"])
+        .arg(program)
+        .stdin(Stdio::null());
+    c
+}
+
+/// The server refuses to start while pubjson.so is missing from the
+/// library directory (output_plugin_libraries lists it), e.g. during an
+/// install run elsewhere: wait for it.
+fn wait_plugin_installed() {
+    let libdir = Command::new(pg_bin("pg_config"))
+        .arg("--pkglibdir")
+        .output()
+        .expect("pg_config --pkglibdir");
+    let so = PathBuf::from(String::from_utf8_lossy(&libdir.stdout).trim()).join("pubjson.so");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !so.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What happens to an [`ExtraCluster`] when it goes out of scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtEnd {
+    /// Stopped and removed.
+    Destroy,
+    /// Stopped; its data stays for the next test of the process.
+    Stop,
+}
+
+/// A cluster made by scripts/cluster.sh in `root` (data in `root/data`,
+/// socket in `root/socket`), listening on `port`.
+pub struct ExtraCluster {
+    pub root: String,
+    pub socket: String,
+    pub port: u16,
+    at_end: AtEnd,
+}
+
+impl ExtraCluster {
+    /// A new cluster (an earlier one in `root` is destroyed first),
+    /// destroyed on drop.
+    pub fn start(root: &str, port: u16) -> ExtraCluster {
+        let cl = ExtraCluster::at(root, port, AtEnd::Destroy);
+        cl.script("destroy");
+        cl.start_server();
+        cl
+    }
+
+    /// The cluster in `root`, created if missing, started, and stopped (not
+    /// removed) on drop.
+    pub fn reuse(root: &str, port: u16) -> ExtraCluster {
+        let cl = ExtraCluster::at(root, port, AtEnd::Stop);
+        cl.start_server();
+        cl
+    }
+
+    /// Removes the cluster in `root` (stopping it first) if there is one.
+    pub fn destroy(root: &str, port: u16) {
+        ExtraCluster::at(root, port, AtEnd::Stop).script("destroy");
+    }
+
+    fn at(root: &str, port: u16, at_end: AtEnd) -> ExtraCluster {
+        ExtraCluster {
+            root: root.to_string(),
+            socket: format!("{root}/socket"),
+            port,
+            at_end,
+        }
+    }
+
+    fn start_server(&self) {
+        wait_plugin_installed();
+        self.script("start");
+        self.server().wait_connectable(Duration::from_secs(60));
+    }
+
+    pub fn pgdata(&self) -> String {
+        format!("{}/data", self.root)
+    }
+
+    pub fn server(&self) -> Server {
+        Server::new(&self.socket, self.port)
+    }
+
+    pub fn connect(&self, db: &str) -> Client {
+        self.server().connect(db)
+    }
+
+    fn script_command(&self, action: &str) -> Command {
+        let mut cmd = Command::new("bash");
+        cmd.arg(cluster_script())
+            .arg(action)
+            .env("PUBJSON_PGDATA", self.pgdata())
+            .env("PUBJSON_SOCKET", &self.socket)
+            .env("PUBJSON_PORT", self.port.to_string())
+            .env("PG_BIN", pg_bin_dir());
+        cmd
+    }
+
+    /// `scripts/cluster.sh <action>` for this cluster.
+    pub fn script(&self, action: &str) {
+        run(&mut self.script_command(action));
+    }
+
+    /// Restarts the server (after ALTER SYSTEM of a postmaster setting).
+    pub fn restart(&self) {
+        self.script("restart");
+    }
+
+    /// `pg_ctl -m <mode> restart` (`immediate`: without a checkpoint, as
+    /// after a crash); waits until it accepts connections again.
+    pub fn pg_ctl_restart(&self, mode: &str) {
+        wait_plugin_installed();
+        run(as_postgres(pg_bin("pg_ctl"))
+            .args(["-D", &self.pgdata(), "-m", mode, "-w", "-t", "120", "-l"])
+            .arg(format!("{}/server.log", self.root))
+            .arg("restart"));
+        self.server().wait_connectable(Duration::from_secs(120));
+    }
+}
+
+impl Drop for ExtraCluster {
+    fn drop(&mut self) {
+        // Even when the test failed; never panics.
+        let action = match self.at_end {
+            AtEnd::Destroy => "destroy",
+            AtEnd::Stop => "stop",
+        };
+        let _ = self.script_command(action).output();
+    }
+}
+
+/// A physical standby (pg_basebackup -R); stopped and removed on drop.
+pub struct Standby {
+    pub root: String,
+    pub data: String,
+    pub socket: String,
+    pub port: u16,
+}
+
+impl Standby {
+    /// A standby of `primary`, in `root` on `port` (hot_standby_feedback
+    /// off, max_standby_streaming_delay 1s).
+    pub fn start_of(primary: &Server, root: &str, port: u16) -> Standby {
+        let sb = Standby {
+            root: root.to_string(),
+            data: format!("{root}/data"),
+            socket: format!("{root}/socket"),
+            port,
+        };
+        sb.teardown();
+        std::fs::create_dir_all(&sb.socket).expect("mkdir standby socket");
+        run(Command::new("chown").args(["-R", "postgres:", root]));
+        run(as_postgres(pg_bin("pg_basebackup")).args([
+            "-h",
+            &primary.host,
+            "-p",
+            &primary.port.to_string(),
+            "-U",
+            "postgres",
+            "-D",
+            &sb.data,
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        ]));
+        let conf = format!(
+            "\n# pubjson test standby\nport = {}\nunix_socket_directories = '{}'\nhot_standby = on\n\
+             max_standby_streaming_delay = 1s\nhot_standby_feedback = off\nwal_receiver_status_interval = 1s\n",
+            sb.port, sb.socket
+        );
+        let path = format!("{}/postgresql.conf", sb.data);
+        let mut text = std::fs::read_to_string(&path).expect("read standby postgresql.conf");
+        text.push_str(&conf);
+        std::fs::write(&path, text).expect("write standby postgresql.conf");
+        run(as_postgres(pg_bin("pg_ctl")).args([
+            "-D",
+            &sb.data,
+            "-l",
+            &format!("{root}/server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ]));
+        sb
+    }
+
+    pub fn server(&self) -> Server {
+        Server::new(&self.socket, self.port)
+    }
+
+    pub fn connect(&self, db: &str) -> Client {
+        self.server().connect(db)
+    }
+
+    fn teardown(&self) {
+        if std::path::Path::new(&format!("{}/PG_VERSION", self.data)).exists() {
+            let _ = as_postgres(pg_bin("pg_ctl"))
+                .args(["-D", &self.data, "-m", "immediate", "-w", "stop"])
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}

@@ -1,0 +1,119 @@
+//! The environment the suites run in: the test cluster's variables
+//! (`eval "$(scripts/cluster.sh env)"`), the server's programs and the
+//! directories tests may write to.
+
+use std::path::PathBuf;
+
+/// A variable the suites cannot run without.
+pub(crate) fn required_var(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!(
+            "environment variable {name} is not set. The end-to-end tests need the test cluster: \
+             run `scripts/cluster.sh start && eval \"$(scripts/cluster.sh env)\"` first \
+             (it exports PGHOST, PGPORT, PGUSER and PUBJSON_PG_BIN)"
+        ),
+    }
+}
+
+pub(crate) fn optional_var(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// Where the test cluster is, from the environment.
+#[derive(Debug, Clone)]
+pub struct PgEnv {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    /// The database the wal2json differential tests run in (created if
+    /// missing).
+    pub dbname: String,
+    /// The database connected to to create it.
+    pub maintenance_db: String,
+}
+
+/// PGHOST, PGPORT and PGUSER are required. The differential tests run in
+/// their own database, `$PUBJSON_E2E_DATABASE` (default `pubjson_e2e`),
+/// created through `$PGDATABASE` (default `postgres`): a logical slot
+/// decodes only its database, so other users of the cluster do not show up
+/// in the decoded streams.
+pub fn pg_env() -> PgEnv {
+    let port = required_var("PGPORT");
+    PgEnv {
+        host: required_var("PGHOST"),
+        port: port
+            .parse()
+            .unwrap_or_else(|_| panic!("PGPORT={port:?} is not a port number")),
+        user: required_var("PGUSER"),
+        dbname: optional_var("PUBJSON_E2E_DATABASE", "pubjson_e2e"),
+        maintenance_db: optional_var("PGDATABASE", "postgres"),
+    }
+}
+
+/// The server's programs: `$PUBJSON_PG_BIN`.
+pub fn pg_bin_dir() -> PathBuf {
+    PathBuf::from(required_var("PUBJSON_PG_BIN"))
+}
+
+/// `$PUBJSON_PG_BIN/<program>` (pg_recvlogical, pg_ctl, pg_basebackup...).
+pub fn pg_bin(program: &str) -> PathBuf {
+    let path = pg_bin_dir().join(program);
+    assert!(
+        path.exists(),
+        "{} does not exist (check PUBJSON_PG_BIN)",
+        path.display()
+    );
+    path
+}
+
+/// `$PUBJSON_TMP` (default `/tmp`): every cluster and scratch file of a
+/// run lives below it, so that concurrent runs with their own value do not
+/// meet.
+pub fn tmp_root() -> PathBuf {
+    PathBuf::from(optional_var("PUBJSON_TMP", "/tmp"))
+}
+
+/// Where a test's own cluster lives: `$PUBJSON_TMP/pubjson-<name>`.
+pub fn cluster_dir(name: &str) -> String {
+    format!("{}/pubjson-{name}", tmp_root().display())
+}
+
+/// A fresh, empty directory for a test's files.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = tmp_root().join(format!("pubjson-e2e-{name}-{}", std::process::id()));
+    fresh_dir(&dir);
+    dir
+}
+
+/// Empties `dir` (creating it if needed).
+pub fn fresh_dir(dir: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)
+        .unwrap_or_else(|e| panic!("create directory {}: {e}", dir.display()));
+}
+
+/// `PUBJSON_SOAK=1`: the long variants of the reliability tests.
+pub fn soak() -> bool {
+    std::env::var("PUBJSON_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Records a test that skipped its checks: on stderr and, when
+/// `PUBJSON_SKIP_LOG` names a file, there (scripts/test.sh counts them).
+pub fn note_skip(test: &str, reason: &str) {
+    eprintln!("SKIPPED {test}: {reason}");
+    if let Ok(path) = std::env::var("PUBJSON_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let major = std::env::var("PG_MAJOR").unwrap_or_else(|_| "?".into());
+            let _ = writeln!(f, "PostgreSQL {major}: {test}: {reason}");
+        }
+    }
+}

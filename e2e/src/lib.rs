@@ -1,0 +1,61 @@
+//! pubjson's end-to-end test support, used by every suite in `tests/`.
+//!
+//! The suites are client-driven: they talk to real servers with the
+//! `postgres` client and real programs (pg_recvlogical, pg_basebackup,
+//! pg_ctl), never from inside the server. Most run against the shared test
+//! cluster named by the `PG*` variables (`eval "$(scripts/cluster.sh
+//! env)"`); those that crash, restart or add servers start clusters of
+//! their own under `$PUBJSON_TMP`.
+//!
+//! - [`env`]: the environment (cluster variables, server programs,
+//!   directories for clusters and scratch files, skipped checks);
+//! - [`server`]: connections, fresh databases, slots, server errors;
+//! - [`wait`]: polling with a deadline;
+//! - [`cluster`]: clusters of a test's own and physical standbys;
+//! - [`recvlogical`]: pg_recvlogical as a consumer;
+//! - [`rng`]: seeded randomness for workloads;
+//! - [`differential`]: the comparison with wal2json (slot pairs, option
+//!   matrix, row diffs).
+//!
+//! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
+//! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
+//! counts; `PUBJSON_E2E_SHOW=<part of a case label>` prints that case's
+//! rows).
+
+pub mod cluster;
+pub mod differential;
+pub mod env;
+pub mod recvlogical;
+pub mod rng;
+pub mod server;
+pub mod wait;
+
+pub use cluster::{ExtraCluster, Standby};
+pub use differential::*;
+pub use env::{
+    cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
+};
+pub use recvlogical::{complete_lines, RecvLogical};
+pub use rng::SeededRng;
+pub use server::{
+    db_err, describe_error, drop_slot, exec, one_string, sqlstate, Conn, DbErr, Server,
+};
+pub use wait::{poll, retry, wait_for};
+
+/// Shortens long text for failure messages.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// Parses an LSN `X/Y` into a number.
+pub fn lsn(s: &str) -> u64 {
+    let (hi, lo) = s.split_once('/').unwrap_or_else(|| panic!("bad LSN {s:?}"));
+    (u64::from_str_radix(hi, 16).expect("LSN") << 32) | u64::from_str_radix(lo, 16).expect("LSN")
+}

@@ -1,0 +1,184 @@
+//! pg_recvlogical as a consumer: started on a slot, streaming into a file,
+//! interrupted (SIGINT) or killed, and the lines it wrote.
+
+use crate::env::{pg_bin, pg_env};
+use crate::server::Server;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `pg_recvlogical --start`; killed on drop.
+pub struct RecvLogical {
+    child: Option<Child>,
+    pub file: PathBuf,
+    pub stderr_file: PathBuf,
+}
+
+impl RecvLogical {
+    /// Streams `slot` of the test database on the shared cluster into
+    /// `file`, with `-o` options (`None` value: `-o name`).
+    pub fn start(
+        slot: &str,
+        file: &Path,
+        opts: &[(&str, Option<&str>)],
+        extra_args: &[&str],
+    ) -> RecvLogical {
+        RecvLogical::start_in(&pg_env().dbname, slot, file, opts, extra_args)
+    }
+
+    /// [`Self::start`] for a slot of database `dbname`.
+    pub fn start_in(
+        dbname: &str,
+        slot: &str,
+        file: &Path,
+        opts: &[(&str, Option<&str>)],
+        extra_args: &[&str],
+    ) -> RecvLogical {
+        let env = pg_env();
+        let opts: Vec<String> = opts
+            .iter()
+            .map(|(name, value)| match value {
+                Some(v) => format!("{name}={v}"),
+                None => name.to_string(),
+            })
+            .collect();
+        let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+        let server = Server::new(&env.host, env.port);
+        let database = (env.user.as_str(), dbname);
+        RecvLogical::start_on(&server, database, slot, file, &opts, extra_args)
+    }
+
+    /// Streams `slot` of `(user, dbname)` on `server` into `file` (fsync
+    /// off, a status update every second), with `-o` options given as
+    /// `name` or `name=value`.
+    pub fn start_on(
+        server: &Server,
+        (user, dbname): (&str, &str),
+        slot: &str,
+        file: &Path,
+        opts: &[&str],
+        extra_args: &[&str],
+    ) -> RecvLogical {
+        let stderr_file = file.with_extension("stderr");
+        let stderr = std::fs::File::create(&stderr_file).expect("create stderr file");
+        let mut cmd = command(server, (user, dbname));
+        cmd.args(["-S", slot])
+            .args(["--start", "--no-loop", "-F", "0", "-s", "1", "-f"])
+            .arg(file);
+        for o in opts {
+            cmd.arg("-o").arg(o);
+        }
+        cmd.args(extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start pg_recvlogical: {e}"));
+        RecvLogical {
+            child: Some(child),
+            file: file.to_path_buf(),
+            stderr_file,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_file).unwrap_or_default()
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Its process id while it has not been waited for.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Waits until it exits by itself (e.g. `--endpos`); `None` on timeout.
+    pub fn try_wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until it exits by itself; panics after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        assert!(self.child.is_some(), "pg_recvlogical already stopped");
+        self.try_wait_exit(timeout).unwrap_or_else(|| {
+            panic!(
+                "pg_recvlogical did not exit within {timeout:?}; stderr:\n{}",
+                self.stderr()
+            )
+        })
+    }
+
+    /// Sends SIGINT (pg_recvlogical flushes its file and exits).
+    pub fn interrupt(&self) {
+        let pid = self.pid().expect("pg_recvlogical already stopped");
+        let status = Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -INT {pid} failed");
+    }
+
+    /// SIGINT, then waits for the exit. pg_recvlogical 15 flushes its file
+    /// but does not send a last feedback message, so what it wrote is
+    /// confirmed only if a status update (`-s`) went out before: wait for
+    /// the slot's confirmed_flush_lsn first when that matters.
+    pub fn stop(&mut self) -> ExitStatus {
+        self.interrupt();
+        self.wait_exit(Duration::from_secs(30))
+    }
+
+    /// SIGKILL (only this process, by its pid).
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RecvLogical {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// `pg_recvlogical` connected to `(user, dbname)` on `server`, for the
+/// caller to add its arguments (a one-shot run: `--create-slot`,
+/// `--start` with `--endpos`...).
+pub fn command(server: &Server, (user, dbname): (&str, &str)) -> Command {
+    let mut cmd = Command::new(pg_bin("pg_recvlogical"));
+    cmd.args(["-h", &server.host, "-p", &server.port.to_string()])
+        .args(["-U", user, "-d", dbname]);
+    cmd
+}
+
+/// `pg_recvlogical` connected to the test database of the shared cluster.
+pub fn command_for_test_db() -> Command {
+    let env = pg_env();
+    command(&Server::new(&env.host, env.port), (&env.user, &env.dbname))
+}
+
+/// The complete lines of a file being written (an unterminated last line is
+/// left out).
+pub fn complete_lines(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split_inclusive('\n')
+        .filter_map(|l| l.strip_suffix('\n'))
+        .map(str::to_string)
+        .collect()
+}
