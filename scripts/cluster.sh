@@ -65,8 +65,10 @@ status() { as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" status >/dev/null 2>&1; }
 start() {
   init
   if ! status; then
-    # RUST_BACKTRACE would make pgrx attach Rust backtraces to re-raised errors.
-    as_pg env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE \
+    # With RUST_BACKTRACE set, pgrx would attach Rust backtraces to the
+    # errors it re-raises: the server runs with it, so the tests prove
+    # pubjson keeps them away from clients.
+    as_pg env RUST_BACKTRACE=1 RUST_LIB_BACKTRACE=1 \
       "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" -l "$(dirname "$PUBJSON_PGDATA")/server.log" -w -t 60 start >/dev/null
   fi
 }

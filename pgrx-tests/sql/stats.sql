@@ -62,3 +62,22 @@ DROP ROLE st_nobody;
 DROP ROLE st_monitor;
 DROP PUBLICATION st_pub;
 DROP TABLE st_a, st_b;
+
+-- TRUNCATE (one change per table) and logical messages are changes; a
+-- prepared transaction decoded at PREPARE time counts in prepared_txns.
+CREATE TABLE st_c (id int PRIMARY KEY);
+CREATE TABLE st_d (id int PRIMARY KEY);
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_stats2', 'pubjson', false, true);
+TRUNCATE st_c, st_d;
+SELECT 'msg' FROM pg_logical_emit_message(true, 'p', 'in a transaction');
+SELECT 'msg' FROM pg_logical_emit_message(false, 'p', 'outside');
+SELECT 'msg' FROM pg_logical_emit_message(false, 'other', 'filtered');
+BEGIN; INSERT INTO st_c VALUES (1); PREPARE TRANSACTION 'regress_stats_gid';
+COMMIT PREPARED 'regress_stats_gid';
+-- truncate is not an action wanted here; only messages prefixed p.
+SELECT data::json->>'action' AS action FROM pg_logical_slot_get_changes('regress_stats2', NULL, NULL,
+       'format-version', '2', 'actions', 'insert', 'add-msg-prefixes', 'p');
+SELECT txns_decoded, changes_seen, changes_emitted, filtered_by_action, filtered_by_table, prepared_txns
+  FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats2';
+SELECT 'stop' FROM pg_drop_replication_slot('regress_stats2');
+DROP TABLE st_c, st_d;

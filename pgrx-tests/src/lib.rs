@@ -211,11 +211,17 @@ impl Conn {
 pub fn connect() -> Conn {
     let env = pg_env();
     ensure_database(&env);
+    connect_db(&env.dbname)
+}
+
+/// A connection to database `dbname` of the test cluster (which must exist).
+pub fn connect_db(dbname: &str) -> Conn {
+    let env = pg_env();
     let notices = Arc::new(Mutex::new(Vec::new()));
-    let client = connect_to(&env, &env.dbname, Some(Arc::clone(&notices))).unwrap_or_else(|e| {
+    let client = connect_to(&env, dbname, Some(Arc::clone(&notices))).unwrap_or_else(|e| {
         panic!(
-            "cannot connect to PostgreSQL (PGHOST={} PGPORT={} PGUSER={} database {}): {e}",
-            env.host, env.port, env.user, env.dbname
+            "cannot connect to PostgreSQL (PGHOST={} PGPORT={} PGUSER={} database {dbname}): {e}",
+            env.host, env.port, env.user
         )
     });
     Conn { client, notices }
@@ -1189,6 +1195,17 @@ impl RecvLogical {
         opts: &[(&str, Option<&str>)],
         extra_args: &[&str],
     ) -> RecvLogical {
+        Self::start_in(&pg_env().dbname, slot, file, opts, extra_args)
+    }
+
+    /// [`Self::start`] for a slot of database `dbname`.
+    pub fn start_in(
+        dbname: &str,
+        slot: &str,
+        file: &std::path::Path,
+        opts: &[(&str, Option<&str>)],
+        extra_args: &[&str],
+    ) -> RecvLogical {
         let env = pg_env();
         let stderr_file = file.with_extension("stderr");
         let stderr = std::fs::File::create(&stderr_file).expect("create stderr file");
@@ -1201,7 +1218,7 @@ impl RecvLogical {
             "-U",
             &env.user,
             "-d",
-            &env.dbname,
+            dbname,
         ])
         .args([
             "-S",

@@ -215,3 +215,67 @@ fn bad_options_fail_cleanly_and_consume_nothing() {
         );
     }
 }
+
+/// The server runs with RUST_BACKTRACE=1 (scripts/cluster.sh): errors
+/// raised through Rust still reach the client as message, DETAIL and HINT
+/// only, without the Rust backtrace pgrx would put into the DETAIL.
+#[test]
+fn errors_reach_clients_without_rust_backtraces() {
+    let mut db = TestDb::new("bt");
+    let pid: i32 = db
+        .conn
+        .client
+        .query_one("select pg_backend_pid()", &[])
+        .expect("pg_backend_pid")
+        .get(0);
+    // A backend's process title overwrites its copy of the environment
+    // block: read the postmaster's (the backend's parent).
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read the backend's stat");
+    let after_name = &stat[stat.rfind(')').expect("stat has (comm)") + 2..];
+    let postmaster = after_name.split(' ').nth(1).expect("ppid field");
+    let environ = std::fs::read(format!("/proc/{postmaster}/environ"))
+        .expect("read the postmaster's environment");
+    assert!(
+        environ.split(|&b| b == 0).any(|v| v == b"RUST_BACKTRACE=1"),
+        "the test cluster must run with RUST_BACKTRACE=1 (scripts/cluster.sh start sets it)"
+    );
+    db.exec("create table e2e_bt.t (id int primary key)");
+    let (slot, _guard) = db.create_slot("pubjson", "bt");
+    db.run(&["insert into e2e_bt.t values (1)"]);
+    let mut errors = 0;
+    for opts in [
+        &[("format-version", "9")][..],
+        &[("include-xids", "maybe")],
+        &[
+            ("proto_version", "1"),
+            ("publication_names", "e2e_bt_missing"),
+        ],
+    ] {
+        let Err(err) = db.peek(&slot, &case("bt", opts).opts) else {
+            continue; // PostgreSQL 18's pgoutput skips a missing publication
+        };
+        let e = err
+            .as_db_error()
+            .unwrap_or_else(|| panic!("{opts:?}: not a server error: {err}"));
+        errors += 1;
+        for text in [Some(e.message()), e.detail(), e.hint()]
+            .into_iter()
+            .flatten()
+        {
+            for frame_text in [
+                "pubjson::",
+                "pgrx",
+                "backtrace",
+                "rust_begin_unwind",
+                ".rs:",
+            ] {
+                assert!(
+                    !text.contains(frame_text),
+                    "{opts:?}: {frame_text:?} in what the client got: {text}"
+                );
+            }
+        }
+    }
+    assert!(errors >= 2, "the bad options did not fail");
+}

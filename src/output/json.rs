@@ -4,6 +4,8 @@
 //! The escaping is byte-for-byte what PostgreSQL's `escape_json()` produces
 //! (which is what wal2json uses), so pubjson's output matches wal2json's.
 
+use super::encoding::ServerEncoding;
+
 /// What the escaper must look at: control characters, `"` and `\` (which
 /// `escape_json` rewrites) and non-ASCII bytes (checked to be valid UTF-8).
 const fn special_table() -> [bool; 256] {
@@ -170,7 +172,15 @@ pub fn json_string(s: &[u8]) -> Vec<u8> {
 /// (so the bytes match wal2json's), and escapes the whole name otherwise
 /// (`"My""Type"`, `"S".t`, `"T"[]`), where wal2json would emit invalid JSON.
 pub fn type_name_json(type_name: &[u8]) -> Vec<u8> {
-    if is_plain_quoted(type_name) {
+    type_name_json_in(type_name, ServerEncoding::Utf8)
+}
+
+/// [`type_name_json`] for a database in `encoding`: outside UTF-8 and
+/// SQL_ASCII, non-ASCII bytes in the raw form are left to the conversion of
+/// the finished output (`encoding::push_ascii_json`), so a name prints the
+/// same way in every encoding.
+pub fn type_name_json_in(type_name: &[u8], encoding: ServerEncoding) -> Vec<u8> {
+    if is_plain_quoted(type_name, encoding) {
         type_name.to_vec()
     } else {
         json_string(type_name)
@@ -178,11 +188,11 @@ pub fn type_name_json(type_name: &[u8]) -> Vec<u8> {
 }
 
 /// True for `"..."` whose inside needs no JSON escaping at all.
-fn is_plain_quoted(s: &[u8]) -> bool {
+fn is_plain_quoted(s: &[u8], encoding: ServerEncoding) -> bool {
     s.len() >= 2
         && s[0] == b'"'
         && s[s.len() - 1] == b'"'
-        && std::str::from_utf8(s).is_ok()
+        && (encoding == ServerEncoding::Other || std::str::from_utf8(s).is_ok())
         && !s[1..s.len() - 1].iter().any(|&b| needs_escape(b))
 }
 

@@ -9,6 +9,7 @@
 
 use std::cell::{OnceCell, RefCell};
 
+use super::encoding::{message_name, ServerEncoding};
 use super::json::{classify_number, push_i64, push_json_string, push_lsn, push_u64, NumberText};
 use crate::plugin::options::Options;
 
@@ -57,6 +58,9 @@ pub struct ColumnMeta {
 pub struct RelationMeta {
     pub schema: Vec<u8>,
     pub table: Vec<u8>,
+    /// How `schema` and `table` may appear in a warning (see
+    /// [`message_name`]).
+    pub server_encoding: ServerEncoding,
     pub schema_json: Vec<u8>,
     pub table_json: Vec<u8>,
     pub columns: Vec<ColumnMeta>,
@@ -346,8 +350,8 @@ impl ChangeHeader {
 fn qualified_name(rel: &RelationMeta) -> String {
     format!(
         "\"{}\".\"{}\"",
-        String::from_utf8_lossy(&rel.schema),
-        String::from_utf8_lossy(&rel.table)
+        message_name(&rel.schema, rel.server_encoding),
+        message_name(&rel.table, rel.server_encoding)
     )
 }
 
@@ -470,7 +474,7 @@ impl<'o> Wal2JsonFormat<'o> {
         has_new: bool,
         has_old: bool,
     ) -> Option<String> {
-        let table = String::from_utf8_lossy(&rel.table);
+        let table = message_name(&rel.table, rel.server_encoding);
         if kind != ChangeKind::Insert && !rel.has_identity_index && !rel.identity_full {
             return Some(format!(
                 "table \"{table}\" without primary key or replica identity is nothing"
@@ -1189,6 +1193,7 @@ mod tests {
         RelationMeta {
             schema: b"public".to_vec(),
             table: b"t".to_vec(),
+            server_encoding: ServerEncoding::Utf8,
             schema_json: json_string(b"public"),
             table_json: json_string(b"t"),
             columns: vec![

@@ -512,8 +512,14 @@ pub unsafe fn decode_truncate(
     unsafe {
         let state = state(ctx);
         update_progress(ctx, state, false);
+        // Each table truncated is one change (format 2 writes one object
+        // per table).
+        let tables = nrelations.max(0) as u64;
+        state.stats.changes_seen += tables;
+        state.txn.changes_seen += tables;
         // wal2json's format 1 has no truncate element.
         if !state.opts.actions.truncate || state.opts.format_version == 1 {
+            state.stats.filtered_by_action += tables;
             return;
         }
         let lsn = (*change).lsn;
@@ -529,21 +535,29 @@ pub unsafe fn decode_truncate(
                     // pgoutput: publications must publish truncate, and a
                     // partition published via its root is not sent itself.
                     let Some(info) = entry.publish.as_ref() else {
+                        state.stats.filtered_by_table += 1;
                         continue;
                     };
                     let via_root = (*(*relation).rd_rel).relispartition
                         && info.publish_as_relid != (*relation).rd_id;
-                    if !info.actions.truncate || via_root {
+                    if via_root {
+                        state.stats.filtered_by_table += 1;
+                        continue;
+                    }
+                    if !info.actions.truncate {
+                        state.stats.filtered_by_action += 1;
                         continue;
                     }
                 }
                 if !entry.wanted {
+                    state.stats.filtered_by_table += 1;
                     continue;
                 }
                 ensure_begun(ctx, state);
                 ensure_timestamp(state);
                 let format = Wal2JsonFormat::new(&state.opts);
                 state.txn.items_emitted += 1;
+                state.stats.changes_emitted += 1;
                 format.v2_truncate(
                     &mut state.out,
                     &state.txn.info,
@@ -578,9 +592,16 @@ pub unsafe fn decode_message(
         let state = state(ctx);
         update_progress(ctx, state, false);
         let prefix = CStr::from_ptr(prefix).to_bytes();
+        // A message is a change (of its transaction, if transactional).
+        state.stats.changes_seen += 1;
+        if transactional {
+            state.txn.changes_seen += 1;
+        }
         if !state.opts.messages_enabled() || !state.opts.message_prefix_wanted(prefix) {
+            state.stats.filtered_by_action += 1;
             return;
         }
+        state.stats.changes_emitted += 1;
         let content: &[u8] = if content_size == 0 {
             &[]
         } else {

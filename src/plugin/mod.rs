@@ -8,6 +8,7 @@ pub mod options;
 mod publication;
 mod relation;
 pub mod row_filter;
+pub mod server_encoding;
 mod state;
 mod stream;
 mod tuple;

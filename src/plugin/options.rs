@@ -137,7 +137,7 @@ pub struct Options {
     /// pubjson: emit nothing for a transaction none of whose changes is emitted.
     pub skip_empty_xacts: bool,
     /// pgoutput: publications whose rules decide what is emitted.
-    pub publication_names: Option<Vec<String>>,
+    pub publication_names: Option<Vec<Vec<u8>>>,
     /// pgoutput: emit logical decoding messages (default: on without
     /// publication_names, as wal2json; off with them, as pgoutput).
     pub messages: Option<bool>,
@@ -533,7 +533,8 @@ pub fn parse_int(value: &[u8]) -> Option<i64> {
 /// PostgreSQL's `SplitIdentifierString` with a comma: identifiers separated
 /// by commas, unquoted ones folded to lower case, `"quoted"` ones kept as
 /// they are (`""` is a quote), all truncated to 63 bytes. `None` on bad syntax.
-pub fn split_identifiers(raw: &[u8]) -> Option<Vec<String>> {
+/// Names stay bytes: they are in the database encoding.
+pub fn split_identifiers(raw: &[u8]) -> Option<Vec<Vec<u8>>> {
     let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0c);
     let mut names = Vec::new();
     let mut i = 0;
@@ -579,7 +580,7 @@ pub fn split_identifiers(raw: &[u8]) -> Option<Vec<String>> {
             i += 1;
         }
         name.truncate(MAX_IDENTIFIER_BYTES);
-        names.push(String::from_utf8_lossy(&name).into_owned());
+        names.push(name);
         if i == raw.len() {
             return Some(names);
         }
@@ -921,7 +922,11 @@ mod tests {
         let o = parse(&[("publication_names", Some(" pub_a, \"Pub B\",PUB_C "))]).unwrap();
         assert_eq!(
             o.publication_names,
-            Some(vec!["pub_a".into(), "Pub B".into(), "pub_c".into()])
+            Some(vec![
+                b"pub_a".to_vec(),
+                b"Pub B".to_vec(),
+                b"pub_c".to_vec()
+            ])
         );
         assert!(!o.messages_enabled());
         assert!(parse(&[]).unwrap().messages_enabled());

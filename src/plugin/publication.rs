@@ -15,12 +15,14 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
 use pgrx::prelude::*;
 
+use crate::output::encoding::message_name;
 use crate::plugin::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
 use crate::plugin::relation::invalidate_all_relations;
 #[cfg(feature = "pg18")]
 use crate::plugin::relation::invalidate_relation;
+use crate::plugin::server_encoding::server_encoding;
 use crate::plugin::tuple::tuple_desc_attrs;
 
 /// pg_publication_rel.prqual and .prattrs (PostgreSQL 15–18).
@@ -128,6 +130,7 @@ impl PubActions {
 #[derive(Debug, Clone)]
 pub struct PublicationInfo {
     pub oid: pg_sys::Oid,
+    /// For messages (see `message_name`).
     pub name: String,
     pub all_tables: bool,
     pub via_root: bool,
@@ -145,12 +148,12 @@ pub struct Publications {
 }
 
 impl Publications {
-    pub fn new(names: &[String]) -> Self {
+    pub fn new(names: &[Vec<u8>]) -> Self {
         register_callbacks();
         PUBLICATIONS_STALE.with(|s| s.set(true));
         let names = names
             .iter()
-            .map(|n| CString::new(n.as_bytes()).unwrap_or_default())
+            .map(|n| CString::new(n.as_slice()).unwrap_or_default())
             .collect();
         Publications {
             names,
@@ -177,7 +180,7 @@ impl Publications {
                     }
                     self.loaded.push(PublicationInfo {
                         oid: (*p).oid,
-                        name: name.to_string_lossy().into_owned(),
+                        name: message_name(name.to_bytes(), server_encoding()),
                         all_tables: (*p).alltables,
                         via_root: (*p).pubviaroot,
                         actions: PubActions {
@@ -207,7 +210,10 @@ const MISSING_PUBLICATION_OK: bool = cfg!(feature = "pg18");
 fn warn_missing_publication(name: &CStr) {
     ErrorReport::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("skipped loading publication \"{}\"", name.to_string_lossy()),
+        format!(
+            "skipped loading publication \"{}\"",
+            message_name(name.to_bytes(), server_encoding())
+        ),
         "pubjson",
     )
     .set_detail("The publication does not exist at this point in the WAL.")
@@ -484,7 +490,9 @@ unsafe fn init_row_filters(
     unsafe {
         let target_relid = (*target).rd_id;
         let schema = pg_sys::get_rel_namespace(target_relid);
-        let mut filters: [Vec<String>; 3] = Default::default();
+        // The filters' node text holds the database's bytes (string
+        // constants): kept as C strings, never converted.
+        let mut filters: [Vec<CString>; 3] = Default::default();
         let mut no_filter = [false; 3];
         let mut filtering_publications = Vec::new();
         for publication in publications {
@@ -502,7 +510,7 @@ unsafe fn init_row_filters(
                     ANUM_PG_PUBLICATION_REL_PRQUAL,
                     |datum| {
                         let text = pg_sys::text_to_cstring(datum.cast_mut_ptr());
-                        CStr::from_ptr(text).to_string_lossy().into_owned()
+                        CStr::from_ptr(text).to_owned()
                     },
                 );
             }
@@ -541,16 +549,20 @@ unsafe fn init_row_filters(
             }
             let mut nodes: *mut pg_sys::List = std::ptr::null_mut();
             for text in &filters[i] {
-                let c = CString::new(text.as_bytes()).unwrap_or_default();
-                let node = pg_sys::stringToNode(c.as_ptr());
+                let node = pg_sys::stringToNode(text.as_ptr());
                 nodes = pg_sys::lappend(nodes, node);
             }
             let expr = pg_sys::make_orclause(nodes);
             info.row_filters[i] = pg_sys::ExecPrepareExpr(expr, info.estate);
         }
-        let schema_name = CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_string_lossy();
-        let table_name =
-            CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_string_lossy();
+        let schema_name = message_name(
+            CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_bytes(),
+            server_encoding(),
+        );
+        let table_name = message_name(
+            CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_bytes(),
+            server_encoding(),
+        );
         info.filter_context = CString::new(format!(
             "row filter of publication {} on table \"{}.{}\"",
             filtering_publications.join(", "),
@@ -660,13 +672,15 @@ unsafe fn init_column_mask(
         match published_columns(&columns, &lists, Rules::current()) {
             Ok(mask) => info.column_mask = mask,
             Err(error) => {
-                let schema =
+                let schema = message_name(
                     CStr::from_ptr(pg_sys::get_namespace_name((*(*target).rd_rel).relnamespace))
-                        .to_string_lossy()
-                        .into_owned();
-                let table = CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr())
-                    .to_string_lossy()
-                    .into_owned();
+                        .to_bytes(),
+                    server_encoding(),
+                );
+                let table = message_name(
+                    CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_bytes(),
+                    server_encoding(),
+                );
                 let what = match error {
                     ColumnListError::DifferentColumnLists => "column lists",
                     ColumnListError::DifferentGeneratedColumns => {

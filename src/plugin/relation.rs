@@ -19,10 +19,11 @@ use std::rc::Rc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::output::json::{json_string, type_name_json};
+use crate::output::json::{json_string, type_name_json_in};
 use crate::output::wal2json::{ColumnMeta, RelationMeta, ValueKind};
 use crate::plugin::options::Options;
 use crate::plugin::publication::{build_publish_info, Publications, PublishInfo};
+use crate::plugin::server_encoding;
 use crate::plugin::tuple::tuple_desc_attrs;
 
 /// How a column's value is turned into text.
@@ -480,18 +481,21 @@ unsafe fn build_entry(
 
             let type_json = match &info {
                 None => Vec::new(),
-                Some(t) => type_name_json(&if opts.format_version == 1 {
-                    match (domain_as_base, opts.include_typmod) {
-                        (true, true) => format_type(t.base_type, t.base_typmod),
-                        (true, false) => type_info(t.base_type).name,
-                        (false, true) => format_type(column_type, attr.atttypmod),
-                        (false, false) => t.name.clone(),
-                    }
-                } else if domain_as_base {
-                    format_type(t.base_type, t.base_typmod)
-                } else {
-                    format_type(column_type, attr.atttypmod)
-                }),
+                Some(t) => type_name_json_in(
+                    &if opts.format_version == 1 {
+                        match (domain_as_base, opts.include_typmod) {
+                            (true, true) => format_type(t.base_type, t.base_typmod),
+                            (true, false) => type_info(t.base_type).name,
+                            (false, true) => format_type(column_type, attr.atttypmod),
+                            (false, false) => t.name.clone(),
+                        }
+                    } else if domain_as_base {
+                        format_type(t.base_type, t.base_typmod)
+                    } else {
+                        format_type(column_type, attr.atttypmod)
+                    },
+                    server_encoding::server_encoding(),
+                ),
             };
 
             // Format 1 classifies (and prints the OID of) the domain's base
@@ -554,6 +558,7 @@ unsafe fn build_entry(
                 table_json: json_string(&table),
                 schema,
                 table,
+                server_encoding: server_encoding::server_encoding(),
                 columns,
                 has_primary_key,
                 has_identity_index,

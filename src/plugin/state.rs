@@ -14,6 +14,7 @@ use crate::output::wal2json::TxnInfo;
 use crate::plugin::options::Options;
 use crate::plugin::publication::Publications;
 use crate::plugin::relation::RelationCache;
+use crate::plugin::server_encoding::OutputText;
 use crate::plugin::tuple::DeformBuffers;
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
@@ -55,6 +56,8 @@ pub struct DecodingState {
     pub opts: Options,
     /// Output not yet handed to PostgreSQL.
     pub out: Vec<u8>,
+    /// How `out` is handed over (rewritten as ASCII outside UTF-8).
+    pub output_text: OutputText,
     pub txn: TxnState,
     pub relations: RelationCache,
     /// The publications named by publication_names, if any.
@@ -87,6 +90,7 @@ impl DecodingState {
     ) -> Self {
         DecodingState {
             out: Vec::with_capacity(8192),
+            output_text: OutputText::for_database(),
             txn: TxnState::default(),
             relations: RelationCache::new(cache_memory),
             publications: opts.publication_names.as_deref().map(Publications::new),

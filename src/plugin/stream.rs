@@ -206,6 +206,10 @@ pub unsafe fn prepare(
             TwoPhaseEvent::Prepare { streamed: false },
             prepare_lsn,
         );
+        // write_two_phase borrowed the state itself: borrow it anew.
+        let state = crate::plugin::state::state(ctx);
+        state.stats.prepared_txns += 1;
+        finish_txn_stats(state, txn);
     }
 }
 
@@ -221,7 +225,7 @@ pub unsafe fn stream_prepare(
     // SAFETY: valid pointers from PostgreSQL.
     unsafe {
         let state = state(ctx);
-        state.streamed_with_output.remove(&(*txn).xid.into_inner());
+        let emitted = state.streamed_with_output.remove(&(*txn).xid.into_inner());
         update_progress(ctx, state, false);
         write_two_phase(
             ctx,
@@ -229,6 +233,13 @@ pub unsafe fn stream_prepare(
             TwoPhaseEvent::Prepare { streamed: true },
             prepare_lsn,
         );
+        // write_two_phase borrowed the state itself: borrow it anew.
+        let state = crate::plugin::state::state(ctx);
+        state.stats.streamed_txns += 1;
+        state.stats.prepared_txns += 1;
+        // Streamed changes were counted block by block.
+        state.txn.items_emitted = emitted as u64;
+        finish_txn_stats(state, txn);
     }
 }
 

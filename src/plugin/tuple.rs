@@ -206,8 +206,10 @@ impl TupleValues for DeformedTuple<'_> {
     }
 
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool {
-        // SAFETY: only asked for non-null varlena columns (see the formats).
-        column.is_varlena && unsafe { is_external_ondisk(self.values[column.attr_index]) }
+        let i = column.attr_index;
+        // SAFETY: the datum of a non-null varlena column is a varlena
+        // pointer (a NULL column's datum is 0: checked first).
+        column.is_varlena && !self.nulls[i] && unsafe { is_external_ondisk(self.values[i]) }
     }
 
     fn cell(&self, column: &ColumnMeta) -> Cell {

@@ -19,15 +19,16 @@ pub unsafe fn flush(
     state: &mut DecodingState,
     last: bool,
 ) {
+    let bytes = state.output_text.prepare(&state.out);
     // SAFETY: the prepare/append/write sequence every output plugin uses;
     // ctx->out is a valid StringInfo between prepare and write.
     unsafe {
         pg_sys::OutputPluginPrepareWrite(ctx, last);
-        append_to_string_info((*ctx).out, &state.out);
+        append_to_string_info((*ctx).out, bytes);
         pg_sys::OutputPluginWrite(ctx, last);
     }
-    state.stats.bytes_emitted += state.out.len() as u64;
-    state.txn.bytes_emitted += state.out.len() as u64;
+    state.stats.bytes_emitted += bytes.len() as u64;
+    state.txn.bytes_emitted += bytes.len() as u64;
     state.out.clear();
 }
 

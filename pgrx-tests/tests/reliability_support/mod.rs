@@ -77,10 +77,8 @@ pub fn pg_ctl_restart(mode: &str) {
             "postgres",
             "--",
             "env",
-            "-u",
-            "RUST_BACKTRACE",
-            "-u",
-            "RUST_LIB_BACKTRACE",
+            "RUST_BACKTRACE=1",
+            "RUST_LIB_BACKTRACE=1",
         ])
         .arg(pg_bin_dir().join("pg_ctl"))
         .args(["-D", &pgdata(), "-m", mode, "-w", "-t", "120", "-l"])

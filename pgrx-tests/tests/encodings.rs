@@ -1,0 +1,401 @@
+//! Output in databases whose encoding is not UTF-8.
+//!
+//! For each encoding, the same workload (non-ASCII table, column and type
+//! names, values, message prefixes and contents) runs in a database of that
+//! encoding and in a UTF-8 database. In both formats, the output must be
+//! pure ASCII and mean exactly what the UTF-8 database's output means
+//! (compared as parsed JSON), the values must be the table's contents read
+//! over a UTF-8 connection, and pg_recvlogical (a walsender) must receive
+//! the very bytes the SQL functions return.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pubjson_e2e::{
+    complete_lines, connect, connect_db, describe_error, scratch_dir, serialize, wait_for, Conn,
+    RecvLogical,
+};
+use serde_json::Value;
+
+/// Included from the extension: the table checked against `pg_conversion`.
+#[path = "../../src/output/conversions.rs"]
+mod conversions;
+
+struct Sample {
+    encoding: &'static str,
+    table: &'static str,
+    column: &'static str,
+    type_name: &'static str,
+    texts: &'static [&'static str],
+}
+
+const SAMPLES: &[Sample] = &[
+    Sample {
+        encoding: "LATIN1",
+        table: "tëst_é",
+        column: "größe",
+        type_name: "wört",
+        // "Ã©" is C3 A9 in LATIN1: bytes that look like UTF-8 "é".
+        texts: &["é", "Ã©", "ÿ¼½ å", "naïve \"quoted\" \\ back\tslash"],
+    },
+    Sample {
+        encoding: "WIN1252",
+        table: "€uro",
+        column: "prix€",
+        type_name: "montant€",
+        texts: &["€ Š — ‰", "Ã©", "œuvre"],
+    },
+    Sample {
+        encoding: "LATIN2",
+        table: "tábla_ő",
+        column: "név_ű",
+        type_name: "szöveg",
+        texts: &["Łódź ő ű", "žluťoučký kůň"],
+    },
+    Sample {
+        encoding: "KOI8R",
+        table: "таблица",
+        column: "колонка",
+        type_name: "текст",
+        texts: &["Привет, мир ё", "ЁЖ"],
+    },
+    Sample {
+        encoding: "EUC_JP",
+        table: "表",
+        column: "列",
+        type_name: "文字列",
+        // "筺　" is E4A1 A1A1 in EUC_JP: it starts like UTF-8, and the
+        // issue's data loss came from it.
+        texts: &["日本", "筺　", "ｱｲｳ", "漢字かなカナ"],
+    },
+    Sample {
+        encoding: "EUC_KR",
+        table: "표",
+        column: "열",
+        type_name: "문자열",
+        texts: &["한국어", "가나다"],
+    },
+];
+
+/// The UTF-8 database each workload also runs in, for comparison.
+const UTF8_DB: &str = "pubjson_enc_utf8";
+
+/// A database and its slot (slot names are cluster-wide).
+fn database_name(encoding: &str) -> String {
+    format!("pubjson_enc_{}", encoding.to_ascii_lowercase())
+}
+
+/// A fresh database in `encoding` (C locale, which every encoding accepts).
+fn fresh_database(admin: &mut Conn, name: &str, encoding: &str) -> Conn {
+    admin
+        .client
+        .execute(
+            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = $1",
+            &[&name],
+        )
+        .unwrap_or_else(|e| panic!("dropping old slots: {}", describe_error(&e)));
+    for sql in [
+        format!("drop database if exists {name} with (force)"),
+        format!(
+            "create database {name} encoding '{encoding}' lc_collate 'C' lc_ctype 'C' template template0"
+        ),
+    ] {
+        admin
+            .client
+            .batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)));
+    }
+    connect_db(name)
+}
+
+fn exec(conn: &mut Conn, sql: &str) {
+    conn.client
+        .batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)));
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The workload, with the slot (named after the database) created first.
+fn run_workload(conn: &mut Conn, s: &Sample, slot: &str) {
+    let (table, column, type_name) = (
+        quote_ident(s.table),
+        quote_ident(s.column),
+        quote_ident(s.type_name),
+    );
+    exec(
+        conn,
+        &format!(
+            "create domain {type_name} as text; \
+             create table {table} (id int primary key, {column} {type_name})"
+        ),
+    );
+    conn.client
+        .execute(
+            "select pg_create_logical_replication_slot($1, 'pubjson')",
+            &[&slot],
+        )
+        .unwrap_or_else(|e| panic!("create slot: {}", describe_error(&e)));
+    for (i, text) in s.texts.iter().enumerate() {
+        conn.client
+            .execute(
+                &format!("insert into {table} values ($1, $2::text)"),
+                &[&(i as i32 + 1), text],
+            )
+            .unwrap_or_else(|e| panic!("insert {text:?}: {}", describe_error(&e)));
+    }
+    exec(
+        conn,
+        &format!("update {table} set {column} = {column} || '!' where id = 1"),
+    );
+    exec(conn, &format!("delete from {table} where id = 2"));
+    for transactional in [true, false] {
+        conn.client
+            .execute(
+                "select pg_logical_emit_message($1, $2, $3)",
+                &[&transactional, &s.table, &s.texts[0]],
+            )
+            .unwrap_or_else(|e| panic!("message: {}", describe_error(&e)));
+    }
+    // Non-transactional messages are flushed asynchronously.
+    exec(conn, "select pg_switch_wal()");
+}
+
+const FORMATS: [&str; 2] = ["1", "2"];
+
+/// Peeks with an empty search_path, as pg_recvlogical's walsender has
+/// (type names come out schema-qualified the same way).
+fn peek(conn: &mut Conn, slot: &str, format: &str) -> Vec<String> {
+    exec(conn, "set search_path = ''");
+    let rows = conn
+        .client
+        .query(
+            "select data from pg_logical_slot_peek_changes($1, null, null, \
+             'format-version', $2, 'include-types', '1')",
+            &[&slot, &format],
+        )
+        .unwrap_or_else(|e| panic!("peek format {format}: {}", describe_error(&e)))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    exec(conn, "reset search_path");
+    rows
+}
+
+/// The output with what differs between two databases (xids, LSNs,
+/// timestamps) taken out.
+fn meaning(rows: &[String]) -> Vec<Value> {
+    fn mask(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for key in ["xid", "lsn", "nextlsn", "timestamp"] {
+                    if let Some(x) = map.get_mut(key) {
+                        *x = Value::Null;
+                    }
+                }
+                map.values_mut().for_each(mask);
+            }
+            Value::Array(items) => items.iter_mut().for_each(mask),
+            _ => {}
+        }
+    }
+    rows.iter()
+        .map(|row| {
+            let mut v: Value =
+                serde_json::from_str(row).unwrap_or_else(|e| panic!("not JSON ({e}): {row}"));
+            mask(&mut v);
+            v
+        })
+        .collect()
+}
+
+/// Every string in the output.
+fn strings(values: &[Value]) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|x| walk(x, out)),
+            Value::Object(map) => map.iter().for_each(|(k, x)| {
+                out.push(k.clone());
+                walk(x, out);
+            }),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    values.iter().for_each(|v| walk(v, &mut out));
+    out
+}
+
+#[test]
+fn every_encoding_means_what_utf8_means() {
+    let _serial = serialize();
+    let mut admin = connect();
+    let mut sql_outputs = BTreeMap::new();
+    for s in SAMPLES {
+        let name = database_name(s.encoding);
+        let mut db = fresh_database(&mut admin, &name, s.encoding);
+        run_workload(&mut db, s, &name);
+        let mut reference = fresh_database(&mut admin, UTF8_DB, "UTF8");
+        run_workload(&mut reference, s, UTF8_DB);
+
+        // What the table holds, read over a UTF-8 connection.
+        let contents: Vec<String> = db
+            .client
+            .query(
+                &format!(
+                    "select {}::text from {} order by id",
+                    quote_ident(s.column),
+                    quote_ident(s.table)
+                ),
+                &[],
+            )
+            .expect("read the table")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(contents.len(), s.texts.len() - 1);
+        assert_eq!(contents[0], format!("{}!", s.texts[0]));
+
+        for format in FORMATS {
+            let rows = peek(&mut db, &name, format);
+            for row in &rows {
+                assert!(row.is_ascii(), "{}: not ASCII: {row}", s.encoding);
+            }
+            let got = meaning(&rows);
+            let expected = meaning(&peek(&mut reference, UTF8_DB, format));
+            assert_eq!(got, expected, "{} format {format}", s.encoding);
+            let found = strings(&got);
+            for text in contents
+                .iter()
+                .map(String::as_str)
+                .chain(s.texts.iter().copied())
+                .chain([s.table, s.column])
+            {
+                assert!(
+                    found.iter().any(|f| f == text),
+                    "{} format {format}: {text:?} missing from {found:?}",
+                    s.encoding
+                );
+            }
+            assert!(
+                found
+                    .iter()
+                    .any(|f| f.trim_start_matches("public.").trim_matches('"') == s.type_name),
+                "{} format {format}: type {} missing",
+                s.encoding,
+                s.type_name
+            );
+            sql_outputs.insert((s.encoding, format), rows);
+        }
+        drop(reference);
+    }
+
+    // A walsender sends the same bytes.
+    for s in SAMPLES {
+        let name = database_name(s.encoding);
+        for format in FORMATS {
+            let expected = &sql_outputs[&(s.encoding, format)];
+            let dir = scratch_dir(&format!("enc-{}-{format}", s.encoding.to_lowercase()));
+            let file = dir.join("out.json");
+            let mut recv = RecvLogical::start_in(
+                &name,
+                &name,
+                &file,
+                &[
+                    ("format-version", Some(format)),
+                    ("include-types", Some("1")),
+                ],
+                &[],
+            );
+            wait_for(
+                &format!("{} format {format} through pg_recvlogical", s.encoding),
+                Duration::from_secs(30),
+                || complete_lines(&file).len() >= expected.len(),
+            );
+            recv.stop();
+            assert_eq!(
+                &complete_lines(&file),
+                expected,
+                "{} format {format}: pg_recvlogical differs from the SQL functions",
+                s.encoding
+            );
+        }
+    }
+
+    // The issue's data loss: get_changes consumes, and what it returns is
+    // what a peek showed.
+    let euc_jp = database_name("EUC_JP");
+    let mut euc = connect_db(&euc_jp);
+    let peeked = peek(&mut euc, &euc_jp, "2");
+    exec(&mut euc, "set search_path = ''");
+    let got: Vec<String> = euc
+        .client
+        .query(
+            "select data from pg_logical_slot_get_changes($1, null, null, \
+             'format-version', '2', 'include-types', '1')",
+            &[&euc_jp],
+        )
+        .unwrap_or_else(|e| panic!("get_changes: {}", describe_error(&e)))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(got, peeked);
+    assert!(strings(&meaning(&got)).iter().any(|t| t == "筺　"));
+
+    for s in SAMPLES {
+        let name = database_name(s.encoding);
+        drop_database(&mut admin, &name);
+    }
+    drop_database(&mut admin, UTF8_DB);
+}
+
+fn drop_database(admin: &mut Conn, name: &str) {
+    admin
+        .client
+        .execute(
+            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = $1",
+            &[&name],
+        )
+        .expect("drop slots");
+    exec(
+        admin,
+        &format!("drop database if exists {name} with (force)"),
+    );
+}
+
+/// The conversion routines pubjson loads are the default conversions of
+/// the server's catalog, for every server encoding.
+#[test]
+fn conversion_routines_match_pg_conversion() {
+    let mut conn = connect();
+    let rows = conn
+        .client
+        .query(
+            "select pg_catalog.pg_encoding_to_char(e)::text, p.probin, p.prosrc \
+               from generate_series(0, 40) e \
+               left join pg_catalog.pg_conversion c \
+                 on c.conforencoding = e and c.condefault \
+                and c.contoencoding = pg_catalog.pg_char_to_encoding('UTF8') \
+               left join pg_catalog.pg_proc p on p.oid = c.conproc \
+              where pg_catalog.pg_encoding_to_char(e) <> '' \
+                and e <= pg_catalog.pg_char_to_encoding('KOI8U')",
+            &[],
+        )
+        .expect("pg_conversion");
+    assert!(rows.len() >= 35, "server encodings: {}", rows.len());
+    for row in rows {
+        let encoding: String = row.get(0);
+        let catalog: Option<(String, String)> =
+            row.get::<_, Option<String>>(1).map(|lib| (lib, row.get(2)));
+        let ours = conversions::to_utf8_routine(&encoding)
+            .map(|r| (r.library.to_owned(), r.symbol.to_owned()));
+        if encoding == "UTF8" {
+            assert_eq!(ours, None);
+        } else {
+            assert_eq!(ours, catalog, "{encoding}");
+        }
+    }
+}
