@@ -4,10 +4,9 @@
 # server's absolute directories (cargo pgrx package): the library, the control
 # file and the extension scripts. The scripts are the committed ones of sql/
 # (every version's install script, the upgrade scripts and the control files
-# of older versions), after checking
-# that the script pgrx generates for the current version equals
-# sql/pubjson--VERSION.sql (see scripts/sql-lib.sh); pgrx's own copy is kept
-# as target/release/pubjson-pgNN.generated.sql.
+# of older versions), after checking that the script pgrx generates for the
+# current version equals sql/pubjson--VERSION.sql (see scripts/sql-lib.sh);
+# pgrx's own copy is kept as target/release/pubjson-pgNN.generated.sql.
 # PUBJSON_SQL_CHECK=0 skips the check (scripts/sql-script.sh regenerating).
 # Used by install.sh and deb.sh; prints the package directory.
 set -euo pipefail
