@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything pubjson needs to build and test on Debian 12, idempotently:
-# Debian packages (PostgreSQL 15 server + dev headers, clang, sudo, wal2json),
+# Debian packages (PostgreSQL 15 server + dev headers, clang, sudo, wal2json;
+# dpkg-dev, binutils and lintian for the Debian package, scripts/deb.sh),
 # cargo-pgrx pinned to the pgrx version in Cargo.toml, the other PostgreSQL
 # majors listed in PUBJSON_PG_VERSIONS (default "15"; e.g. "15 16 17 18",
 # provided by scripts/build-pg.sh in a cache outside the work tree), and
@@ -21,7 +22,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
 packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-wal2json
-          libclang-dev clang sudo pkg-config libssl-dev python3)
+          libclang-dev clang sudo pkg-config libssl-dev python3 dpkg-dev binutils lintian)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,11 +10,16 @@
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
 #   3. unit tests of the pure modules (cargo test)
 #   then for each major:
-#   4. builds and installs the extension, starts a throwaway cluster
-#   5. SQL regression suite (pg_regress, test/sql + test/expected)
-#   6. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
+#   4. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
+#      installs it with dpkg, decodes through it and removes it again;
+#      on 16-18 checks its contents
+#   5. builds and installs the extension (the generated extension script
+#      must equal the committed sql/pubjson--VERSION.sql), starts a
+#      throwaway cluster
+#   6. SQL regression suite (pg_regress, test/sql + test/expected)
+#   7. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
-#      transactions, conflicts, crash recovery
+#      transactions, conflicts, crash recovery, extension upgrades
 # Set PUBJSON_SKIP_LINT=1 to skip step 2 while iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +63,11 @@ for major in $PUBJSON_PG_VERSIONS; do
   (
     export PG_MAJOR=$major
     unset PG_BIN PG_CONFIG
+    # Before install.sh: on 15 the package test installs and removes
+    # pubjson with dpkg (it puts back what it finds, all the same).
+    echo "==> PostgreSQL $major: Debian package"
+    scripts/deb-test.sh
+
     echo "==> PostgreSQL $major: build and install the extension"
     scripts/install.sh
 

@@ -1,0 +1,424 @@
+//! Extension upgrades: every released version of the SQL in `sql/`, updated
+//! step by step with `ALTER EXTENSION pubjson UPDATE`, must leave exactly
+//! what a fresh `CREATE EXTENSION pubjson` of the current version creates,
+//! and the library must decode and count through the upgraded functions.
+//!
+//! "Exactly" is checked three ways, each compared between a database
+//! upgraded from the old version and a fresh one: `pg_dump --schema-only`
+//! (what a dump restores, grants included); `pg_dump --schema-only
+//! --binary-upgrade`, which also prints the extension's member objects
+//! (functions, their attributes and bodies, their grants and initial
+//! privileges, in the form pg_upgrade restores them); and a catalog report
+//! (the extension's row, its dependencies and members, schema `pubjson`,
+//! `pg_init_privs`, every function's definition, ACL and comment).
+//!
+//! The scripts are the ones scripts/install.sh installed from `sql/` into
+//! the server's extension directory; the test checks that the server offers
+//! exactly the versions `sql/` has.
+
+use postgres::Client;
+use pubjson_e2e::{exec, one_string, pg_bin, Server};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The versions with an install script in `sql/` (`pubjson--X.sql`).
+fn versions_in_sql_dir() -> BTreeSet<String> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sql");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let version = name.strip_prefix("pubjson--")?.strip_suffix(".sql")?;
+            (!version.contains("--")).then(|| version.to_string())
+        })
+        .collect()
+}
+
+fn fresh_database(db: &str) -> Client {
+    Server::main().fresh_database(db)
+}
+
+fn drop_database(db: &str) {
+    let _ = Server::main().drop_database(db);
+}
+
+fn extension_version(c: &mut Client) -> String {
+    one_string(
+        c,
+        "select extversion from pg_extension where extname = 'pubjson'",
+    )
+}
+
+/// pg_dump's schema-only output of `db` (plus `extra` options), without
+/// the lines that name the database.
+fn dump(db: &str, extra: &[&str]) -> String {
+    let Server { host, port } = Server::main();
+    let out = Command::new(pg_bin("pg_dump"))
+        .args(["--schema-only", "--no-comments", "-h", &host, "-p"])
+        .arg(port.to_string())
+        .args(["-U", "postgres", "-d", db])
+        .args(extra)
+        .output()
+        .expect("running pg_dump");
+    assert!(
+        out.status.success(),
+        "pg_dump {db} {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("pg_dump output is UTF-8");
+    // pg_dump 17+ prints a random \restrict key; nothing else differs by run.
+    text.lines()
+        .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// What the catalogs say about the extension, one sorted line per fact.
+const CATALOG_REPORT: &str = r#"
+with ext as (select e.* from pg_extension e where e.extname = 'pubjson'),
+members as (
+    select d.classid, d.objid, d.objsubid from pg_depend d, ext
+     where d.refclassid = 'pg_extension'::regclass and d.refobjid = ext.oid and d.deptype = 'e'
+)
+select line from (
+    select format('extension %s version %s schema %s relocatable %s config %s condition %s owner %s',
+                  extname, extversion, extnamespace::regnamespace, extrelocatable,
+                  extconfig, extcondition, extowner::regrole) as line
+      from ext
+    union all
+    select format('extension depends on %s (%s)',
+                  pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid), d.deptype)
+      from pg_depend d, ext
+     where d.classid = 'pg_extension'::regclass and d.objid = ext.oid
+    union all
+    select format('member %s', pg_describe_object(classid, objid, objsubid)) from members
+    union all
+    select format('schema %s owner %s acl %s comment %s', nspname, nspowner::regrole, nspacl,
+                  obj_description(oid, 'pg_namespace'))
+      from pg_namespace where nspname = 'pubjson'
+    union all
+    select format('initial privileges of %s (%s): %s',
+                  pg_describe_object(i.classoid, i.objoid, i.objsubid), i.privtype, i.initprivs)
+      from pg_init_privs i
+     where (i.classoid, i.objoid, i.objsubid) in (select * from members)
+        or (i.classoid = 'pg_namespace'::regclass and i.objoid = 'pubjson'::regnamespace)
+    union all
+    select format(E'function %s owner %s acl %s comment %s\n%s',
+                  p.oid::regprocedure, p.proowner::regrole, p.proacl,
+                  obj_description(p.oid, 'pg_proc'), pg_get_functiondef(p.oid))
+      from pg_proc p where p.pronamespace = 'pubjson'::regnamespace
+) facts
+order by line
+"#;
+
+fn catalog_report(c: &mut Client) -> String {
+    c.query(CATALOG_REPORT, &[])
+        .unwrap_or_else(|e| panic!("catalog report: {}", pubjson_e2e::describe_error(&e)))
+        .iter()
+        .map(|r| format!("{}\n", r.get::<_, String>(0)))
+        .collect()
+}
+
+/// Panics with a unified diff when `upgraded` differs from `fresh`.
+fn assert_same(what: &str, fresh: &str, upgraded: &str) {
+    if fresh == upgraded {
+        return;
+    }
+    let dir = pubjson_e2e::cluster_dir("upgrade-diff");
+    std::fs::create_dir_all(&dir).expect("diff directory");
+    let (a, b) = (format!("{dir}/fresh"), format!("{dir}/upgraded"));
+    std::fs::write(&a, fresh).expect("write");
+    std::fs::write(&b, upgraded).expect("write");
+    let diff = Command::new("diff")
+        .args(["-u", &a, &b])
+        .output()
+        .expect("diff");
+    panic!(
+        "{what}: the upgraded database differs from a fresh CREATE EXTENSION \
+         (- fresh, + upgraded; update the upgrade script in sql/):\n{}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+}
+
+/// Everything compared, for database `db`.
+struct Snapshot {
+    dump: String,
+    binary_upgrade_dump: String,
+    catalogs: String,
+}
+
+fn snapshot(db: &str, c: &mut Client) -> Snapshot {
+    Snapshot {
+        dump: dump(db, &[]),
+        binary_upgrade_dump: dump(db, &["--binary-upgrade"]),
+        catalogs: catalog_report(c),
+    }
+}
+
+fn assert_same_snapshot(from: &str, fresh: &Snapshot, upgraded: &Snapshot) {
+    assert_same(
+        &format!("pg_dump --schema-only, upgraded from {from}"),
+        &fresh.dump,
+        &upgraded.dump,
+    );
+    assert_same(
+        &format!("pg_dump --schema-only --binary-upgrade, upgraded from {from}"),
+        &fresh.binary_upgrade_dump,
+        &upgraded.binary_upgrade_dump,
+    );
+    assert_same(
+        &format!("catalogs, upgraded from {from}"),
+        &fresh.catalogs,
+        &upgraded.catalogs,
+    );
+}
+
+/// The steps `ALTER EXTENSION pubjson UPDATE` takes from `from` to `to`.
+fn update_path(c: &mut Client, from: &str, to: &str) -> Vec<String> {
+    let path: Option<String> = c
+        .query_one(
+            "select path from pg_extension_update_paths('pubjson') where source = $1 and target = $2",
+            &[&from, &to],
+        )
+        .unwrap_or_else(|e| panic!("pg_extension_update_paths: {e}"))
+        .get(0);
+    let path = path.unwrap_or_else(|| {
+        panic!("no upgrade path from {from} to {to}: add sql/pubjson--{from}--<next>.sql")
+    });
+    path.split("--").skip(1).map(str::to_string).collect()
+}
+
+/// Decodes one insert through a new pubjson slot in `c`'s database and
+/// checks the rows and the slot's statistics.
+fn decode_and_count(c: &mut Client, slot: &str) {
+    exec(
+        c,
+        "create table upgrade_t (id int primary key, note text); insert into upgrade_t values (0, 'before')",
+    );
+    exec(
+        c,
+        &format!("select pg_create_logical_replication_slot('{slot}', 'pubjson')"),
+    );
+    exec(c, "insert into upgrade_t values (1, 'after the upgrade')");
+    let rows: Vec<String> = c
+        .query(
+            &format!(
+                "select data from pg_logical_slot_get_changes('{slot}', NULL, NULL, 'format-version', '2')"
+            ),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("decoding {slot}: {}", pubjson_e2e::describe_error(&e)))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let changes: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap_or_else(|e| panic!("{r}: {e}")))
+        .collect();
+    assert_eq!(changes.len(), 3, "B, I, C: {rows:?}");
+    assert_eq!(changes[1]["action"], "I", "{rows:?}");
+    assert_eq!(changes[1]["table"], "upgrade_t", "{rows:?}");
+    assert_eq!(
+        changes[1]["columns"][1]["value"], "after the upgrade",
+        "{rows:?}"
+    );
+    let stats = c
+        .query_one(
+            "select txns_emitted, changes_emitted, conflicting is not true, invalidation_reason \
+             from pubjson.decoding_stats() where slot_name = $1",
+            &[&slot],
+        )
+        .unwrap_or_else(|e| panic!("decoding_stats: {}", pubjson_e2e::describe_error(&e)));
+    assert_eq!(stats.get::<_, i64>(0), 1, "txns_emitted");
+    assert_eq!(stats.get::<_, i64>(1), 1, "changes_emitted");
+    assert!(stats.get::<_, bool>(2), "conflicting");
+    assert_eq!(
+        stats.get::<_, Option<String>>(3),
+        None,
+        "invalidation_reason"
+    );
+    exec(c, &format!("select pg_drop_replication_slot('{slot}')"));
+}
+
+#[test]
+fn every_version_upgrades_to_a_fresh_install() {
+    let _serial = pubjson_e2e::serialize();
+    let versions = versions_in_sql_dir();
+    let mut fresh = fresh_database("pubjson_upgrade_fresh");
+    let available: BTreeSet<String> = fresh
+        .query(
+            "select version from pg_available_extension_versions where name = 'pubjson'",
+            &[],
+        )
+        .expect("pg_available_extension_versions")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        available, versions,
+        "the server's extension directory offers other versions than sql/ (run scripts/install.sh)"
+    );
+    exec(&mut fresh, "create extension pubjson");
+    let current = extension_version(&mut fresh);
+    assert!(versions.contains(&current), "no sql/pubjson--{current}.sql");
+    let expected = snapshot("pubjson_upgrade_fresh", &mut fresh);
+    assert!(
+        expected.binary_upgrade_dump.contains("decoding_stats"),
+        "pg_dump --binary-upgrade prints the member functions"
+    );
+
+    let older: Vec<&String> = versions.iter().filter(|v| **v != current).collect();
+    assert!(
+        !older.is_empty(),
+        "sql/ has no released version to upgrade from"
+    );
+    for from in older {
+        let db = format!("pubjson_upgrade_from_{}", from.replace('.', "_"));
+        let mut c = fresh_database(&db);
+        // As the old version was installed (0.1.0: in public, see
+        // sql/pubjson--0.1.0.control).
+        exec(
+            &mut c,
+            &format!("create extension pubjson version '{from}'"),
+        );
+        assert_eq!(extension_version(&mut c), *from);
+        // A slot created before the upgrade keeps decoding after it.
+        exec(&mut c, "create table before_upgrade (id int primary key)");
+        exec(
+            &mut c,
+            "select pg_create_logical_replication_slot('upgrade_old_slot', 'pubjson')",
+        );
+        for step in update_path(&mut c, from, &current) {
+            exec(
+                &mut c,
+                &format!("alter extension pubjson update to '{step}'"),
+            );
+            assert_eq!(extension_version(&mut c), step);
+        }
+        exec(&mut c, "insert into before_upgrade values (1)");
+        let old_slot_rows = c
+            .query(
+                "select data from pg_logical_slot_get_changes('upgrade_old_slot', NULL, NULL)",
+                &[],
+            )
+            .expect("decoding the slot created before the upgrade");
+        assert!(
+            old_slot_rows
+                .iter()
+                .any(|r| r.get::<_, String>(0).contains("before_upgrade")),
+            "the slot created before the upgrade decodes the insert after it"
+        );
+        exec(
+            &mut c,
+            "select pg_drop_replication_slot('upgrade_old_slot'); drop table before_upgrade",
+        );
+        let upgraded = snapshot(&db, &mut c);
+        assert_same_snapshot(from, &expected, &upgraded);
+
+        decode_and_count(&mut c, "upgrade_new_slot");
+        // DROP EXTENSION leaves schema pubjson, as after a fresh install,
+        // and CREATE EXTENSION accepts it again.
+        exec(
+            &mut c,
+            "drop extension pubjson; create extension pubjson; drop extension pubjson",
+        );
+        assert_eq!(
+            one_string(
+                &mut c,
+                "select count(*)::text from pg_namespace where nspname = 'pubjson'"
+            ),
+            "1"
+        );
+        drop(c);
+        drop_database(&db);
+    }
+    drop(fresh);
+    drop_database("pubjson_upgrade_fresh");
+}
+
+/// 0.1.0 had no `schema` in its control file: it lived in whatever schema
+/// came first on its creator's search_path. Its control file as shipped now
+/// (sql/pubjson--0.1.0.control) installs it in public, so the test moves it
+/// the way an install under `search_path = legacy_home` would have left it
+/// (pg_extension.extnamespace and the extension's dependency on its schema).
+/// After `ALTER EXTENSION pubjson UPDATE` (no target: every step) it lives
+/// in pubjson, no longer holds that schema (which can be dropped), and
+/// equals a fresh install.
+#[test]
+fn extension_created_in_another_schema_moves_to_pubjson() {
+    let _serial = pubjson_e2e::serialize();
+    let mut fresh = fresh_database("pubjson_upgrade_fresh2");
+    exec(&mut fresh, "create extension pubjson");
+    let current = extension_version(&mut fresh);
+    let expected = snapshot("pubjson_upgrade_fresh2", &mut fresh);
+    let db = "pubjson_upgrade_home";
+    let mut c = fresh_database(db);
+    exec(
+        &mut c,
+        "create extension pubjson version '0.1.0'; create schema legacy_home; \
+         update pg_depend set refobjid = 'legacy_home'::regnamespace \
+          where classid = 'pg_extension'::regclass \
+            and objid = (select oid from pg_extension where extname = 'pubjson') \
+            and refclassid = 'pg_namespace'::regclass and refobjid = 'public'::regnamespace; \
+         update pg_extension set extnamespace = 'legacy_home'::regnamespace where extname = 'pubjson'",
+    );
+    let err = c
+        .batch_execute("drop schema legacy_home")
+        .expect_err("0.1.0 holds the schema it lives in");
+    assert_eq!(pubjson_e2e::sqlstate(&err), "2BP01", "{err}");
+    exec(&mut c, "alter extension pubjson update");
+    assert_eq!(extension_version(&mut c), current);
+    exec(&mut c, "drop schema legacy_home");
+    assert_same_snapshot("0.1.0 in another schema", &expected, &snapshot(db, &mut c));
+    drop(c);
+    drop_database(db);
+    drop(fresh);
+    drop_database("pubjson_upgrade_fresh2");
+}
+
+/// The upgrade checks schema pubjson as CREATE EXTENSION does: a schema
+/// another role owns stops it with SQLSTATE 42501, and nothing changes.
+#[test]
+fn upgrade_refuses_a_schema_in_other_hands() {
+    let _serial = pubjson_e2e::serialize();
+    let versions = versions_in_sql_dir();
+    let mut fresh = fresh_database("pubjson_upgrade_guard");
+    exec(&mut fresh, "create extension pubjson");
+    let current = extension_version(&mut fresh);
+    exec(&mut fresh, "drop extension pubjson");
+    for from in versions.iter().filter(|v| **v != current) {
+        exec(
+            &mut fresh,
+            &format!(
+                "drop schema if exists pubjson cascade; \
+                 create extension pubjson version '{from}'; \
+                 drop role if exists pubjson_upgrade_intruder; \
+                 create role pubjson_upgrade_intruder; \
+                 alter schema pubjson owner to pubjson_upgrade_intruder"
+            ),
+        );
+        let err = fresh
+            .batch_execute("alter extension pubjson update")
+            .expect_err("the upgrade must refuse a schema owned by another role");
+        assert_eq!(
+            pubjson_e2e::sqlstate(&err),
+            "42501",
+            "{}",
+            pubjson_e2e::describe_error(&err)
+        );
+        assert!(
+            pubjson_e2e::describe_error(&err).contains("pubjson_upgrade_intruder"),
+            "{}",
+            pubjson_e2e::describe_error(&err)
+        );
+        assert_eq!(extension_version(&mut fresh), *from);
+        exec(
+            &mut fresh,
+            "alter schema pubjson owner to postgres; alter extension pubjson update; \
+             drop extension pubjson; drop schema pubjson; drop role pubjson_upgrade_intruder",
+        );
+    }
+    drop(fresh);
+    drop_database("pubjson_upgrade_guard");
+}

@@ -1,0 +1,320 @@
+-- pubjson 0.1.0 -> 0.2.0 (ALTER EXTENSION pubjson UPDATE TO '0.2.0').
+-- Leaves what a fresh CREATE EXTENSION pubjson of 0.2.0 creates; the e2e
+-- test pgrx-tests/tests/upgrade.rs compares the two with pg_dump.
+--
+-- ALTER EXTENSION UPDATE runs this script with search_path "<the schema
+-- 0.1.0 was created in, usually public>, pg_temp" (pg_catalog first): every
+-- name below is qualified, and operators are spelled OPERATOR(pg_catalog.=),
+-- so nothing planted in that schema takes part.
+\echo Use "ALTER EXTENSION pubjson UPDATE TO '0.2.0'" to load this file. \quit
+
+-------------------------------------------------------------------------------
+-- The schema. 0.1.0's script created schema pubjson itself (so the schema
+-- was a member of the extension, dropped with it) and the extension lived
+-- in whatever schema came first on the creator's search_path. 0.2.0 names
+-- schema pubjson in its control file: CREATE EXTENSION creates it (not a
+-- member: DROP EXTENSION leaves it) and the extension lives in it. The
+-- schema leaves the extension, is checked as CREATE EXTENSION checks it
+-- (schema_guard.sql, the same text), and becomes the extension's schema.
+-------------------------------------------------------------------------------
+DO $upgrade$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_depend d
+                WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                  AND d.objid OPERATOR(pg_catalog.=) 'pubjson'::pg_catalog.regnamespace
+                  AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                  AND d.deptype OPERATOR(pg_catalog.=) 'e') THEN
+        ALTER EXTENSION pubjson DROP SCHEMA pubjson;
+    END IF;
+END
+$upgrade$;
+
+DO $guard$
+DECLARE
+    owner_name pg_catalog.text;
+    owner_is_superuser pg_catalog.bool;
+    creators pg_catalog.text;
+BEGIN
+    SELECT r.rolname, r.rolsuper INTO owner_name, owner_is_superuser
+      FROM pg_catalog.pg_namespace n
+      JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'pubjson';
+    IF NOT owner_is_superuser THEN
+        RAISE EXCEPTION 'schema "pubjson" is owned by role "%", which is not a superuser', owner_name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'The owner of the schema could drop or replace the functions of the extension.',
+                  HINT = 'Drop or rename that schema, or make a superuser its owner (ALTER SCHEMA pubjson OWNER TO ...), then create the extension again.';
+    END IF;
+    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(r.rolname) END, ', ')
+      INTO creators
+      FROM pg_catalog.pg_namespace n
+     CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+      LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'pubjson'
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+       AND r.rolsuper IS NOT TRUE;
+    IF creators IS NOT NULL THEN
+        RAISE EXCEPTION 'schema "pubjson" lets roles that are not superusers create objects in it: %', creators
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Such a role could plant objects that callers of the extension''s functions would run.',
+                  HINT = 'REVOKE CREATE ON SCHEMA pubjson FROM those roles, then create the extension again.';
+    END IF;
+END
+$guard$;
+
+-- What CREATE EXTENSION records for the schema of a non-relocatable
+-- extension (pg_extension.extnamespace and a normal dependency on it);
+-- ALTER EXTENSION SET SCHEMA refuses non-relocatable extensions.
+UPDATE pg_catalog.pg_depend d
+   SET refobjid = 'pubjson'::pg_catalog.regnamespace
+ WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+   AND d.objid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+                                       WHERE e.extname OPERATOR(pg_catalog.=) 'pubjson')
+   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+   AND d.deptype OPERATOR(pg_catalog.=) 'n';
+UPDATE pg_catalog.pg_extension
+   SET extnamespace = 'pubjson'::pg_catalog.regnamespace
+ WHERE extname OPERATOR(pg_catalog.=) 'pubjson';
+
+-- Granted again so that they are recorded as the extension's initial
+-- privileges of the schema (pg_init_privs), as a fresh install records them.
+GRANT USAGE ON SCHEMA pubjson TO pg_monitor;
+GRANT USAGE ON SCHEMA pubjson TO pg_read_all_stats;
+
+-------------------------------------------------------------------------------
+-- Functions: search_path pinned, slot conflicts with 17's meaning
+-------------------------------------------------------------------------------
+CREATE FUNCTION pubjson._slot_conflicting(slot jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT CASE WHEN (slot ->> 'conflicting')::boolean AND slot ->> 'restart_lsn' IS NULL
+                THEN false
+                ELSE (slot ->> 'conflicting')::boolean END
+$fn$;
+
+CREATE OR REPLACE FUNCTION pubjson._slot_invalidation(slot jsonb)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(slot ->> 'invalidation_reason',
+                    CASE WHEN pubjson._slot_conflicting(slot)
+                         THEN 'recovery conflict: rows_removed or wal_level_insufficient'
+                         WHEN slot ->> 'wal_status' = 'lost' THEN 'wal_removed' END)
+$fn$;
+
+CREATE OR REPLACE FUNCTION pubjson.standby_conflicts()
+RETURNS TABLE (
+    applies boolean,
+    reason text,
+    database name,
+    confl_tablespace bigint,
+    confl_lock bigint,
+    confl_snapshot bigint,
+    confl_bufferpin bigint,
+    confl_deadlock bigint,
+    delay_setting text,
+    max_delay interval,
+    waits_forever boolean,
+    wal_receiver_status text,
+    received_lsn pg_lsn,
+    replayed_lsn pg_lsn,
+    last_replayed_xact_time timestamptz,
+    wal_receipt_time timestamptz,
+    how_derived text,
+    estimate_exact boolean,
+    budget_left interval,
+    confl_active_logicalslot bigint,
+    logical_slots integer,
+    logical_slots_invalidated integer,
+    logical_slot_details jsonb,
+    logical_slot_hint text
+)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    rcv record;
+    v_replay pg_lsn;
+    v_xact_time timestamptz;
+    v_setting text;
+    v_delay_ms bigint;
+    v_moment timestamptz;
+    v_how text;
+    v_exact boolean;
+    v_now timestamptz;
+    v_version int := pg_catalog.current_setting('server_version_num')::int;
+    v_feedback boolean := pg_catalog.current_setting('hot_standby_feedback')::boolean;
+    v_primary_slot text := pg_catalog.current_setting('primary_slot_name');
+BEGIN
+    IF NOT pg_catalog.pg_is_in_recovery() THEN
+        RETURN QUERY SELECT false, 'not a standby: this server is not in recovery, so no recovery conflicts can occur'::text,
+            NULL::name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::text, NULL::interval, NULL::boolean, NULL::text, NULL::pg_lsn, NULL::pg_lsn,
+            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::boolean, NULL::interval,
+            NULL::bigint, NULL::integer, NULL::integer, NULL::jsonb, NULL::text;
+        RETURN;
+    END IF;
+
+    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
+           r.last_msg_send_time, r.last_msg_receipt_time
+      INTO rcv
+      FROM pg_catalog.pg_stat_wal_receiver r;
+    -- After reading the receiver's times, so that none is in the future.
+    v_now := pg_catalog.clock_timestamp();
+    v_replay := pg_catalog.pg_last_wal_replay_lsn();
+    v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
+
+    -- The startup process (GetStandbyLimitTime) uses
+    -- max_standby_streaming_delay for WAL that came from the WAL receiver and
+    -- max_standby_archive_delay otherwise, counted from XLogReceiptTime: the
+    -- time it last found new WAL to replay (reset each time replay catches up
+    -- with the newest chunk the receiver flushed, or restores a file).
+    IF rcv.status = 'streaming' THEN
+        v_setting := 'max_standby_streaming_delay';
+        IF rcv.last_msg_receipt_time IS NULL THEN
+            v_how := 'streaming, but WAL receiver details are hidden (needs pg_read_all_stats) or no message received yet: receipt time unknown';
+            v_exact := false;
+        ELSIF v_replay >= rcv.flushed_lsn THEN
+            v_moment := rcv.last_msg_receipt_time;
+            IF rcv.latest_end_time >= rcv.last_msg_send_time THEN
+                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) and the last message advanced the WAL end: receipt time = last_msg_receipt_time';
+                v_exact := true;
+            ELSE
+                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) but later messages were keepalives: last_msg_receipt_time is an upper bound of when WAL last arrived; the next WAL record restarts the full delay';
+                v_exact := false;
+            END IF;
+        ELSE
+            v_moment := rcv.last_msg_receipt_time;
+            v_how := format('replay lags received WAL by %s bytes (replay_lsn < flushed_lsn): the startup process last found no WAL to replay before the last message arrived, so the real receipt time is older than last_msg_receipt_time (an upper bound); budget_left is an upper bound',
+                            pg_catalog.pg_wal_lsn_diff(rcv.flushed_lsn, v_replay));
+            v_exact := false;
+        END IF;
+    ELSE
+        v_setting := 'max_standby_archive_delay';
+        v_moment := v_xact_time;
+        v_how := format('no WAL receiver streaming (status %s): WAL comes from the archive or pg_wal, receipt time = when the file was restored, not visible from SQL; lower bound used: last replayed commit time (primary clock), so budget_left is a lower bound',
+                        coalesce(rcv.status, 'none'));
+        v_exact := false;
+    END IF;
+
+    SELECT s.setting::bigint * CASE s.unit WHEN 's' THEN 1000 WHEN 'min' THEN 60000 ELSE 1 END
+      INTO v_delay_ms
+      FROM pg_catalog.pg_settings s WHERE s.name = v_setting;
+
+    RETURN QUERY
+    SELECT true, NULL::text, d.datname,
+           c.confl_tablespace, c.confl_lock, c.confl_snapshot, c.confl_bufferpin, c.confl_deadlock,
+           v_setting,
+           CASE WHEN v_delay_ms >= 0 THEN v_delay_ms * interval '1 millisecond' END,
+           v_delay_ms < 0,
+           rcv.status::text, rcv.flushed_lsn, v_replay, v_xact_time,
+           v_moment, v_how, v_exact,
+           CASE WHEN v_delay_ms < 0 OR v_moment IS NULL THEN NULL
+                ELSE greatest(v_delay_ms * interval '1 millisecond' - (v_now - v_moment), interval '0') END,
+           -- 16+: walsenders/backends decoding a slot that replay had to
+           -- invalidate were terminated (counted here).
+           (pg_catalog.to_jsonb(c) ->> 'confl_active_logicalslot')::bigint,
+           CASE WHEN v_version >= 160000 THEN coalesce(ls.n, 0) END,
+           CASE WHEN v_version >= 160000 THEN coalesce(ls.n_invalid, 0) END,
+           CASE WHEN v_version >= 160000 THEN coalesce(ls.details, '[]'::jsonb) END,
+           CASE WHEN v_version < 160000 OR coalesce(ls.n, 0) = 0 THEN NULL
+                ELSE NULLIF(concat_ws(' ',
+                  CASE WHEN ls.n_invalid > 0 THEN
+                    format('%s of %s logical slot(s) invalidated: they cannot be used again; drop them (pg_drop_replication_slot) and recreate them, then resynchronize their consumers.',
+                           ls.n_invalid, ls.n) END,
+                  CASE WHEN NOT v_feedback THEN
+                    'hot_standby_feedback is off: when the primary removes catalog rows these slots still need (VACUUM), replay invalidates them (rows_removed) and terminates the sessions decoding them (confl_active_logicalslot); set hot_standby_feedback = on and primary_slot_name.'
+                       WHEN v_primary_slot = '' THEN
+                    'hot_standby_feedback is on but primary_slot_name is not set: the primary forgets this standby''s catalog_xmin whenever the connection drops, so the slots can still be invalidated (rows_removed); use a physical slot on the primary.' END), '')
+           END
+    FROM pg_catalog.pg_stat_database_conflicts c
+    JOIN pg_catalog.pg_database d ON d.oid = c.datid
+    LEFT JOIN LATERAL (
+        SELECT count(*)::int AS n,
+               (count(*) FILTER (WHERE x.invalidation IS NOT NULL))::int AS n_invalid,
+               jsonb_agg(jsonb_build_object(
+                   'slot_name', x.slot_name, 'plugin', x.plugin, 'active', x.active,
+                   'active_pid', x.active_pid, 'catalog_xmin', x.catalog_xmin,
+                   'restart_lsn', x.restart_lsn, 'confirmed_flush_lsn', x.confirmed_flush_lsn,
+                   'wal_status', x.wal_status, 'invalidation', x.invalidation,
+                   'conflicting', pubjson._slot_conflicting(x.j), -- 16+
+                   'inactive_since', x.j -> 'inactive_since',    -- 17+
+                   'failover', x.j -> 'failover',                -- 17+
+                   'synced', x.j -> 'synced')                    -- 17+
+                 ORDER BY x.slot_name) AS details
+        FROM (SELECT r.*, pg_catalog.to_jsonb(r) AS j,
+                     pubjson._slot_invalidation(pg_catalog.to_jsonb(r)) AS invalidation
+              FROM pg_catalog.pg_replication_slots r
+              WHERE r.slot_type = 'logical' AND r.datoid = d.oid) x
+    ) ls ON true
+    ORDER BY d.datname;
+END
+$fn$;
+
+-- decoding_counters and worst_transactions read this backend's state when
+-- pubjson is not preloaded: parallel workers would not see it.
+ALTER FUNCTION pubjson.decoding_counters() PARALLEL RESTRICTED;
+ALTER FUNCTION pubjson.worst_transactions() PARALLEL RESTRICTED;
+
+CREATE OR REPLACE FUNCTION pubjson.decoding_stats()
+RETURNS TABLE (
+    slot_name text, source text,
+    txns_decoded bigint, txns_emitted bigint, txns_skipped_empty bigint,
+    changes_seen bigint, changes_emitted bigint,
+    filtered_by_table bigint, filtered_by_action bigint, filtered_by_row_filter bigint, filtered_by_origin bigint,
+    updates_to_insert bigint, updates_to_delete bigint,
+    bytes_emitted bigint, streamed_txns bigint, prepared_txns bigint,
+    peak_reorder_buffer_bytes bigint,
+    largest_txn_xid bigint, largest_txn_changes bigint, largest_txn_bytes bigint,
+    largest_txn_spilled boolean, largest_txn_streamed boolean,
+    max_wal_span_bytes bigint, max_commit_to_emit_ms double precision,
+    spill_txns bigint, spill_count bigint, spill_bytes bigint,
+    stream_txns bigint, stream_count bigint, stream_bytes bigint,
+    total_txns bigint, total_bytes bigint,
+    active boolean, restart_lsn pg_lsn, confirmed_flush_lsn pg_lsn,
+    retained_wal_bytes numeric, wal_status text, safe_wal_size bigint,
+    conflicting boolean, invalidation_reason text, inactive_since timestamptz
+)
+LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.slot_name, c.source,
+           c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
+           c.changes_seen, c.changes_emitted,
+           c.filtered_by_table, c.filtered_by_action, c.filtered_by_row_filter, c.filtered_by_origin,
+           c.updates_to_insert, c.updates_to_delete,
+           c.bytes_emitted, c.streamed_txns, c.prepared_txns,
+           c.peak_reorder_buffer_bytes,
+           c.largest_txn_xid, c.largest_txn_changes, c.largest_txn_bytes,
+           c.largest_txn_spilled, c.largest_txn_streamed,
+           c.max_wal_span_bytes, c.max_commit_to_emit_ms,
+           s.spill_txns, s.spill_count, s.spill_bytes,
+           s.stream_txns, s.stream_count, s.stream_bytes,
+           s.total_txns, s.total_bytes,
+           r.active, r.restart_lsn, r.confirmed_flush_lsn,
+           pg_catalog.pg_wal_lsn_diff(
+               CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                    ELSE pg_catalog.pg_current_wal_lsn() END,
+               r.restart_lsn),
+           r.wal_status, r.safe_wal_size,
+           pubjson._slot_conflicting(j.slot),
+           pubjson._slot_invalidation(j.slot),
+           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz
+      FROM pubjson.decoding_counters() c
+      LEFT JOIN pg_catalog.pg_stat_replication_slots s
+             ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+      LEFT JOIN pg_catalog.pg_replication_slots r
+             ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
+      CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
+$$;
+
+REVOKE ALL ON FUNCTION pubjson._slot_conflicting(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson._slot_invalidation(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson._slot_conflicting(jsonb) TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson._slot_invalidation(jsonb) TO pg_read_all_stats;
