@@ -1,6 +1,6 @@
 -- pubjson 0.1.0 -> 0.2.0 (ALTER EXTENSION pubjson UPDATE TO '0.2.0').
 -- Leaves what a fresh CREATE EXTENSION pubjson of 0.2.0 creates; the e2e
--- test pgrx-tests/tests/upgrade.rs compares the two with pg_dump.
+-- test e2e/tests/upgrade.rs compares the two with pg_dump.
 --
 -- ALTER EXTENSION UPDATE runs this script with search_path "<the schema
 -- 0.1.0 was created in, usually public>, pg_temp" (pg_catalog first): every
@@ -259,10 +259,71 @@ $fn$;
 
 -- decoding_counters and worst_transactions read this backend's state when
 -- pubjson is not preloaded: parallel workers would not see it.
-ALTER FUNCTION pubjson.decoding_counters() PARALLEL RESTRICTED;
 ALTER FUNCTION pubjson.worst_transactions() PARALLEL RESTRICTED;
 
-CREATE OR REPLACE FUNCTION pubjson.decoding_stats()
+-- decoding_counters gains the live view's totals and decoding_stats shows
+-- them: their result columns change, so both are created anew (a view
+-- built on decoding_stats() makes the upgrade fail: drop it first).
+DROP FUNCTION pubjson.decoding_stats();
+DROP FUNCTION pubjson.decoding_counters();
+CREATE FUNCTION pubjson."decoding_counters"() RETURNS TABLE (
+	"slot_name" TEXT,  /* String */
+	"source" TEXT,  /* String */
+	"txns_decoded" bigint,  /* i64 */
+	"txns_emitted" bigint,  /* i64 */
+	"txns_skipped_empty" bigint,  /* i64 */
+	"changes_seen" bigint,  /* i64 */
+	"changes_emitted" bigint,  /* i64 */
+	"filtered_by_table" bigint,  /* i64 */
+	"filtered_by_action" bigint,  /* i64 */
+	"filtered_by_row_filter" bigint,  /* i64 */
+	"filtered_by_origin" bigint,  /* i64 */
+	"updates_to_insert" bigint,  /* i64 */
+	"updates_to_delete" bigint,  /* i64 */
+	"bytes_emitted" bigint,  /* i64 */
+	"streamed_txns" bigint,  /* i64 */
+	"prepared_txns" bigint,  /* i64 */
+	"peak_reorder_buffer_bytes" bigint,  /* i64 */
+	"largest_txn_xid" bigint,  /* i64 */
+	"largest_txn_changes" bigint,  /* i64 */
+	"largest_txn_bytes" bigint,  /* i64 */
+	"largest_txn_spilled" bool,  /* bool */
+	"largest_txn_streamed" bool,  /* bool */
+	"max_wal_span_bytes" bigint,  /* i64 */
+	"max_commit_to_emit_ms" double precision,  /* f64 */
+	"live_pid" INT,  /* Option < i32 > */
+	"live_as_of" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"pending_txns" INT,  /* i32 */
+	"reorder_buffer_bytes" bigint,  /* i64 */
+	"oldest_pending_first_seen" timestamp with time zone  /* Option < TimestampWithTimeZone > */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'decoding_counters_wrapper';
+
+-- The live view of the reorder buffers.
+CREATE FUNCTION pubjson."_pending_transactions"() RETURNS TABLE (
+	"slot_name" TEXT,  /* String */
+	"decoder_pid" INT,  /* i32 */
+	"as_of" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"replay_changes_per_sec" double precision,  /* Option < f64 > */
+	"replay_bytes_per_sec" double precision,  /* Option < f64 > */
+	"xid" bigint,  /* i64 */
+	"subtransactions" INT,  /* i32 */
+	"first_lsn" bigint,  /* i64 */
+	"first_seen" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"changes_held" bigint,  /* i64 */
+	"changes_in_memory" bigint,  /* i64 */
+	"bytes_in_memory" bigint,  /* i64 */
+	"changes_streamed" bigint,  /* i64 */
+	"spilled" bool,  /* bool */
+	"streamed" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_pending_transactions_wrapper';
+
+CREATE FUNCTION pubjson.decoding_stats()
 RETURNS TABLE (
     slot_name text, source text,
     txns_decoded bigint, txns_emitted bigint, txns_skipped_empty bigint,
@@ -279,7 +340,9 @@ RETURNS TABLE (
     total_txns bigint, total_bytes bigint,
     active boolean, restart_lsn pg_lsn, confirmed_flush_lsn pg_lsn,
     retained_wal_bytes numeric, wal_status text, safe_wal_size bigint,
-    conflicting boolean, invalidation_reason text, inactive_since timestamptz
+    conflicting boolean, invalidation_reason text, inactive_since timestamptz,
+    pending_txns integer, reorder_buffer_bytes bigint, oldest_pending_age interval,
+    live_as_of timestamptz
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
@@ -305,7 +368,17 @@ AS $$
            r.wal_status, r.safe_wal_size,
            pubjson._slot_conflicting(j.slot),
            pubjson._slot_invalidation(j.slot),
-           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz
+           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz,
+           -- The live view counts while its session still decodes the
+           -- slot; a slot nobody decodes holds nothing back; a session
+           -- that has not sampled yet is unknown (NULL).
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.pending_txns
+                WHEN NOT r.active THEN 0 END,
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.reorder_buffer_bytes
+                WHEN NOT r.active THEN 0 END,
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid
+                THEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) c.oldest_pending_first_seen END,
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.live_as_of END
       FROM pubjson.decoding_counters() c
       LEFT JOIN pg_catalog.pg_stat_replication_slots s
              ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
@@ -313,6 +386,57 @@ AS $$
              ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
       CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
 $$;
+
+CREATE FUNCTION pubjson.pending_transactions()
+RETURNS TABLE (
+    slot_name text, xid xid, first_lsn pg_lsn, first_seen timestamptz, age interval,
+    changes bigint, changes_in_memory bigint, bytes_in_memory bigint,
+    spilled boolean, spilled_changes bigint, streamed boolean, streamed_changes bigint,
+    subtransactions integer,
+    pid integer, usename name, application_name text, client_addr inet,
+    xact_start timestamptz, state text, query text,
+    retained_wal_bytes numeric, replay_changes_per_sec double precision,
+    forecast_commit_delay interval,
+    decoder_pid integer, as_of timestamptz
+)
+LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.slot_name, x.xid,
+           '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,
+           p.first_seen, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.first_seen,
+           p.changes_held OPERATOR(pg_catalog.+) p.changes_streamed,
+           p.changes_in_memory, p.bytes_in_memory,
+           p.spilled,
+           CASE WHEN p.spilled THEN p.changes_held OPERATOR(pg_catalog.-) p.changes_in_memory ELSE 0 END,
+           p.streamed, p.changes_streamed, p.subtransactions,
+           a.pid, a.usename, a.application_name, a.client_addr, a.xact_start, a.state, a.query,
+           pg_catalog.pg_wal_lsn_diff(
+               CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                    ELSE pg_catalog.pg_current_wal_lsn() END,
+               '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric),
+           p.replay_changes_per_sec,
+           pg_catalog.make_interval(secs =>
+               p.changes_held::pg_catalog.float8 OPERATOR(pg_catalog./) p.replay_changes_per_sec),
+           p.decoder_pid, p.as_of
+      FROM pubjson._pending_transactions() p
+      JOIN pg_catalog.pg_replication_slots r
+        ON r.slot_name OPERATOR(pg_catalog.=) p.slot_name
+       AND r.active_pid OPERATOR(pg_catalog.=) p.decoder_pid
+      CROSS JOIN LATERAL (SELECT p.xid::pg_catalog.text::pg_catalog.xid AS xid) x
+      LEFT JOIN pg_catalog.pg_stat_activity a
+        ON a.backend_xid OPERATOR(pg_catalog.=) x.xid
+     ORDER BY p.slot_name, p.first_lsn
+$$;
+
+REVOKE ALL ON FUNCTION pubjson.decoding_counters() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.decoding_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson._pending_transactions() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.pending_transactions() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson._pending_transactions() TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson.pending_transactions() TO pg_read_all_stats;
 
 REVOKE ALL ON FUNCTION pubjson._slot_conflicting(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson._slot_invalidation(jsonb) FROM PUBLIC;

@@ -706,6 +706,30 @@ GRANT EXECUTE ON FUNCTION pubjson._slot_invalidation(jsonb) TO pg_read_all_stats
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- pubjson::api::stats::sql::_pending_transactions
+CREATE  FUNCTION "_pending_transactions"() RETURNS TABLE (
+	"slot_name" TEXT,  /* String */
+	"decoder_pid" INT,  /* i32 */
+	"as_of" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"replay_changes_per_sec" double precision,  /* Option < f64 > */
+	"replay_bytes_per_sec" double precision,  /* Option < f64 > */
+	"xid" bigint,  /* i64 */
+	"subtransactions" INT,  /* i32 */
+	"first_lsn" bigint,  /* i64 */
+	"first_seen" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"changes_held" bigint,  /* i64 */
+	"changes_in_memory" bigint,  /* i64 */
+	"bytes_in_memory" bigint,  /* i64 */
+	"changes_streamed" bigint,  /* i64 */
+	"spilled" bool,  /* bool */
+	"streamed" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_pending_transactions_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- pubjson::api::stats::sql::decoding_counters
 CREATE  FUNCTION "decoding_counters"() RETURNS TABLE (
 	"slot_name" TEXT,  /* String */
@@ -731,7 +755,12 @@ CREATE  FUNCTION "decoding_counters"() RETURNS TABLE (
 	"largest_txn_spilled" bool,  /* bool */
 	"largest_txn_streamed" bool,  /* bool */
 	"max_wal_span_bytes" bigint,  /* i64 */
-	"max_commit_to_emit_ms" double precision  /* f64 */
+	"max_commit_to_emit_ms" double precision,  /* f64 */
+	"live_pid" INT,  /* Option < i32 > */
+	"live_as_of" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"pending_txns" INT,  /* i32 */
+	"reorder_buffer_bytes" bigint,  /* i64 */
+	"oldest_pending_first_seen" timestamp with time zone  /* Option < TimestampWithTimeZone > */
 )
 STRICT VOLATILE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
@@ -770,6 +799,7 @@ AS 'MODULE_PATHNAME', 'worst_transactions_wrapper';
 /* <begin connected objects> */
 -- requires:
 --   decoding_counters
+--   _pending_transactions
 --   worst_transactions
 --   reset_stats
 --   conflicts
@@ -800,7 +830,9 @@ RETURNS TABLE (
     total_txns bigint, total_bytes bigint,
     active boolean, restart_lsn pg_lsn, confirmed_flush_lsn pg_lsn,
     retained_wal_bytes numeric, wal_status text, safe_wal_size bigint,
-    conflicting boolean, invalidation_reason text, inactive_since timestamptz
+    conflicting boolean, invalidation_reason text, inactive_since timestamptz,
+    pending_txns integer, reorder_buffer_bytes bigint, oldest_pending_age interval,
+    live_as_of timestamptz
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
@@ -826,13 +858,72 @@ AS $$
            r.wal_status, r.safe_wal_size,
            pubjson._slot_conflicting(j.slot),
            pubjson._slot_invalidation(j.slot),
-           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz
+           (j.slot OPERATOR(pg_catalog.->>) 'inactive_since')::pg_catalog.timestamptz,
+           -- The live view counts while its session still decodes the
+           -- slot; a slot nobody decodes holds nothing back; a session
+           -- that has not sampled yet is unknown (NULL).
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.pending_txns
+                WHEN NOT r.active THEN 0 END,
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.reorder_buffer_bytes
+                WHEN NOT r.active THEN 0 END,
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid
+                THEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) c.oldest_pending_first_seen END,
+           CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.live_as_of END
       FROM pubjson.decoding_counters() c
       LEFT JOIN pg_catalog.pg_stat_replication_slots s
              ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
       LEFT JOIN pg_catalog.pg_replication_slots r
              ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
       CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
+$$;
+
+-- What the reorder buffers of pubjson's decoding sessions hold back now,
+-- one row per top-level transaction (the 16 oldest per slot), with the
+-- session that owns it (pg_stat_activity by backend_xid, as far as the
+-- caller may see it), the WAL its slot retains because of it and the delay
+-- its commit will add to the transactions behind it at the slot's measured
+-- replay rate. Rows of a decoder that no longer decodes its slot (ended,
+-- or failed) are left out.
+CREATE FUNCTION pubjson.pending_transactions()
+RETURNS TABLE (
+    slot_name text, xid xid, first_lsn pg_lsn, first_seen timestamptz, age interval,
+    changes bigint, changes_in_memory bigint, bytes_in_memory bigint,
+    spilled boolean, spilled_changes bigint, streamed boolean, streamed_changes bigint,
+    subtransactions integer,
+    pid integer, usename name, application_name text, client_addr inet,
+    xact_start timestamptz, state text, query text,
+    retained_wal_bytes numeric, replay_changes_per_sec double precision,
+    forecast_commit_delay interval,
+    decoder_pid integer, as_of timestamptz
+)
+LANGUAGE sql VOLATILE PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.slot_name, x.xid,
+           '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,
+           p.first_seen, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.first_seen,
+           p.changes_held OPERATOR(pg_catalog.+) p.changes_streamed,
+           p.changes_in_memory, p.bytes_in_memory,
+           p.spilled,
+           CASE WHEN p.spilled THEN p.changes_held OPERATOR(pg_catalog.-) p.changes_in_memory ELSE 0 END,
+           p.streamed, p.changes_streamed, p.subtransactions,
+           a.pid, a.usename, a.application_name, a.client_addr, a.xact_start, a.state, a.query,
+           pg_catalog.pg_wal_lsn_diff(
+               CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                    ELSE pg_catalog.pg_current_wal_lsn() END,
+               '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric),
+           p.replay_changes_per_sec,
+           pg_catalog.make_interval(secs =>
+               p.changes_held::pg_catalog.float8 OPERATOR(pg_catalog./) p.replay_changes_per_sec),
+           p.decoder_pid, p.as_of
+      FROM pubjson._pending_transactions() p
+      JOIN pg_catalog.pg_replication_slots r
+        ON r.slot_name OPERATOR(pg_catalog.=) p.slot_name
+       AND r.active_pid OPERATOR(pg_catalog.=) p.decoder_pid
+      CROSS JOIN LATERAL (SELECT p.xid::pg_catalog.text::pg_catalog.xid AS xid) x
+      LEFT JOIN pg_catalog.pg_stat_activity a
+        ON a.backend_xid OPERATOR(pg_catalog.=) x.xid
+     ORDER BY p.slot_name, p.first_lsn
 $$;
 
 -- Reading statistics follows PostgreSQL's convention: pg_read_all_stats
@@ -842,6 +933,10 @@ REVOKE ALL ON FUNCTION pubjson.decoding_counters() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.decoding_stats() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.worst_transactions() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.reset_stats(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson._pending_transactions() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.pending_transactions() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson._pending_transactions() TO pg_read_all_stats;
+GRANT EXECUTE ON FUNCTION pubjson.pending_transactions() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;

@@ -17,6 +17,7 @@
 //! counts what it decodes every time it is called, and so does decoding the
 //! same transactions again after a restart from the slot's restart_lsn.
 
+pub mod live;
 mod shmem;
 pub mod table;
 
@@ -25,6 +26,7 @@ use std::collections::HashSet;
 
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
+use live::LiveView;
 use table::{Placement, SlotEntry, SlotKey};
 
 /// Worst recent transactions kept per slot.
@@ -151,17 +153,45 @@ pub fn slot_created(name: &[u8]) {
 
 /// Adds a decoding session's counts for `slot` to the totals.
 pub fn publish(slot: &SlotKey, delta: &Counters) {
+    with_entry(slot, |entry| entry.counters.merge(delta));
+}
+
+/// Replaces the live view of `slot` with `view` (a new sample).
+pub fn publish_live(slot: &SlotKey, view: &LiveView) {
+    with_entry(slot, |entry| entry.live = *view);
+}
+
+/// The decoding session of process `pid` ends: its live view goes.
+pub fn end_live(slot: &SlotKey, pid: i32) {
+    let clear = |entries: &mut [SlotEntry]| {
+        if let Some(i) = table::find(entries, slot) {
+            if entries[i].live.owner_pid == pid {
+                entries[i].live = LiveView::default();
+            }
+        }
+    };
+    if shmem::with_table(clear).is_none() {
+        LOCAL.with(|l| clear(&mut l.borrow_mut()));
+    }
+}
+
+/// Runs `f` on the entry of `slot`: in shared memory when pubjson is
+/// preloaded (nothing when the table has no room: a WARNING says so once),
+/// else in this backend's own table, grown as needed.
+fn with_entry(slot: &SlotKey, f: impl FnOnce(&mut SlotEntry)) {
+    let mut f = Some(f);
     let placement = shmem::with_table(|entries| {
         let placement = table::place(entries, slot, shmem::slot_exists);
         if let Placement::Existing(i) | Placement::Claimed(i) = placement {
-            entries[i].counters.merge(delta);
+            if let Some(f) = f.take() {
+                f(&mut entries[i]);
+            }
         }
         placement
     });
     match placement {
         Some(Placement::Full) => warn_untracked(slot),
         Some(_) => {}
-        // Not preloaded: this backend's own table, grown as needed.
         None => LOCAL.with(|l| {
             let mut local = l.borrow_mut();
             let i = match table::place(&mut local, slot, shmem::slot_exists) {
@@ -170,12 +200,14 @@ pub fn publish(slot: &SlotKey, delta: &Counters) {
                     local.push(SlotEntry {
                         state: table::EntryState::InUse,
                         slot: *slot,
-                        counters: Counters::default(),
+                        ..SlotEntry::default()
                     });
                     local.len() - 1
                 }
             };
-            local[i].counters.merge(delta);
+            if let Some(f) = f.take() {
+                f(&mut local[i]);
+            }
         }),
     }
 }
@@ -205,14 +237,21 @@ fn warn_untracked(slot: &SlotKey) {
     .report(PgLogLevel::WARNING);
 }
 
+/// One slot's statistics as read.
+pub struct SlotStats {
+    pub slot_name: String,
+    pub counters: Counters,
+    pub live: LiveView,
+}
+
 /// The totals of the slots that exist: `(shared, per slot)`, by slot name.
 /// Entries of slots that no longer exist are reclaimed on the way.
-pub fn snapshot() -> (bool, Vec<(String, Counters)>) {
-    let mut copied: Vec<(SlotKey, Counters)> = Vec::with_capacity(shmem::capacity());
+pub fn snapshot() -> (bool, Vec<SlotStats>) {
+    let mut copied: Vec<(SlotKey, Counters, LiveView)> = Vec::with_capacity(shmem::capacity());
     let shared = shmem::with_table(|entries| {
         table::reclaim(entries, shmem::slot_exists);
         // No allocation under the lock: `copied` has room for every entry.
-        copied.extend(table::in_use(entries).map(|e| (e.slot, e.counters)));
+        copied.extend(table::in_use(entries).map(|e| (e.slot, e.counters, e.live)));
     })
     .is_some();
     if !shared {
@@ -220,14 +259,18 @@ pub fn snapshot() -> (bool, Vec<(String, Counters)>) {
             let mut local = l.borrow_mut();
             table::reclaim(&mut local, shmem::slot_exists);
             local.retain(|e| e.state == table::EntryState::InUse);
-            copied.extend(local.iter().map(|e| (e.slot, e.counters)));
+            copied.extend(local.iter().map(|e| (e.slot, e.counters, e.live)));
         });
     }
-    let mut rows: Vec<(String, Counters)> = copied
+    let mut rows: Vec<SlotStats> = copied
         .into_iter()
-        .map(|(slot, counters)| (slot.name_text(), counters))
+        .map(|(slot, counters, live)| SlotStats {
+            slot_name: slot.name_text(),
+            counters,
+            live,
+        })
         .collect();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows.sort_by(|a, b| a.slot_name.cmp(&b.slot_name));
     (shared, rows)
 }
 

@@ -39,6 +39,10 @@ const STANDBY_PORT: u16 = 54341;
 /// `%PUB%` is replaced by an existing publication.
 const CALLS: &[(&str, &str)] = &[
     (
+        "pubjson._pending_transactions()",
+        "select * from pubjson._pending_transactions()",
+    ),
+    (
         "pubjson._slot_conflicting(jsonb)",
         "select pubjson._slot_conflicting('{\"conflicting\": true, \"restart_lsn\": \"0/1\"}'::pg_catalog.jsonb)",
     ),
@@ -53,6 +57,10 @@ const CALLS: &[(&str, &str)] = &[
     (
         "pubjson.decoding_stats()",
         "select * from pubjson.decoding_stats()",
+    ),
+    (
+        "pubjson.pending_transactions()",
+        "select * from pubjson.pending_transactions()",
     ),
     (
         "pubjson.publication_risks(name)",
@@ -974,10 +982,12 @@ fn functions_need_the_monitoring_roles() {
     );
 
     let stats_functions = [
+        "pubjson._pending_transactions()",
         "pubjson._slot_conflicting(jsonb)",
         "pubjson._slot_invalidation(jsonb)",
         "pubjson.decoding_counters()",
         "pubjson.decoding_stats()",
+        "pubjson.pending_transactions()",
         "pubjson.worst_transactions()",
     ];
     let mut wrong = Vec::new();

@@ -57,6 +57,13 @@ impl<'a> Writer<'a> {
         unsafe { (*ctx).write_location = saved };
     }
 
+    /// The decoding context's reorder buffer.
+    pub fn reorder(&self) -> crate::pg::reorder::Reorder<'_> {
+        // SAFETY: the running callback's context (see `new`); the decoder
+        // does not touch its reorder buffer while our code runs.
+        unsafe { crate::pg::reorder::Reorder::of(self.ctx) }
+    }
+
     /// The reorder buffer's current size in bytes (all transactions).
     pub fn reorder_buffer_size(&self) -> u64 {
         // SAFETY: a decoding context always has its reorder buffer.

@@ -15,5 +15,6 @@ pub mod invalidation;
 pub mod port;
 pub mod publication;
 pub mod relation;
+pub mod reorder;
 pub mod server_encoding;
 pub mod tuple;

@@ -237,3 +237,40 @@ pub fn current_timestamp() -> i64 {
     // SAFETY: reads the clock; no preconditions.
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
+
+/// `dlist_foreach` with `dlist_container`: the elements of a doubly linked
+/// list whose `dlist_node` sits at byte `node_offset` of each element.
+///
+/// # Safety
+/// `head` is a valid dlist (a zeroed head is empty, as in `dlist_is_empty`)
+/// of `T`s linked through the node at `node_offset`, unchanged while the
+/// iterator is used.
+pub unsafe fn dlist_elements<T>(
+    head: *const pg_sys::dlist_head,
+    node_offset: usize,
+) -> impl Iterator<Item = *const T> {
+    // SAFETY: a valid head per the contract.
+    let start = unsafe { (*head).head.next };
+    let end = unsafe { &raw const (*head).head } as *mut pg_sys::dlist_node;
+    let mut cur = if start.is_null() { end } else { start };
+    std::iter::from_fn(move || {
+        if cur == end {
+            return None;
+        }
+        let node = cur;
+        // SAFETY: `node` is a member of the list, so its `next` is valid.
+        cur = unsafe { (*node).next };
+        Some(
+            node.cast::<u8>()
+                .wrapping_sub(node_offset)
+                .cast::<T>()
+                .cast_const(),
+        )
+    })
+}
+
+/// `MyProcPid`.
+pub fn my_pid() -> i32 {
+    // SAFETY: set once when the process starts.
+    unsafe { pg_sys::MyProcPid }
+}

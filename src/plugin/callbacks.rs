@@ -18,8 +18,9 @@ use crate::options::{OptionError, OptionErrorKind, Options, OriginFilter};
 use crate::pg::handles::{message_parts, Change, ChangeMemory, Rel, Txn, Writer};
 use crate::pg::port::alloc_set_context;
 use crate::pg::relation::RelationCache;
+use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
-use crate::plugin::{decode, stream};
+use crate::plugin::{decode, live, stream};
 use crate::stats::{self, table::SlotKey};
 
 /// Fills PostgreSQL's callback table.
@@ -178,7 +179,15 @@ unsafe extern "C-unwind" fn startup(
                 stats::slot_created(name);
             }
         }
-        let state = DecodingState::new(opts, change_memory, relations, slot);
+        let live_view = !is_init && !slot.name().is_empty();
+        let mut state = DecodingState::new(opts, change_memory, relations, slot);
+        if live_view {
+            // Sample the reorder buffer before the decoder waits for WAL
+            // (see `page_read`).
+            let routine = &mut (*(*ctx).reader).routine;
+            state.page_read = routine.page_read;
+            routine.page_read = Some(page_read);
+        }
         let state = PgMemoryContexts::For((*ctx).context).leak_and_drop_on_delete(state);
         (*ctx).output_plugin_private = state as *mut std::ffi::c_void;
     }
@@ -188,7 +197,12 @@ unsafe extern "C-unwind" fn startup(
 unsafe extern "C-unwind" fn shutdown(ctx: *mut pg_sys::LogicalDecodingContext) {
     // The state itself is dropped with ctx->context (see startup).
     // SAFETY: startup has run whenever shutdown is called.
-    unsafe { with_state(ctx, |state, _| state.publish_stats()) };
+    unsafe {
+        with_state(ctx, |state, _| {
+            state.publish_stats();
+            live::session_ended(state);
+        })
+    };
 }
 
 #[pg_guard]
@@ -476,7 +490,59 @@ unsafe extern "C-unwind" fn filter_by_origin(
     origin_id: pg_sys::RepOriginId,
 ) -> bool {
     // SAFETY: as above.
-    unsafe { with_state(ctx, |state, _| origin_filtered(state, origin_id)) }
+    unsafe {
+        with_state(ctx, |state, writer| {
+            let filtered = origin_filtered(state, origin_id);
+            if !filtered {
+                // Called for every decoded change before it is queued: the
+                // live view's regular look at the reorder buffer.
+                live::change_decoded(state, writer);
+            }
+            filtered
+        })
+    }
+}
+
+/// The WAL reader's page callback, in front of PostgreSQL's own (saved in
+/// `DecodingState::page_read`): when the decoder asks for WAL beyond what
+/// exists it is about to wait, so the live view gets its last sample first.
+#[pg_guard]
+unsafe extern "C-unwind" fn page_read(
+    reader: *mut pg_sys::XLogReaderState,
+    target_page: pg_sys::XLogRecPtr,
+    req_len: std::ffi::c_int,
+    target_rec: pg_sys::XLogRecPtr,
+    buf: *mut c_char,
+) -> std::ffi::c_int {
+    // SAFETY: StartupDecodingContext allocates the reader with the decoding
+    // context as its private data, and startup installed this callback
+    // after storing the state; no output callback is running (WAL is read
+    // between them), so lending the state is its only borrow.
+    let original = unsafe {
+        let ctx = (*reader).private_data as *mut pg_sys::LogicalDecodingContext;
+        with_state(ctx, |state, writer| {
+            let wanted_end = target_page.saturating_add(u64::try_from(req_len).unwrap_or(0));
+            if wanted_end > readable_wal_end() {
+                live::caught_up(state, writer);
+            }
+            state.page_read
+        })
+    };
+    let Some(original) = original else {
+        // Startup installs this callback only after saving PostgreSQL's.
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "pubjson: the WAL reader's page callback is missing"
+        );
+    };
+    // SAFETY: PostgreSQL's own callback with the arguments it was given;
+    // the boundary turns its ERRORs into Rust unwinding.
+    unsafe {
+        pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
+            original(reader, target_page, req_len, target_rec, buf)
+        })
+    }
 }
 
 /// Whether changes from `origin_id` are left out (`origin` and `filter-origins`).

@@ -38,6 +38,10 @@ pub fn decode_change(
     };
     state.stats.changes_seen += 1;
     state.txn.changes_seen += 1;
+    if let Some(block) = &state.stream_block {
+        // Sent now: the live view counts it as decoded, no longer held.
+        state.live.note_streamed(block.xid, 1);
+    }
     let reorder_size = writer.reorder_buffer_size();
     if reorder_size > state.stats.peak_reorder_buffer_bytes {
         state.stats.peak_reorder_buffer_bytes = reorder_size;

@@ -2,11 +2,12 @@
 //! callback shims (`callbacks.rs`) turn PostgreSQL's pointers into safe
 //! handles (`pg/handles.rs`) and call safe code: transactions, streaming
 //! and two-phase (`stream.rs`), changes, truncates and messages
-//! (`decode.rs`), the bookkeeping and output sink (`txn.rs`), and the
-//! per-slot state (`state.rs`).
+//! (`decode.rs`), the bookkeeping and output sink (`txn.rs`), the
+//! per-slot state (`state.rs`) and the live view's samples (`live.rs`).
 
 mod callbacks;
 mod decode;
+mod live;
 mod state;
 mod stream;
 mod txn;

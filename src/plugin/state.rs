@@ -10,6 +10,8 @@
 
 use std::collections::HashSet;
 
+use pgrx::pg_sys;
+
 use crate::model::TxnInfo;
 use crate::options::Options;
 use crate::output::format::OutputFormat;
@@ -19,6 +21,7 @@ use crate::pg::publication::Publications;
 use crate::pg::relation::RelationCache;
 use crate::pg::server_encoding::OutputText;
 use crate::pg::tuple::DeformBuffers;
+use crate::stats::live::{LiveTracker, ReorderTxn};
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
 
@@ -38,6 +41,8 @@ pub struct TxnState {
     pub changes_seen: u64,
     pub items_emitted: u64,
     pub bytes_emitted: u64,
+    /// When its replay began (the clock at BEGIN), for the replay rate.
+    pub replay_start: i64,
 }
 
 /// A block of an in-progress transaction being streamed.
@@ -78,6 +83,14 @@ pub struct DecodingState {
     pub slot: SlotKey,
     /// Counts since the last publication (see `stats.rs`).
     pub stats: Counters,
+    /// The live view's side of the session (see `stats/live.rs`).
+    pub live: LiveTracker,
+    /// The reorder buffer's transactions, read when sampling (kept to reuse
+    /// its allocation).
+    pub live_scratch: Vec<ReorderTxn>,
+    /// PostgreSQL's page callback of the WAL reader, which ours calls
+    /// (`None` when ours is not installed).
+    pub page_read: pg_sys::XLogPageReadCB,
 }
 
 impl DecodingState {
@@ -103,6 +116,9 @@ impl DecodingState {
             streamed_with_output: HashSet::new(),
             slot,
             stats: Counters::default(),
+            live: LiveTracker::default(),
+            live_scratch: Vec::new(),
+            page_read: None,
             opts,
         }
     }
@@ -119,6 +135,17 @@ impl DecodingState {
     /// the statistics and publishes them.
     pub fn finish_txn_stats(&mut self, txn: Txn<'_>) {
         let emitted = self.txn.items_emitted > 0;
+        let now = current_timestamp();
+        if !txn.streamed() {
+            // Streamed transactions replay their last part only here.
+            self.live.rate.note(
+                self.txn.changes_seen,
+                self.txn.bytes_emitted,
+                now - self.txn.replay_start,
+            );
+        }
+        // It leaves the reorder buffer: the next sample shows that.
+        self.live.touch();
         let record = TxnRecord {
             xid: txn.xid(),
             changes: self.txn.changes_seen,
@@ -126,7 +153,7 @@ impl DecodingState {
             spilled: txn.spilled(),
             streamed: txn.streamed(),
             wal_span: txn.end_lsn().saturating_sub(txn.first_lsn()),
-            commit_to_emit_us: current_timestamp() - txn.commit_time(),
+            commit_to_emit_us: now - txn.commit_time(),
             commit_time: txn.commit_time(),
         };
         self.stats.txns_decoded += 1;

@@ -70,6 +70,7 @@ pub fn stream_abort(
             .format
             .stream_abort(output!(state, writer), top, xid, abort_lsn);
     }
+    state.live.touch();
     state.publish_stats();
 }
 

@@ -5,7 +5,7 @@
 use crate::model::TxnInfo;
 use crate::output::format::Sink;
 use crate::pg::handles::{Txn, Writer};
-use crate::pg::port::timestamptz_text;
+use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::pg::server_encoding::OutputText;
 use crate::plugin::state::DecodingState;
 use crate::stats::Counters;
@@ -96,6 +96,7 @@ pub fn start_txn(state: &mut DecodingState, txn: Txn<'_>) {
     state.txn.changes_seen = 0;
     state.txn.items_emitted = 0;
     state.txn.bytes_emitted = 0;
+    state.txn.replay_start = current_timestamp();
 }
 
 /// Renders the commit timestamp (session time zone, ISO style) once per transaction.

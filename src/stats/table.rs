@@ -18,10 +18,11 @@
 //!   ([`Placement::Full`]; the caller warns).
 //!
 //! An entry is plain data, valid when zeroed (a zeroed entry is free), so
-//! the shared table is initialised by zeroing it. More per-slot data (say, a
-//! live view of the slot's reorder buffer) is added as further fields of
-//! [`SlotEntry`]: [`free`] resets the whole entry.
+//! the shared table is initialised by zeroing it. Per-slot data beyond the
+//! counters (the live view of the slot's reorder buffer) are further fields
+//! of [`SlotEntry`]: [`free`] resets the whole entry.
 
+use super::live::LiveView;
 use super::Counters;
 
 /// Bytes of a slot or plugin name, with its terminating NUL (NAMEDATALEN).
@@ -108,6 +109,9 @@ pub struct SlotEntry {
     pub state: EntryState,
     pub slot: SlotKey,
     pub counters: Counters,
+    /// The reorder buffer of the session decoding the slot, as of its last
+    /// sample (see `live.rs`).
+    pub live: LiveView,
 }
 
 /// Where a slot's counts go.
@@ -330,6 +334,7 @@ mod tests {
             state: EntryState::InUse,
             slot: old,
             counters: counts(3),
+            ..SlotEntry::default()
         };
         // Only the new incarnation exists: reading reclaims the old entry.
         for now in [other_plugin, other_database] {
