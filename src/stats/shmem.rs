@@ -10,9 +10,9 @@
 //!
 //! Locking: one LWLock (tranche `pubjson_stats`) guards the header and every
 //! entry. Each access holds it exclusively, for a short critical section
-//! that copies a few hundred bytes per entry and neither allocates nor
+//! that copies about 1.5 kB per entry and neither allocates nor
 //! raises an error; a decoding backend takes it once per transaction it
-//! publishes, a reader once per call. While holding it a backend may take
+//! publishes and per live-view sample (at most five a second while busy), a reader once per call. While holding it a backend may take
 //! `ReplicationSlotControlLock` (shared, to see whether a slot still
 //! exists), never the other way round, so the two cannot deadlock.
 

@@ -1,0 +1,331 @@
+//! `pubjson.pending_transactions()` and the live totals of
+//! `decoding_stats()`, while pg_recvlogical streams a slot and another
+//! session holds a batch transaction open: the view shows it within a
+//! second with exactly its changes and its owner, spilled past
+//! `logical_decoding_work_mem` (or streamed with `streaming`), forecasts
+//! its commit's delay from the slot's measured replay rate, and forgets it
+//! after COMMIT and after ROLLBACK. Roles without pg_read_all_stats see no
+//! other session's query.
+
+use postgres::Client;
+use pubjson_e2e::{exec, one_string, poll, scratch_dir, wait_for, RecvLogical, Server, TestDb};
+use std::time::{Duration, Instant};
+
+/// Rows of the batch transaction: enough to spill past 64kB many times
+/// and to take a measurable time to replay.
+const ROWS: i64 = 40_000;
+const DECODER: &str = "e2e_live_decoder";
+const READER: &str = "e2e_live_reader";
+
+/// One row of pending_transactions() for `xid`.
+#[derive(Debug)]
+struct Pending {
+    changes: i64,
+    spilled: bool,
+    spilled_changes: i64,
+    streamed: bool,
+    streamed_changes: i64,
+    pid: Option<i32>,
+    query: Option<String>,
+    forecast_ms: Option<f64>,
+    retained_wal_bytes: f64,
+    age_ms: f64,
+}
+
+fn pending(c: &mut Client, slot: &str, xid: &str) -> Option<Pending> {
+    let rows = c
+        .query(
+            "select changes, spilled, spilled_changes, streamed, streamed_changes, pid, query,
+                    extract(epoch from forecast_commit_delay)::float8 * 1000,
+                    retained_wal_bytes::float8, extract(epoch from age)::float8 * 1000
+               from pubjson.pending_transactions()
+              where slot_name = $1 and xid::text = $2",
+            &[&slot, &xid],
+        )
+        .unwrap_or_else(|e| panic!("pending_transactions: {}", pubjson_e2e::describe_error(&e)));
+    rows.first().map(|r| Pending {
+        changes: r.get(0),
+        spilled: r.get(1),
+        spilled_changes: r.get(2),
+        streamed: r.get(3),
+        streamed_changes: r.get(4),
+        pid: r.get(5),
+        query: r.get(6),
+        forecast_ms: r.get(7),
+        retained_wal_bytes: r.get(8),
+        age_ms: r.get(9),
+    })
+}
+
+/// A session that opens a transaction and inserts `rows` rows; returns
+/// the connection (transaction still open), its pid and its xid. Its WAL
+/// is flushed before this returns: a decoder reads flushed WAL only, and
+/// an open transaction's last WAL page waits for something else to flush
+/// it (here a commit in another session).
+fn open_batch(schema: &str, rows: i64, first_id: i64) -> (Client, i32, String) {
+    let dbname = pubjson_e2e::pg_env().dbname;
+    let mut c = Server::main().connect(&dbname);
+    exec(&mut c, "begin");
+    let pid: i32 = c.query_one("select pg_backend_pid()", &[]).unwrap().get(0);
+    let xid = one_string(&mut c, "select pg_current_xact_id()::text");
+    exec(
+        &mut c,
+        &format!(
+            "insert into {schema}.batch select g, repeat('x', 40) \
+             from generate_series({first_id}, {}) g",
+            first_id + rows - 1
+        ),
+    );
+    exec(
+        &mut Server::main().connect(&dbname),
+        "select pg_current_xact_id()",
+    );
+    (c, pid, xid)
+}
+
+/// Waits until pg_recvlogical's file holds `marker` (a message after the
+/// transactions of interest).
+fn wait_received(rl: &mut RecvLogical, marker: &str) {
+    wait_for(
+        &format!("{marker} received"),
+        Duration::from_secs(120),
+        || {
+            assert!(rl.running(), "pg_recvlogical exited: {}", rl.stderr());
+            std::fs::read_to_string(&rl.file)
+                .unwrap_or_default()
+                .contains(marker)
+        },
+    );
+}
+
+/// The extension in the test database, and the roles: a replication
+/// role whose sessions spill past 64kB, and a reader without
+/// pg_read_all_stats.
+fn setup(c: &mut Client) {
+    exec(c, "create extension if not exists pubjson");
+    // Roles are cluster-wide and kept from run to run (their grants tie
+    // them to the extension's functions).
+    exec(
+        c,
+        &format!(
+            "do $$ begin
+               if not exists (select from pg_roles where rolname = '{DECODER}') then
+                 create role {DECODER} login replication;
+               end if;
+               if not exists (select from pg_roles where rolname = '{READER}') then
+                 create role {READER} login;
+               end if;
+             end $$;
+             alter role {DECODER} set logical_decoding_work_mem = '64kB';
+             grant usage on schema pubjson to {READER};
+             grant execute on function pubjson.pending_transactions(),
+                                       pubjson._pending_transactions() to {READER}"
+        ),
+    );
+}
+
+fn start_decoder(slot: &str, name: &str, opts: &[&str]) -> RecvLogical {
+    let dir = scratch_dir("live_view");
+    let file = dir.join(format!("{name}.out"));
+    let env = pubjson_e2e::pg_env();
+    RecvLogical::start_on(
+        &Server::main(),
+        (DECODER, &env.dbname),
+        slot,
+        &file,
+        opts,
+        &[],
+    )
+}
+
+/// commit_to_emit_ms of transaction `xid` in worst_transactions().
+fn commit_to_emit_ms(c: &mut Client, slot: &str, xid: &str) -> Option<f64> {
+    c.query(
+        "select commit_to_emit_ms from pubjson.worst_transactions()
+          where slot_name = $1 and xid::text = $2",
+        &[&slot, &xid],
+    )
+    .expect("worst_transactions")
+    .first()
+    .map(|r| r.get(0))
+}
+
+#[test]
+fn a_held_back_batch_is_shown_while_it_builds_up() {
+    let mut db = TestDb::new("live");
+    let schema = db.schema.clone();
+    db.exec(&format!(
+        "create table {schema}.batch (id int primary key, pad text)"
+    ));
+    setup(&mut db.conn.client);
+    let (slot, _guard) = db.create_slot("pubjson", "spill");
+    let mut rl = start_decoder(&slot, "spill", &[]);
+    let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
+
+    // A first batch, committed: the slot's replay rate is measured on it.
+    let (mut warm, _, _) = open_batch(&schema, ROWS, 1);
+    exec(&mut warm, "commit");
+    exec(
+        &mut c,
+        "select pg_logical_emit_message(false, 'live', 'warm')",
+    );
+    wait_received(&mut rl, "warm");
+
+    // The batch held open: shown within a second of its WAL being
+    // flushed, with exactly its rows.
+    let (mut batch, batch_pid, xid) = open_batch(&schema, ROWS, ROWS + 1);
+    let inserted = Instant::now();
+    let shown = poll(
+        "the open batch in pending_transactions()",
+        Duration::from_secs(30),
+        || pending(&mut c, &slot, &xid).filter(|p| p.changes == ROWS),
+    );
+    let latency = inserted.elapsed();
+    eprintln!("shown after {latency:?}: {shown:?}");
+    assert!(
+        latency < Duration::from_secs(1),
+        "shown only after {latency:?}"
+    );
+    assert_eq!(shown.pid, Some(batch_pid));
+    assert!(shown
+        .query
+        .as_deref()
+        .is_some_and(|q| q.contains("generate_series")));
+    assert!(shown.spilled && shown.spilled_changes > 0, "{shown:?}");
+    assert!(!shown.streamed && shown.streamed_changes == 0, "{shown:?}");
+    assert!(
+        shown.retained_wal_bytes > 0.0 && shown.age_ms >= 0.0,
+        "{shown:?}"
+    );
+    let forecast_ms = shown
+        .forecast_ms
+        .expect("a forecast once a batch was replayed");
+
+    // decoding_stats() counts it.
+    let row = c
+        .query_one(
+            "select pending_txns, reorder_buffer_bytes, oldest_pending_age is not null
+               from pubjson.decoding_stats() where slot_name = $1",
+            &[&slot],
+        )
+        .expect("decoding_stats");
+    let (txns, bytes, aged): (i32, i64, bool) = (row.get(0), row.get(1), row.get(2));
+    assert!(txns >= 1 && bytes >= 0 && aged, "{txns} {bytes} {aged}");
+
+    // Someone without pg_read_all_stats sees the transaction, not the query.
+    let mut reader = Server::main().connect_as(&pubjson_e2e::pg_env().dbname, READER);
+    let seen = pending(&mut reader, &slot, &xid).expect("the reader sees the row");
+    assert_ne!(seen.query, shown.query, "{seen:?}");
+    assert!(!seen
+        .query
+        .as_deref()
+        .unwrap_or("")
+        .contains("generate_series"));
+
+    // COMMIT: the row goes; the forecast matches the real delay within 2x.
+    exec(&mut batch, "commit");
+    exec(
+        &mut c,
+        "select pg_logical_emit_message(false, 'live', 'batch')",
+    );
+    wait_received(&mut rl, "batch");
+    poll(
+        "the committed batch to leave the view",
+        Duration::from_secs(10),
+        || pending(&mut c, &slot, &xid).is_none().then_some(()),
+    );
+    let measured_ms = commit_to_emit_ms(&mut c, &slot, &xid).expect("the batch's delay");
+    eprintln!("forecast {forecast_ms:.0} ms, measured {measured_ms:.0} ms");
+    assert!(
+        forecast_ms <= measured_ms * 2.0 && forecast_ms >= measured_ms / 2.0,
+        "forecast {forecast_ms} ms vs measured {measured_ms} ms"
+    );
+
+    // ROLLBACK: shown, then gone (no callback tells the plugin).
+    let (mut doomed, _, doomed_xid) = open_batch(&schema, 100, 3 * ROWS);
+    poll("the doomed batch", Duration::from_secs(30), || {
+        pending(&mut c, &slot, &doomed_xid).filter(|p| p.changes == 100)
+    });
+    exec(&mut doomed, "rollback");
+    poll(
+        "the rolled back batch to leave the view",
+        Duration::from_secs(10),
+        || pending(&mut c, &slot, &doomed_xid).is_none().then_some(()),
+    );
+
+    // The session ends: nothing is left of it.
+    let (mut last, _, last_xid) = open_batch(&schema, 10, 4 * ROWS);
+    poll("the last batch", Duration::from_secs(30), || {
+        pending(&mut c, &slot, &last_xid)
+    });
+    assert!(rl.stop().success(), "{}", rl.stderr());
+    poll(
+        "the ended session's rows to go",
+        Duration::from_secs(10),
+        || pending(&mut c, &slot, &last_xid).is_none().then_some(()),
+    );
+    exec(&mut last, "rollback");
+}
+
+#[test]
+fn a_streamed_batch_counts_what_was_sent() {
+    let mut db = TestDb::new("live_stream");
+    let schema = db.schema.clone();
+    db.exec(&format!(
+        "create table {schema}.batch (id int primary key, pad text)"
+    ));
+    setup(&mut db.conn.client);
+    let (slot, _guard) = db.create_slot("pubjson", "stream");
+    let mut rl = start_decoder(&slot, "stream", &["streaming=on"]);
+    let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
+    let (mut batch, pid, xid) = open_batch(&schema, ROWS, 1);
+    let shown = poll("the streamed batch", Duration::from_secs(30), || {
+        pending(&mut c, &slot, &xid).filter(|p| p.changes == ROWS)
+    });
+    eprintln!("{shown:?}");
+    assert_eq!(shown.pid, Some(pid));
+    assert!(shown.streamed && shown.streamed_changes > 0, "{shown:?}");
+    assert!(!shown.spilled, "streamed, not spilled: {shown:?}");
+    exec(&mut batch, "commit");
+    exec(
+        &mut c,
+        "select pg_logical_emit_message(false, 'live', 'streamed')",
+    );
+    wait_received(&mut rl, "streamed");
+    poll(
+        "the streamed batch to leave the view",
+        Duration::from_secs(10),
+        || pending(&mut c, &slot, &xid).is_none().then_some(()),
+    );
+    assert!(rl.stop().success(), "{}", rl.stderr());
+}
+
+#[test]
+fn sql_decoding_leaves_no_rows_behind() {
+    let mut db = TestDb::new("live_sql");
+    let schema = db.schema.clone();
+    db.exec(&format!(
+        "create table {schema}.batch (id int primary key, pad text)"
+    ));
+    setup(&mut db.conn.client);
+    let (slot, _guard) = db.create_slot("pubjson", "sql");
+    let (mut open, _, xid) = open_batch(&schema, 100, 1);
+    db.flush_wal();
+    let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
+    exec(
+        &mut c,
+        &format!("select count(*) from pg_logical_slot_peek_changes('{slot}', null, null)"),
+    );
+    // The peek decoded the open transaction; its session is over.
+    assert!(pending(&mut c, &slot, &xid).is_none());
+    let none: i64 = c
+        .query_one(
+            "select count(*) from pubjson.decoding_stats()
+              where slot_name = $1 and pending_txns <> 0",
+            &[&slot],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(none, 0);
+    exec(&mut open, "rollback");
+}
