@@ -826,10 +826,10 @@ COMMENT ON FUNCTION pubjson.standby_conflicts() IS
 -- The budget is not per query: every conflicting query is cancelled at the
 -- same moment, XLogReceiptTime + max_standby_*_delay (see _standby_replay),
 -- so time_left is the same on every row. blocks_replay says whether this
--- session is what replay waits for: exact for a lock conflict (the startup
--- process's pg_blocking_pids); for a snapshot, tablespace or buffer pin
--- conflict the horizon, tablespace or buffer is not visible from SQL, so a
--- session that could be the one reads NULL.
+-- session is what replay waits for: exact for a lock conflict (it holds a
+-- lock on the relation the startup process waits to lock); for a snapshot,
+-- tablespace or buffer pin conflict the horizon, tablespace or buffer is not
+-- visible from SQL, so a session that could be the one reads NULL.
 --
 -- What the caller may not see in pg_stat_activity (other roles' query text,
 -- state and times without pg_read_all_stats) it does not see here either.
@@ -859,14 +859,10 @@ AS $fn$
 #variable_conflict use_column
 DECLARE
     st record;
-    v_blockers integer[];
 BEGIN
     SELECT * INTO st FROM pubjson._standby_replay();
     IF NOT FOUND THEN
         RETURN;
-    END IF;
-    IF st.replay_conflict = 'lock' THEN
-        v_blockers := pg_catalog.pg_blocking_pids(st.startup_pid);
     END IF;
 
     RETURN QUERY
@@ -877,7 +873,16 @@ BEGIN
                               CASE WHEN l.relations IS NOT NULL THEN 'lock' END], NULL),
            CASE WHEN st.replay_waiting IS NULL THEN NULL
                 WHEN NOT st.replay_waiting THEN false
-                WHEN st.replay_conflict = 'lock' THEN a.pid = ANY (v_blockers)
+                -- pg_blocking_pids() does not know the startup process (no
+                -- proc array entry): the lock it waits for is in pg_locks.
+                WHEN st.replay_conflict = 'lock' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_locks h
+                      JOIN pg_catalog.pg_locks w
+                        ON w.pid = st.startup_pid AND NOT w.granted
+                       AND w.locktype = h.locktype
+                       AND w.database IS NOT DISTINCT FROM h.database
+                       AND w.relation IS NOT DISTINCT FROM h.relation
+                     WHERE h.pid = a.pid AND h.granted)
                 WHEN st.replay_conflict = 'snapshot' AND a.backend_xmin IS NULL THEN false
                 ELSE NULL END,
            st.replay_conflict,

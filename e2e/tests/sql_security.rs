@@ -39,6 +39,14 @@ const STANDBY_PORT: u16 = 54341;
 /// `%PUB%` is replaced by an existing publication.
 const CALLS: &[(&str, &str)] = &[
     (
+        "pubjson._replay_receipt_time()",
+        "select pubjson._replay_receipt_time()",
+    ),
+    (
+        "pubjson._standby_replay()",
+        "select * from pubjson._standby_replay()",
+    ),
+    (
         "pubjson._slot_conflicting(jsonb)",
         "select pubjson._slot_conflicting('{\"conflicting\": true, \"restart_lsn\": \"0/1\"}'::pg_catalog.jsonb)",
     ),
@@ -65,6 +73,10 @@ const CALLS: &[(&str, &str)] = &[
     (
         "pubjson.standby_conflicts()",
         "select * from pubjson.standby_conflicts()",
+    ),
+    (
+        "pubjson.standby_queries_at_risk()",
+        "select * from pubjson.standby_queries_at_risk()",
     ),
     (
         "pubjson.subscription_status()",
