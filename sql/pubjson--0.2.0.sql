@@ -59,13 +59,25 @@ $guard$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- pubjson::api::recovery::sql::_replay_receipt_time
+CREATE  FUNCTION "_replay_receipt_time"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+STRICT VOLATILE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'replay_receipt_time_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   replay_receipt_time
+
 -- pubjson: replication conflict inspection functions (schema pubjson).
 --
 --   pubjson.publication_risks(publication name)
 --   pubjson.subscription_status()
 --   pubjson.standby_conflicts()
+--   pubjson.standby_queries_at_risk()
 --
--- All three are SECURITY INVOKER: they read only catalogs and statistics
+-- All four are SECURITY INVOKER: they read only catalogs and statistics
 -- views the caller could read itself (values the caller may not see, such as
 -- a sequence it has no privilege on or WAL receiver details without
 -- pg_read_all_stats, come back NULL). EXECUTE is revoked from PUBLIC and
@@ -529,12 +541,170 @@ COMMENT ON FUNCTION pubjson.subscription_status() IS
 'Subscriptions of this database: enabled, disabled by disable_on_error, skip LSN, apply/sync error counts, apply worker progress and backlog, parallel apply workers (16+), conflict counters by type (18+)';
 
 -------------------------------------------------------------------------------
+-- _standby_replay (internal)
+-------------------------------------------------------------------------------
+-- The state of replay on a hot standby, one row (none on a primary), shared
+-- by standby_conflicts and standby_queries_at_risk: which delay budget
+-- applies to a conflicting query, from when it counts, how much is left,
+-- how long replay has been behind the received WAL, and whether the startup
+-- process is waiting on a recovery conflict right now.
+--
+-- The startup process (standby.c, GetStandbyLimitTime) cancels conflicting
+-- queries once now >= XLogReceiptTime + max_standby_streaming_delay for WAL
+-- that came from the WAL receiver, + max_standby_archive_delay otherwise.
+-- XLogReceiptTime is when it last found new WAL to replay while caught up
+-- (xlogrecovery.c, WaitForWALToBecomeAvailable: reset each time replay
+-- reaches the chunk the receiver flushed last, or restores a file), so the
+-- budget is shared by every conflict until replay catches up again. For
+-- streamed WAL the startup process also publishes it in shared memory
+-- (pubjson._replay_receipt_time); for restored WAL it is not visible.
+--
+-- Wait events of the startup process that mean "replay waits on a
+-- conflicting query" (the same names in 15 to 18):
+--   IPC/RecoveryConflictSnapshot    ResolveRecoveryConflictWithVirtualXIDs
+--                                   (rows removed by VACUUM/pruning)
+--   IPC/RecoveryConflictTablespace  the same, for DROP TABLESPACE
+--   Lock/<lock type>                ResolveRecoveryConflictWithLock (an
+--                                   ACCESS EXCLUSIVE lock being replayed)
+--   BufferPin/BufferPin             ResolveRecoveryConflictWithBufferPin
+-- A database conflict (DROP DATABASE) cancels without waiting for a budget.
+-- pg_stat_activity shows another process's wait event only to members of
+-- pg_read_all_stats: without it the wait columns are NULL.
+CREATE FUNCTION pubjson._standby_replay()
+RETURNS TABLE (
+    sampled_at timestamptz,
+    wal_receiver_status text,
+    received_lsn pg_lsn,
+    replayed_lsn pg_lsn,
+    last_replayed_xact_time timestamptz,
+    delay_setting text,
+    max_delay interval,
+    waits_forever boolean,
+    wal_receipt_time timestamptz,
+    how_derived text,
+    estimate_exact boolean,
+    budget_left interval,
+    replay_behind interval,
+    startup_pid integer,
+    replay_waiting boolean,
+    replay_wait_event_type text,
+    replay_wait_event text,
+    replay_conflict text
+)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    rcv record;
+    startup record;
+    v_replay pg_lsn;
+    v_xact_time timestamptz;
+    v_chunk timestamptz;
+    v_setting text;
+    v_delay_ms bigint;
+    v_moment timestamptz;
+    v_how text;
+    v_exact boolean;
+    v_behind interval;
+    v_now timestamptz;
+    v_conflict text;
+    v_sees_waits boolean := pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE');
+BEGIN
+    IF NOT pg_catalog.pg_is_in_recovery() THEN
+        RETURN;
+    END IF;
+
+    SELECT a.pid, a.wait_event_type, a.wait_event
+      INTO startup
+      FROM pg_catalog.pg_stat_activity a
+     WHERE a.backend_type = 'startup';
+    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
+           r.last_msg_send_time, r.last_msg_receipt_time
+      INTO rcv
+      FROM pg_catalog.pg_stat_wal_receiver r;
+    v_chunk := pubjson._replay_receipt_time();
+    -- After reading the receipt times, so that none is in the future.
+    v_now := pg_catalog.clock_timestamp();
+    v_replay := pg_catalog.pg_last_wal_replay_lsn();
+    v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
+
+    IF rcv.status = 'streaming' THEN
+        v_setting := 'max_standby_streaming_delay';
+        IF v_replay < rcv.flushed_lsn AND v_chunk IS NOT NULL THEN
+            -- Behind the receiver (or stopped at a conflict: the record
+            -- being replayed is received but not yet replayed): the budget
+            -- counts from the startup process's own receipt time.
+            v_moment := v_chunk;
+            v_how := format('replay lags received WAL by %s bytes (replay_lsn < flushed_lsn): receipt time = when the startup process last caught up with the WAL receiver (its XLogReceiptTime, from shared memory): exact',
+                            pg_catalog.pg_wal_lsn_diff(rcv.flushed_lsn, v_replay));
+            v_exact := true;
+        ELSIF rcv.last_msg_receipt_time IS NULL THEN
+            v_how := 'streaming, but WAL receiver details are hidden (needs pg_read_all_stats) or no message received yet: receipt time unknown';
+            v_exact := false;
+        ELSIF v_replay >= rcv.flushed_lsn THEN
+            -- Caught up: the next WAL to arrive restarts the budget.
+            v_moment := rcv.last_msg_receipt_time;
+            IF rcv.latest_end_time >= rcv.last_msg_send_time THEN
+                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) and the last message advanced the WAL end: receipt time = last_msg_receipt_time';
+                v_exact := true;
+            ELSE
+                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) but later messages were keepalives: last_msg_receipt_time is an upper bound of when WAL last arrived; the next WAL record restarts the full delay';
+                v_exact := false;
+            END IF;
+        ELSE
+            v_moment := rcv.last_msg_receipt_time;
+            v_how := format('replay lags received WAL by %s bytes (replay_lsn < flushed_lsn) and the startup process has replayed no streamed WAL since it started: the real receipt time is older than last_msg_receipt_time (an upper bound); budget_left is an upper bound',
+                            pg_catalog.pg_wal_lsn_diff(rcv.flushed_lsn, v_replay));
+            v_exact := false;
+        END IF;
+        v_behind := CASE WHEN v_replay >= rcv.flushed_lsn THEN interval '0'
+                         ELSE v_now - v_moment END;
+    ELSE
+        v_setting := 'max_standby_archive_delay';
+        v_moment := v_xact_time;
+        v_how := format('no WAL receiver streaming (status %s): WAL comes from the archive or pg_wal, receipt time = when the file was restored, not visible from SQL; lower bound used: last replayed commit time (primary clock), so budget_left is a lower bound',
+                        coalesce(rcv.status, 'none'));
+        v_exact := false;
+    END IF;
+
+    SELECT s.setting::bigint * CASE s.unit WHEN 's' THEN 1000 WHEN 'min' THEN 60000 ELSE 1 END
+      INTO v_delay_ms
+      FROM pg_catalog.pg_settings s WHERE s.name = v_setting;
+
+    IF v_sees_waits THEN
+        v_conflict := CASE
+            WHEN startup.wait_event = 'RecoveryConflictSnapshot' THEN 'snapshot'
+            WHEN startup.wait_event = 'RecoveryConflictTablespace' THEN 'tablespace'
+            WHEN startup.wait_event_type = 'Lock' THEN 'lock'
+            WHEN startup.wait_event_type = 'BufferPin' THEN 'bufferpin' END;
+    END IF;
+
+    RETURN QUERY SELECT
+        v_now, rcv.status::text, rcv.flushed_lsn, v_replay, v_xact_time,
+        v_setting,
+        CASE WHEN v_delay_ms >= 0 THEN v_delay_ms * interval '1 millisecond' END,
+        v_delay_ms < 0,
+        v_moment, v_how, v_exact,
+        CASE WHEN v_delay_ms < 0 OR v_moment IS NULL THEN NULL
+             ELSE greatest(v_delay_ms * interval '1 millisecond' - (v_now - v_moment), interval '0') END,
+        v_behind,
+        startup.pid,
+        CASE WHEN v_sees_waits THEN v_conflict IS NOT NULL END,
+        CASE WHEN v_sees_waits THEN startup.wait_event_type END,
+        CASE WHEN v_sees_waits THEN startup.wait_event END,
+        v_conflict;
+END
+$fn$;
+
+-------------------------------------------------------------------------------
 -- standby_conflicts
 -------------------------------------------------------------------------------
 -- Hot-standby recovery conflicts: one row per database with the
 -- pg_stat_database_conflicts counters, plus (repeated on every row) the grace
--- budget the startup process currently allows a conflicting query. On a
--- primary: a single row with applies = false and the reason.
+-- budget the startup process currently allows a conflicting query and what
+-- replay is doing right now (see _standby_replay). On a primary: a single
+-- row with applies = false and the reason.
 -- 16+ (logical decoding on a standby): per database also the
 -- confl_active_logicalslot counter and the logical slots on this standby,
 -- with the ones invalidated by recovery conflicts; NULL on 15.
@@ -564,91 +734,40 @@ RETURNS TABLE (
     logical_slots integer,
     logical_slots_invalidated integer,
     logical_slot_details jsonb,
-    logical_slot_hint text
+    logical_slot_hint text,
+    replay_waiting boolean,
+    replay_conflict text,
+    replay_wait_event_type text,
+    replay_wait_event text,
+    replay_behind interval
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    rcv record;
-    v_replay pg_lsn;
-    v_xact_time timestamptz;
-    v_setting text;
-    v_delay_ms bigint;
-    v_moment timestamptz;
-    v_how text;
-    v_exact boolean;
-    v_now timestamptz;
+    st record;
     v_version int := pg_catalog.current_setting('server_version_num')::int;
     v_feedback boolean := pg_catalog.current_setting('hot_standby_feedback')::boolean;
     v_primary_slot text := pg_catalog.current_setting('primary_slot_name');
 BEGIN
-    IF NOT pg_catalog.pg_is_in_recovery() THEN
+    SELECT * INTO st FROM pubjson._standby_replay();
+    IF NOT FOUND THEN
         RETURN QUERY SELECT false, 'not a standby: this server is not in recovery, so no recovery conflicts can occur'::text,
             NULL::name, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::text, NULL::interval, NULL::boolean, NULL::text, NULL::pg_lsn, NULL::pg_lsn,
             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::boolean, NULL::interval,
-            NULL::bigint, NULL::integer, NULL::integer, NULL::jsonb, NULL::text;
+            NULL::bigint, NULL::integer, NULL::integer, NULL::jsonb, NULL::text,
+            NULL::boolean, NULL::text, NULL::text, NULL::text, NULL::interval;
         RETURN;
     END IF;
-
-    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
-           r.last_msg_send_time, r.last_msg_receipt_time
-      INTO rcv
-      FROM pg_catalog.pg_stat_wal_receiver r;
-    -- After reading the receiver's times, so that none is in the future.
-    v_now := pg_catalog.clock_timestamp();
-    v_replay := pg_catalog.pg_last_wal_replay_lsn();
-    v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
-
-    -- The startup process (GetStandbyLimitTime) uses
-    -- max_standby_streaming_delay for WAL that came from the WAL receiver and
-    -- max_standby_archive_delay otherwise, counted from XLogReceiptTime: the
-    -- time it last found new WAL to replay (reset each time replay catches up
-    -- with the newest chunk the receiver flushed, or restores a file).
-    IF rcv.status = 'streaming' THEN
-        v_setting := 'max_standby_streaming_delay';
-        IF rcv.last_msg_receipt_time IS NULL THEN
-            v_how := 'streaming, but WAL receiver details are hidden (needs pg_read_all_stats) or no message received yet: receipt time unknown';
-            v_exact := false;
-        ELSIF v_replay >= rcv.flushed_lsn THEN
-            v_moment := rcv.last_msg_receipt_time;
-            IF rcv.latest_end_time >= rcv.last_msg_send_time THEN
-                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) and the last message advanced the WAL end: receipt time = last_msg_receipt_time';
-                v_exact := true;
-            ELSE
-                v_how := 'replay caught up with received WAL (replay_lsn >= flushed_lsn) but later messages were keepalives: last_msg_receipt_time is an upper bound of when WAL last arrived; the next WAL record restarts the full delay';
-                v_exact := false;
-            END IF;
-        ELSE
-            v_moment := rcv.last_msg_receipt_time;
-            v_how := format('replay lags received WAL by %s bytes (replay_lsn < flushed_lsn): the startup process last found no WAL to replay before the last message arrived, so the real receipt time is older than last_msg_receipt_time (an upper bound); budget_left is an upper bound',
-                            pg_catalog.pg_wal_lsn_diff(rcv.flushed_lsn, v_replay));
-            v_exact := false;
-        END IF;
-    ELSE
-        v_setting := 'max_standby_archive_delay';
-        v_moment := v_xact_time;
-        v_how := format('no WAL receiver streaming (status %s): WAL comes from the archive or pg_wal, receipt time = when the file was restored, not visible from SQL; lower bound used: last replayed commit time (primary clock), so budget_left is a lower bound',
-                        coalesce(rcv.status, 'none'));
-        v_exact := false;
-    END IF;
-
-    SELECT s.setting::bigint * CASE s.unit WHEN 's' THEN 1000 WHEN 'min' THEN 60000 ELSE 1 END
-      INTO v_delay_ms
-      FROM pg_catalog.pg_settings s WHERE s.name = v_setting;
 
     RETURN QUERY
     SELECT true, NULL::text, d.datname,
            c.confl_tablespace, c.confl_lock, c.confl_snapshot, c.confl_bufferpin, c.confl_deadlock,
-           v_setting,
-           CASE WHEN v_delay_ms >= 0 THEN v_delay_ms * interval '1 millisecond' END,
-           v_delay_ms < 0,
-           rcv.status::text, rcv.flushed_lsn, v_replay, v_xact_time,
-           v_moment, v_how, v_exact,
-           CASE WHEN v_delay_ms < 0 OR v_moment IS NULL THEN NULL
-                ELSE greatest(v_delay_ms * interval '1 millisecond' - (v_now - v_moment), interval '0') END,
+           st.delay_setting, st.max_delay, st.waits_forever,
+           st.wal_receiver_status, st.received_lsn, st.replayed_lsn, st.last_replayed_xact_time,
+           st.wal_receipt_time, st.how_derived, st.estimate_exact, st.budget_left,
            -- 16+: walsenders/backends decoding a slot that replay had to
            -- invalidate were terminated (counted here).
            (pg_catalog.to_jsonb(c) ->> 'confl_active_logicalslot')::bigint,
@@ -664,7 +783,9 @@ BEGIN
                     'hot_standby_feedback is off: when the primary removes catalog rows these slots still need (VACUUM), replay invalidates them (rows_removed) and terminates the sessions decoding them (confl_active_logicalslot); set hot_standby_feedback = on and primary_slot_name.'
                        WHEN v_primary_slot = '' THEN
                     'hot_standby_feedback is on but primary_slot_name is not set: the primary forgets this standby''s catalog_xmin whenever the connection drops, so the slots can still be invalidated (rows_removed); use a physical slot on the primary.' END), '')
-           END
+           END,
+           st.replay_waiting, st.replay_conflict, st.replay_wait_event_type, st.replay_wait_event,
+           st.replay_behind
     FROM pg_catalog.pg_stat_database_conflicts c
     JOIN pg_catalog.pg_database d ON d.oid = c.datid
     LEFT JOIN LATERAL (
@@ -690,16 +811,120 @@ END
 $fn$;
 
 COMMENT ON FUNCTION pubjson.standby_conflicts() IS
-'Hot-standby recovery conflicts per database and the grace budget a conflicting query has left (which delay applies, when WAL was last received, how that was derived); 16+: logical slots on the standby, their invalidations and confl_active_logicalslot';
+'Hot-standby recovery conflicts per database, the grace budget a conflicting query has left (which delay applies, when WAL was last received, how that was derived), whether replay is waiting on a conflict now and how long it has been behind the received WAL; 16+: logical slots on the standby, their invalidations and confl_active_logicalslot';
+
+-------------------------------------------------------------------------------
+-- standby_queries_at_risk
+-------------------------------------------------------------------------------
+-- The sessions of a hot standby that replay could cancel: one row per
+-- process (other than the caller's and the startup process) holding a
+-- snapshot (backend_xmin: a snapshot conflict when the primary removes rows
+-- it may still see) or relation locks (a lock conflict when replay takes an
+-- ACCESS EXCLUSIVE lock on the relation), with the time left before the
+-- startup process would cancel it. No rows on a primary.
+--
+-- The budget is not per query: every conflicting query is cancelled at the
+-- same moment, XLogReceiptTime + max_standby_*_delay (see _standby_replay),
+-- so time_left is the same on every row. blocks_replay says whether this
+-- session is what replay waits for: exact for a lock conflict (it holds a
+-- lock on the relation the startup process waits to lock); for a snapshot,
+-- tablespace or buffer pin conflict the horizon, tablespace or buffer is not
+-- visible from SQL, so a session that could be the one reads NULL.
+--
+-- What the caller may not see in pg_stat_activity (other roles' query text,
+-- state and times without pg_read_all_stats) it does not see here either.
+CREATE FUNCTION pubjson.standby_queries_at_risk()
+RETURNS TABLE (
+    pid integer,
+    database name,
+    usename name,
+    application_name text,
+    client_addr inet,
+    backend_type text,
+    state text,
+    backend_xmin xid,
+    xact_start timestamptz,
+    query_start timestamptz,
+    query text,
+    locked_relations text[],
+    at_risk_from text[],
+    blocks_replay boolean,
+    replay_conflict text,
+    time_left interval,
+    estimate_exact boolean
+)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    st record;
+BEGIN
+    SELECT * INTO st FROM pubjson._standby_replay();
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    SELECT a.pid, a.datname, a.usename, a.application_name, a.client_addr, a.backend_type,
+           a.state, a.backend_xmin, a.xact_start, a.query_start, a.query,
+           l.relations,
+           array_remove(ARRAY[CASE WHEN a.backend_xmin IS NOT NULL THEN 'snapshot' END,
+                              CASE WHEN l.relations IS NOT NULL THEN 'lock' END], NULL),
+           CASE WHEN st.replay_waiting IS NULL THEN NULL
+                WHEN NOT st.replay_waiting THEN false
+                -- pg_blocking_pids() does not know the startup process (no
+                -- proc array entry): the lock it waits for is in pg_locks.
+                WHEN st.replay_conflict = 'lock' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_locks h
+                      JOIN pg_catalog.pg_locks w
+                        ON w.pid = st.startup_pid AND NOT w.granted
+                       AND w.locktype = h.locktype
+                       AND w.database IS NOT DISTINCT FROM h.database
+                       AND w.relation IS NOT DISTINCT FROM h.relation
+                     WHERE h.pid = a.pid AND h.granted)
+                WHEN st.replay_conflict = 'snapshot' AND a.backend_xmin IS NULL THEN false
+                ELSE NULL END,
+           st.replay_conflict,
+           st.budget_left,
+           st.estimate_exact
+      FROM pg_catalog.pg_stat_activity a
+      LEFT JOIN LATERAL (
+          -- Relations of this database by name (shared catalogs too), of
+          -- other databases by OID.
+          SELECT array_agg(CASE WHEN k.database IN (0, (SELECT d.oid FROM pg_catalog.pg_database d
+                                                        WHERE d.datname = pg_catalog.current_database()))
+                                THEN k.relation::pg_catalog.regclass::text
+                                ELSE format('oid %s in database oid %s', k.relation, k.database) END
+                           ORDER BY k.relation) AS relations
+            FROM pg_catalog.pg_locks k
+           WHERE k.pid = a.pid AND k.granted AND k.locktype = 'relation'
+      ) l ON true
+     WHERE a.pid <> pg_catalog.pg_backend_pid()
+       AND a.pid IS DISTINCT FROM st.startup_pid
+       AND (a.backend_xmin IS NOT NULL OR l.relations IS NOT NULL)
+     ORDER BY a.xact_start NULLS LAST, a.pid;
+END
+$fn$;
+
+COMMENT ON FUNCTION pubjson.standby_queries_at_risk() IS
+'Hot-standby sessions that replay could cancel (holding a snapshot or relation locks): who, since when, what could cancel them, whether replay waits for them now and the time left in the max_standby_*_delay budget';
 
 REVOKE ALL ON FUNCTION pubjson._slot_conflicting(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson._slot_invalidation(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.publication_risks(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.subscription_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.standby_conflicts() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.standby_queries_at_risk() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson._standby_replay() FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson._replay_receipt_time() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pubjson.publication_risks(name) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.subscription_status() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.standby_conflicts() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION pubjson.standby_queries_at_risk() TO pg_monitor;
+-- Called by standby_conflicts and standby_queries_at_risk (SECURITY INVOKER).
+GRANT EXECUTE ON FUNCTION pubjson._standby_replay() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION pubjson._replay_receipt_time() TO pg_monitor;
 -- Called by decoding_stats (pg_read_all_stats) and standby_conflicts.
 GRANT EXECUTE ON FUNCTION pubjson._slot_conflicting(jsonb) TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson._slot_invalidation(jsonb) TO pg_read_all_stats;

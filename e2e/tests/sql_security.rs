@@ -43,6 +43,14 @@ const CALLS: &[(&str, &str)] = &[
         "select * from pubjson._pending_transactions()",
     ),
     (
+        "pubjson._replay_receipt_time()",
+        "select pubjson._replay_receipt_time()",
+    ),
+    (
+        "pubjson._standby_replay()",
+        "select * from pubjson._standby_replay()",
+    ),
+    (
         "pubjson._slot_conflicting(jsonb)",
         "select pubjson._slot_conflicting('{\"conflicting\": true, \"restart_lsn\": \"0/1\"}'::pg_catalog.jsonb)",
     ),
@@ -73,6 +81,10 @@ const CALLS: &[(&str, &str)] = &[
     (
         "pubjson.standby_conflicts()",
         "select * from pubjson.standby_conflicts()",
+    ),
+    (
+        "pubjson.standby_queries_at_risk()",
+        "select * from pubjson.standby_queries_at_risk()",
     ),
     (
         "pubjson.subscription_status()",

@@ -10,7 +10,8 @@
 //! `pubjson.standby_conflicts`) and the internal helper
 //! `pubjson._slot_invalidation` (also used by `pubjson.decoding_stats`, see
 //! `stats.rs`); they are plain SQL/PL/pgSQL, so this module only includes the
-//! file into the generated extension script.
+//! file into the generated extension script, after the one C function they
+//! call (`recovery.rs`: the startup process's WAL receipt time).
 //!
 //! Every SQL and PL/pgSQL function pins `SET search_path = pg_catalog,
 //! pg_temp`, so nothing on the caller's search_path can stand in for a
@@ -24,7 +25,12 @@
 //! functions return the same columns everywhere (NULL where the server does
 //! not track a value).
 
+mod recovery;
 mod stats;
 
 pgrx::extension_sql_file!("schema_guard.sql", name = "schema_guard", bootstrap);
-pgrx::extension_sql_file!("conflicts.sql", name = "conflicts");
+pgrx::extension_sql_file!(
+    "conflicts.sql",
+    name = "conflicts",
+    requires = [replay_receipt_time]
+);
