@@ -59,6 +59,30 @@ $guard$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- pubjson::api::stats::sql::_pending_transactions
+CREATE  FUNCTION "_pending_transactions"() RETURNS TABLE (
+	"slot_name" TEXT,  /* String */
+	"decoder_pid" INT,  /* i32 */
+	"as_of" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"replay_changes_per_sec" double precision,  /* Option < f64 > */
+	"replay_bytes_per_sec" double precision,  /* Option < f64 > */
+	"xid" bigint,  /* i64 */
+	"subtransactions" INT,  /* i32 */
+	"first_lsn" bigint,  /* i64 */
+	"first_seen" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"changes_held" bigint,  /* i64 */
+	"changes_in_memory" bigint,  /* i64 */
+	"bytes_in_memory" bigint,  /* i64 */
+	"changes_streamed" bigint,  /* i64 */
+	"spilled" bool,  /* bool */
+	"streamed" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', '_pending_transactions_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- pubjson::api::recovery::sql::_replay_receipt_time
 CREATE  FUNCTION "_replay_receipt_time"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
 STRICT VOLATILE PARALLEL SAFE 
@@ -928,30 +952,6 @@ GRANT EXECUTE ON FUNCTION pubjson._replay_receipt_time() TO pg_monitor;
 -- Called by decoding_stats (pg_read_all_stats) and standby_conflicts.
 GRANT EXECUTE ON FUNCTION pubjson._slot_conflicting(jsonb) TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson._slot_invalidation(jsonb) TO pg_read_all_stats;
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- pubjson::api::stats::sql::_pending_transactions
-CREATE  FUNCTION "_pending_transactions"() RETURNS TABLE (
-	"slot_name" TEXT,  /* String */
-	"decoder_pid" INT,  /* i32 */
-	"as_of" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"replay_changes_per_sec" double precision,  /* Option < f64 > */
-	"replay_bytes_per_sec" double precision,  /* Option < f64 > */
-	"xid" bigint,  /* i64 */
-	"subtransactions" INT,  /* i32 */
-	"first_lsn" bigint,  /* i64 */
-	"first_seen" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
-	"changes_held" bigint,  /* i64 */
-	"changes_in_memory" bigint,  /* i64 */
-	"bytes_in_memory" bigint,  /* i64 */
-	"changes_streamed" bigint,  /* i64 */
-	"spilled" bool,  /* bool */
-	"streamed" bool  /* bool */
-)
-STRICT VOLATILE PARALLEL RESTRICTED
-LANGUAGE c /* Rust */
-AS 'MODULE_PATHNAME', '_pending_transactions_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
