@@ -17,8 +17,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use pubjson_e2e::{note_skip, pg_bin, Server};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use regex::Regex;
 
 /// A block of a document, in order, as far as examples are concerned.
@@ -120,11 +120,7 @@ fn blocks(text: &str) -> Vec<Block> {
             }
             Event::Start(
                 Tag::Paragraph | Tag::Heading { .. } | Tag::Table(_) | Tag::BlockQuote(_),
-            ) => {
-                if current.is_none() {
-                    out.push(Block::Other);
-                }
-            }
+            ) if current.is_none() => out.push(Block::Other),
             _ => {}
         }
     }
@@ -136,7 +132,9 @@ fn parse_directive(text: &str, doc: &str, line: usize) -> Directive {
         .trim()
         .strip_prefix("<!-- docs-test")
         .and_then(|b| b.strip_suffix("-->"))
-        .unwrap_or_else(|| panic!("{doc}:{line}: a docs-test directive is `<!-- docs-test ... -->`"));
+        .unwrap_or_else(|| {
+            panic!("{doc}:{line}: a docs-test directive is `<!-- docs-test ... -->`")
+        });
     let mut d = Directive::default();
     let mut lines = body.lines();
     for l in lines.by_ref() {
@@ -221,7 +219,9 @@ fn examples(doc: &str, text: &str) -> Vec<Example> {
     for b in &bs {
         if let Block::Html { text, line } = b {
             if text.contains("docs-test") {
-                let attached = out.iter().any(|e| e.line > *line && e.line <= line + text.lines().count() + 1);
+                let attached = out
+                    .iter()
+                    .any(|e| e.line > *line && e.line <= line + text.lines().count() + 1);
                 assert!(
                     attached,
                     "{doc}:{line}: a docs-test directive must directly precede a `sql` block with output"
@@ -248,9 +248,7 @@ impl Masks {
         let re = |s: &str| Regex::new(s).expect("mask regex");
         Masks {
             lsn: re(r"\b[0-9A-F]{1,8}/[0-9A-F]{1,8}\b"),
-            time: re(
-                r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}(:\d{2})?)?",
-            ),
+            time: re(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}(:\d{2})?)?"),
             interval: re(r"\b\d{2}:\d{2}:\d{2}\.\d+\b"),
             size: re(r"\b\d+(\.\d+)? (bytes|kB|MB|GB)\b"),
             psql_location: re(r"(?m)^psql:<stdin>:\d+: "),
@@ -395,7 +393,11 @@ fn examples_match_the_server() {
     let mut failures = Vec::new();
     let mut ran = 0;
     for path in documents() {
-        let name = path.file_name().expect("name").to_string_lossy().to_string();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
         if !name.contains(&only) {
             continue;
         }
@@ -404,14 +406,20 @@ fn examples_match_the_server() {
         if examples.is_empty() {
             continue;
         }
-        let stem = name.trim_end_matches(".md").to_lowercase().replace('-', "_");
+        let stem = name
+            .trim_end_matches(".md")
+            .to_lowercase()
+            .replace('-', "_");
         let db = format!("pubjson_docs_{stem}");
         drop(server.fresh_database(&db));
         for ex in &examples {
             if ex.directive.min_major.is_some_and(|m| major < m) {
                 note_skip(
                     &format!("docs {name}:{}", ex.line),
-                    &format!("the example's output is that of PostgreSQL {}+", ex.directive.min_major.unwrap_or(0)),
+                    &format!(
+                        "the example's output is that of PostgreSQL {}+",
+                        ex.directive.min_major.unwrap_or(0)
+                    ),
                 );
                 continue;
             }
@@ -436,7 +444,10 @@ fn examples_match_the_server() {
     eprintln!("docs: {ran} examples run on PostgreSQL {major}");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     if only.is_empty() {
-        assert!(ran >= 20, "only {ran} documentation examples were found and run");
+        assert!(
+            ran >= 20,
+            "only {ran} documentation examples were found and run"
+        );
     }
 }
 
@@ -487,7 +498,11 @@ fn links_between_documents_resolve() {
     let mut checked = 0;
     for path in documents() {
         let text = std::fs::read_to_string(&path).expect("read document");
-        let name = path.strip_prefix(&root).expect("in the repo").display().to_string();
+        let name = path
+            .strip_prefix(&root)
+            .expect("in the repo")
+            .display()
+            .to_string();
         let mut has_h1 = false;
         for event in Parser::new_ext(&text, Options::ENABLE_TABLES) {
             match event {
