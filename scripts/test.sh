@@ -19,7 +19,8 @@
 #   6. SQL regression suite (pg_regress, test/sql + test/expected)
 #   7. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
-#      transactions, conflicts, crash recovery, extension upgrades
+#      transactions, conflicts, crash recovery, extension upgrades, and the
+#      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)
 # Set PUBJSON_SKIP_LINT=1 to skip step 2 while iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,8 @@
 //! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
 //! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
 //! counts; `PUBJSON_E2E_SHOW=<part of a case label>` prints that case's
-//! rows).
+//! rows). `tests/docs.rs` runs the examples of README.md and docs/ (see
+//! "Tested examples" in docs/development.md).
 
 pub mod cluster;
 pub mod differential;

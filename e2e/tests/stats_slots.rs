@@ -3,7 +3,7 @@
 //! slots, a slot created under the name of a dropped one starts from zero
 //! (whichever way it is created), a slot that cannot be tracked is reported
 //! once per session, and live slots keep their counters throughout. Also:
-//! peeking counts as decoding, as the README says.
+//! peeking counts as decoding, as docs/sql-functions.md says.
 
 use postgres::Client;
 use pubjson_e2e::{recvlogical, ExtraCluster};
@@ -234,7 +234,7 @@ fn entries_follow_the_slots() {
 }
 
 /// Peeking decodes, so it counts: two peeks of two transactions count four
-/// (the README says so); getting them counts them once more, and a get
+/// (docs/sql-functions.md says so); getting them counts them once more, and a get
 /// with nothing new counts nothing.
 #[test]
 fn peek_counts_as_decoding() {

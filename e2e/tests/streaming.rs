@@ -2,7 +2,7 @@
 //!
 //! Streaming is forced with `logical_decoding_work_mem = 64kB` in the
 //! decoding session. Each test replays pubjson's output the way a consumer
-//! would (the algorithm documented in the README: buffer streamed changes
+//! would (the algorithm documented in docs/streaming.md: buffer streamed changes
 //! per top-level transaction, drop what an `A` object aborts, apply at `C`,
 //! hold prepared transactions until `CP`/`RP`; drop every stream buffer when
 //! a new decoding session starts and a transaction's buffer at its
@@ -193,7 +193,7 @@ enum Sessions {
     Unseen,
 }
 
-/// The consumer state both formats share, following the README's algorithm:
+/// The consumer state both formats share, following docs/streaming.md's algorithm:
 /// streamed changes buffered per top-level transaction, prepared
 /// transactions held by gid, and the LSN of the last commit applied.
 struct Consumer<'m> {
@@ -405,7 +405,7 @@ fn replay_v2(lines: &[String], model: &mut Model) -> ReplayStats {
 }
 
 /// Applies format-2 output of consecutive decoding sessions to `model`, as
-/// documented in the README. With [`Sessions::Unseen`] the consumer is not
+/// documented in docs/streaming.md. With [`Sessions::Unseen`] the consumer is not
 /// told where a session ends: only `"first":true` protects it, and buffers
 /// of transactions that ended between sessions may stay (returned, not
 /// checked).
