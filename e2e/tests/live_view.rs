@@ -200,6 +200,16 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
     let forecast_ms = shown
         .forecast_ms
         .expect("a forecast once a batch was replayed");
+    // The row as docs/sql-functions.md quotes it.
+    let json: String = c
+        .query_one(
+            "select row_to_json(p)::text from pubjson.pending_transactions() p
+              where slot_name = $1 and xid::text = $2",
+            &[&slot, &xid],
+        )
+        .map(|r| r.get(0))
+        .unwrap_or_default();
+    eprintln!("pending_transactions(): {json}");
 
     // decoding_stats() counts it.
     let row = c
