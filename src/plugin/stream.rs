@@ -94,6 +94,7 @@ pub fn stream_commit(
             commit_lsn,
             txn.end_lsn(),
             &timestamp,
+            txn.commit_time(),
         );
     }
     state.finish_txn_stats(txn);
@@ -170,6 +171,7 @@ fn prepared_txn<'a>(txn: Txn<'a>, timestamp: &'a [u8]) -> PreparedTxn<'a> {
         gid: txn.gid(),
         end_lsn: txn.end_lsn(),
         timestamp,
+        time: txn.commit_time(),
     }
 }
 
