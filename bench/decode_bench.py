@@ -5,7 +5,9 @@ Builds workloads on the benchmark cluster, creates every slot before the
 workload (so all of them decode the same WAL), then times
 pg_logical_slot_peek_[binary_]changes over that WAL, best of N runs
 (interleaved across decoders), and prints each time and the ratios to
-pgoutput and wal2json from the same run.
+pgoutput and wal2json from the same run. Then the walsender path, the
+one production consumers use: pg_recvlogical streams a copy of each slot
+up to the end of the workload into a file (best of N again).
 Absolute times depend on the machine; the ratios are what to compare.
 
 Usage: bench/decode_bench.py [--runs 3] [--scale 1.0] [--workload NAME ...]
@@ -16,8 +18,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 
-PSQL = os.path.join(os.environ.get("PUBJSON_PG_BIN", "/usr/lib/postgresql/15/bin"), "psql")
+PG_BIN = os.environ.get("PUBJSON_PG_BIN", "/usr/lib/postgresql/15/bin")
+PSQL = os.path.join(PG_BIN, "psql")
+RECVLOGICAL = os.path.join(PG_BIN, "pg_recvlogical")
 DB = "pubjson_bench"
 
 
@@ -97,6 +103,8 @@ DECODERS = [
     ("pubjson format 2", "pubjson", "text", "'format-version','2'"),
     ("pubjson format 2, publication", "pubjson", "text", "'format-version','2','publication_names','bench_all'"),
     ("pubjson format 2, row filter", "pubjson", "text", "'format-version','2','publication_names','bench_filtered'"),
+    ("pubjson format 3", "pubjson", "text", "'format-version','3'"),
+    ("pubjson format 3, publication", "pubjson", "text", "'format-version','3','publication_names','bench_all'"),
 ]
 
 
@@ -149,6 +157,48 @@ def time_decoders(runs):
     return best, rows
 
 
+def recvlogical_options(options):
+    """The SQL functions' option list as pg_recvlogical's -o name=value."""
+    items = re.findall(r"'([^']*)'", options)
+    args = []
+    for name, value in zip(items[::2], items[1::2]):
+        args += ["-o", f"{name}={value}"]
+    return args
+
+
+def time_walsender_once(i, options, endpos, scratch):
+    """Streams a copy of slot i up to endpos into a file through a
+    walsender; returns (seconds, bytes)."""
+    copy = f"{slot_name(i)}_w"
+    psql(f"SELECT pg_copy_logical_replication_slot('{slot_name(i)}', '{copy}')")
+    out = os.path.join(scratch, f"{copy}.out")
+    cmd = [RECVLOGICAL, "-d", DB, "-S", copy, "--start", "--no-loop", "-E", endpos, "-F", "0",
+           "-f", out] + recvlogical_options(options)
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    psql(f"SELECT pg_drop_replication_slot('{copy}')")
+    if done.returncode != 0:
+        sys.exit(f"pg_recvlogical failed: {done.stderr.strip()}")
+    size = os.path.getsize(out)
+    os.unlink(out)
+    return seconds, size
+
+
+def time_walsenders(runs):
+    """Best of `runs` per decoder through pg_recvlogical, interleaved."""
+    endpos = psql("SELECT pg_current_wal_insert_lsn()").strip()
+    best = [None] * len(DECODERS)
+    sizes = [None] * len(DECODERS)
+    with tempfile.TemporaryDirectory(prefix="pubjson-bench-") as scratch:
+        os.chmod(scratch, 0o777)
+        for _ in range(runs):
+            for i, (_, _, _, options) in enumerate(DECODERS):
+                seconds, sizes[i] = time_walsender_once(i, options, endpos, scratch)
+                best[i] = seconds if best[i] is None else min(best[i], seconds)
+    return best, sizes
+
+
 def drop_slots():
     for i in range(len(DECODERS)):
         psql(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot_name(i)}'",
@@ -171,6 +221,7 @@ def main():
         run_workload(name, args.scale)
         best, rows = time_decoders(args.runs)
         results = [(label, best[i], rows[i]) for i, (label, _, _, _) in enumerate(DECODERS)]
+        walsender, sizes = time_walsenders(args.runs)
         drop_slots()
         times = {label: s for label, s, _ in results}
         pgoutput = times["pgoutput"]
@@ -186,6 +237,18 @@ def main():
         print(f"targets: pubjson v2/pgoutput = {f2 / pgoutput:.2f} (<= 1.0), {vs_wal2json}"
               f"row filter overhead = {100 * (filt / unfilt - 1):+.1f}% (<= 10%), "
               f"v1/v2 = {100 * (f1 / f2 - 1):+.1f}% (<= 10%)")
+        w = {label: (walsender[i], sizes[i]) for i, (label, _, _, _) in enumerate(DECODERS)}
+        print(f"\n-- walsender (pg_recvlogical to a file, best of {args.runs})")
+        print(f"{'decoder':40} {'seconds':>8} {'/pgoutput':>10} {'bytes':>12} {'/pgoutput':>10}")
+        for label, _, _, _ in DECODERS:
+            seconds, size = w[label]
+            print(f"{label:40} {seconds:8.3f} {seconds / w['pgoutput'][0]:10.2f} {size:12d} "
+                  f"{size / max(w['pgoutput'][1], 1):10.2f}")
+        f3_bytes = sizes[[d[0] for d in DECODERS].index("pubjson format 3")]
+        f2_bytes = sizes[[d[0] for d in DECODERS].index("pubjson format 2")]
+        print(f"targets: v3 bytes/v2 bytes = {f3_bytes / f2_bytes:.2f} (<= 0.5), "
+              f"v3/pgoutput via peek = {times['pubjson format 3'] / pgoutput:.2f} (<= 1.0), "
+              f"v3/pgoutput via walsender = {w['pubjson format 3'][0] / w['pgoutput'][0]:.2f} (<= 0.85)")
 
 
 if __name__ == "__main__":

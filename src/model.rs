@@ -48,11 +48,25 @@ pub struct ColumnMeta {
     pub is_varlena: bool,
 }
 
+/// `pg_class.relreplident`: which old values a change's WAL record keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaIdentity {
+    /// The primary key's columns (none without a primary key).
+    Default,
+    Nothing,
+    /// Every column.
+    Full,
+    /// The columns of a chosen unique index.
+    Index,
+}
+
 /// What pubjson knows about a relation, read from the catalogs once and
 /// cached (what a format renders from it is cached beside it, see
 /// `output::format::RelationRender`).
 #[derive(Debug, Clone)]
 pub struct RelationMeta {
+    /// The relation's OID.
+    pub relid: u32,
     pub schema: Vec<u8>,
     pub table: Vec<u8>,
     /// How `schema` and `table` may appear in a warning (see
@@ -67,6 +81,8 @@ pub struct RelationMeta {
     pub has_identity_index: bool,
     /// `REPLICA IDENTITY FULL`.
     pub identity_full: bool,
+    /// The replica identity setting.
+    pub identity: ReplicaIdentity,
 }
 
 /// An error while rendering a value.
@@ -113,6 +129,16 @@ pub trait TupleValues {
         numbers_as_strings: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError>;
+    /// Appends format 3's typed JSON of a non-null value
+    /// (`output::v3::value`); by default wal2json's encoding.
+    fn write_typed(
+        &mut self,
+        column: &ColumnMeta,
+        numbers_as_strings: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        self.write_value(column, numbers_as_strings, out)
+    }
 }
 
 /// What a tuple holds for one column.
@@ -133,6 +159,8 @@ pub struct TxnInfo {
     pub origin: u16,
     /// Commit time as `timestamptz_to_str` prints it (only filled when asked for).
     pub timestamp: Vec<u8>,
+    /// Commit time (microseconds since 2000-01-01 UTC).
+    pub commit_time: i64,
     /// `txn->final_lsn`: the commit record's LSN.
     pub final_lsn: u64,
     /// `txn->end_lsn`: end of the commit record, where a consumer restarts.

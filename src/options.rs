@@ -30,6 +30,28 @@ const PGOUTPUT_OPTIONS: &[&str] = &[
     "two_phase",
 ];
 
+/// wal2json's options that only shape its layout. Format 3 has a layout of
+/// its own (xids, LSNs, commit times and schemas always; column types, keys
+/// and nullability in R objects) and rejects them rather than ignore them.
+/// (`include-origin` and `numeric-data-types-as-string` apply to format 3.)
+pub const WAL2JSON_LAYOUT_OPTIONS: &[&str] = &[
+    "include-transaction",
+    "include-xids",
+    "include-timestamp",
+    "include-lsn",
+    "include-schemas",
+    "include-types",
+    "include-type-oids",
+    "include-typmod",
+    "include-domain-data-type",
+    "include-column-positions",
+    "include-not-null",
+    "include-default",
+    "include-pk",
+    "pretty-print",
+    "write-in-chunks",
+];
+
 /// `streaming = parallel` exists from PostgreSQL 16 on.
 const STREAMING_PARALLEL: bool = !cfg!(feature = "pg15");
 
@@ -197,8 +219,10 @@ impl Default for Options {
 }
 
 /// Highest and lowest `format-version` understood.
-pub const MAX_FORMAT_VERSION: i64 = 2;
+pub const MAX_FORMAT_VERSION: i64 = 3;
 pub const MIN_FORMAT_VERSION: i64 = 1;
+/// What a `format-version` without a value means.
+const WAL2JSON_MAX_FORMAT_VERSION: i64 = 2;
 
 impl Options {
     /// Parses the options in the order given; later ones override earlier
@@ -210,7 +234,11 @@ impl Options {
     {
         let mut o = Options::default();
         let mut seen_pgoutput_options: Vec<&str> = Vec::new();
+        let mut layout_option = None;
         for (name, value) in options {
+            if layout_option.is_none() && WAL2JSON_LAYOUT_OPTIONS.contains(&name) {
+                layout_option = Some(name);
+            }
             // pgoutput's own options may be given once, as in pgoutput.
             if PGOUTPUT_OPTIONS.contains(&name) {
                 if seen_pgoutput_options.contains(&name) {
@@ -222,6 +250,18 @@ impl Options {
                 seen_pgoutput_options.push(name);
             }
             o.apply(name, value)?;
+        }
+        // Checked at the end: format-version may come after the option.
+        if let (3, Some(name)) = (o.format_version, layout_option) {
+            let mut err = OptionError::new(
+                OptionErrorKind::InvalidParameterValue,
+                format!("option \"{name}\" does not apply to format-version 3"),
+            );
+            err.hint = Some(
+                "Format 3 always includes xids, LSNs, commit times and schemas; R objects describe column types, keys and nullability."
+                    .to_owned(),
+            );
+            return Err(err);
         }
         Ok(o)
     }
@@ -392,7 +432,8 @@ impl Options {
             }
             "format-version" => {
                 let version = match value {
-                    None => MAX_FORMAT_VERSION,
+                    // wal2json's highest format, as before format 3 existed.
+                    None => WAL2JSON_MAX_FORMAT_VERSION,
                     Some(v) => parse_int(v)
                         .ok_or_else(|| OptionError::bad_value(InvalidParameterValue, v, name))?,
                 };
@@ -821,11 +862,17 @@ mod tests {
                 .format_version,
             2
         );
-        let e = parse(&[("format-version", Some("3"))]).unwrap_err();
+        let e = parse(&[("format-version", Some("4"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::FeatureNotSupported);
         assert_eq!(
             e.message,
-            "client sent format_version=3 but we only support format 2 or lower"
+            "client sent format_version=4 but we only support format 3 or lower"
+        );
+        assert_eq!(
+            parse(&[("format-version", Some("3"))])
+                .unwrap()
+                .format_version,
+            3
         );
         let e = parse(&[("format-version", Some("0"))]).unwrap_err();
         assert_eq!(
@@ -835,6 +882,36 @@ mod tests {
         let e = parse(&[("format-version", Some("two"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
         assert!(parse(&[("format-version", Some("99999999999"))]).is_err());
+    }
+
+    #[test]
+    fn format_3_rejects_wal2json_layout_options_in_any_order() {
+        for &name in WAL2JSON_LAYOUT_OPTIONS {
+            for opts in [
+                [("format-version", Some("3")), (name, Some("1"))],
+                [(name, Some("0")), ("format-version", Some("3"))],
+            ] {
+                let e = parse(&opts).unwrap_err();
+                assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+                assert_eq!(
+                    e.message,
+                    format!("option \"{name}\" does not apply to format-version 3")
+                );
+                assert!(e.hint.is_some());
+            }
+            // Formats 1 and 2 take them as before.
+            assert!(parse(&[("format-version", Some("2")), (name, Some("1"))]).is_ok());
+        }
+        let o = parse(&[
+            ("format-version", Some("3")),
+            ("include-origin", Some("1")),
+            ("numeric-data-types-as-string", Some("1")),
+            ("add-tables", Some("public.t")),
+            ("actions", Some("insert")),
+            ("skip-empty-xacts", Some("0")),
+        ])
+        .unwrap();
+        assert!(o.include_origin && o.numeric_data_types_as_string && !o.skip_empty_xacts);
     }
 
     #[test]

@@ -44,10 +44,16 @@ const BAD: &[BadOption] = &[
         same_in_wal2json: true,
     },
     BadOption {
-        opts: &[("format-version", "3")],
+        opts: &[("format-version", "4")],
         sqlstate: "0A000",
-        message: "client sent format_version=3 but we only support format 2 or lower",
-        same_in_wal2json: true,
+        message: "client sent format_version=4 but we only support format 3 or lower",
+        same_in_wal2json: false,
+    },
+    BadOption {
+        opts: &[("include-pk", "1"), ("format-version", "3")],
+        sqlstate: "22023",
+        message: r#"option "include-pk" does not apply to format-version 3"#,
+        same_in_wal2json: false,
     },
     BadOption {
         opts: &[("format-version", "0")],

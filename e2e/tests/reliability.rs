@@ -1197,7 +1197,7 @@ fn errors_leave_slot_and_caches_sane() {
     let before = confirmed(&mut c, "s_opt");
     let bad: &[(&[(&str, &str)], &str)] = &[
         (&[("nonexistent-option", "1")], "22023"),
-        (&[("format-version", "3")], "0A000"),
+        (&[("format-version", "4")], "0A000"),
         (&[("include-xids", "maybe")], "22023"),
         (&[("add-tables", "a\\")], "42602"),
     ];

@@ -166,6 +166,124 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
     true
 }
 
+/// Appends an astronomical year as ISO 8601 writes it: four digits for
+/// 0000-9999 (0000 is 1 BC), otherwise a sign and six digits (ISO 8601's
+/// expanded years, as ECMAScript writes them: `-004713`, `+012345`).
+fn push_iso8601_year(text: &mut Text, year: i64) {
+    if (0..=9999).contains(&year) {
+        text.year(year as u64);
+        return;
+    }
+    text.push(if year < 0 { b'-' } else { b'+' });
+    let mut digits = [b'0'; 6];
+    let mut v = year.unsigned_abs();
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    if v > 0 {
+        // More than six digits (not reachable from PostgreSQL's range).
+        text.year(year.unsigned_abs());
+    } else {
+        text.push_slice(&digits);
+    }
+}
+
+fn push_iso8601_ymd(text: &mut Text, jd: i64) {
+    let (year, month, day) = j2date(jd);
+    push_iso8601_year(text, year);
+    text.push(b'-');
+    text.two(month);
+    text.push(b'-');
+    text.two(day);
+}
+
+/// Appends a `timestamp` (`utc` false) or `timestamptz` (`utc` true: the
+/// instant in UTC with `Z`) as ISO 8601, whatever DateStyle and TimeZone
+/// are: `2026-12-02T11:12:50.120197` (fraction without trailing zeros,
+/// none for whole seconds), BC years as astronomical years
+/// (`-000043-03-15T00:00:00`: 44 BC), and the infinities as PostgreSQL
+/// spells them (`infinity`, `-infinity`). No quotes. Returns false,
+/// writing nothing, for values outside PostgreSQL's range.
+pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
+    match ts {
+        i64::MIN => {
+            out.extend_from_slice(b"-infinity");
+            return true;
+        }
+        i64::MAX => {
+            out.extend_from_slice(b"infinity");
+            return true;
+        }
+        _ => {}
+    }
+    let date = ts.div_euclid(USECS_PER_DAY) + POSTGRES_EPOCH_JDATE;
+    let time = ts.rem_euclid(USECS_PER_DAY);
+    if date < 0 || date > i32::MAX as i64 {
+        return false;
+    }
+    let mut text = Text {
+        bytes: [0; 40],
+        len: 0,
+    };
+    push_iso8601_ymd(&mut text, date);
+    text.push(b'T');
+    text.two((time / USECS_PER_HOUR) as u32);
+    text.push(b':');
+    text.two((time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32);
+    text.push(b':');
+    text.two((time % USECS_PER_MINUTE / USECS_PER_SEC) as u32);
+    let fsec = (time % USECS_PER_SEC) as u32;
+    if fsec != 0 {
+        text.push(b'.');
+        let mut frac = fsec;
+        let mut digits = 6;
+        while frac.is_multiple_of(10) {
+            frac /= 10;
+            digits -= 1;
+        }
+        let end = text.len + digits;
+        for i in (text.len..end).rev() {
+            text.bytes[i] = b'0' + (frac % 10) as u8;
+            frac /= 10;
+        }
+        text.len = end;
+    }
+    if utc {
+        text.push(b'Z');
+    }
+    out.extend_from_slice(&text.bytes[..text.len]);
+    true
+}
+
+/// Appends a `date` (days since 2000-01-01) as ISO 8601 (`2026-12-02`,
+/// BC as astronomical years, the infinities as `infinity`/`-infinity`).
+/// No quotes. Returns false, writing nothing, outside PostgreSQL's range.
+pub fn push_iso8601_date(out: &mut Vec<u8>, days: i32) -> bool {
+    match days {
+        i32::MIN => {
+            out.extend_from_slice(b"-infinity");
+            return true;
+        }
+        i32::MAX => {
+            out.extend_from_slice(b"infinity");
+            return true;
+        }
+        _ => {}
+    }
+    let jd = days as i64 + POSTGRES_EPOCH_JDATE;
+    if jd < 0 {
+        return false;
+    }
+    let mut text = Text {
+        bytes: [0; 40],
+        len: 0,
+    };
+    push_iso8601_ymd(&mut text, jd);
+    out.extend_from_slice(&text.bytes[..text.len]);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +293,52 @@ mod tests {
         let mut out = Vec::new();
         assert!(push_iso_timestamp(&mut out, ts, tz));
         String::from_utf8(out).unwrap()
+    }
+
+    fn iso8601(ts: i64, utc: bool) -> String {
+        let mut out = Vec::new();
+        assert!(push_iso8601_timestamp(&mut out, ts, utc));
+        String::from_utf8(out).unwrap()
+    }
+
+    fn iso8601_date(days: i32) -> String {
+        let mut out = Vec::new();
+        assert!(push_iso8601_date(&mut out, days));
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn iso8601_timestamps_dates_and_bc() {
+        assert_eq!(iso8601(0, true), "2000-01-01T00:00:00Z");
+        assert_eq!(iso8601(0, false), "2000-01-01T00:00:00");
+        let t = (9497 * 86_400 + 12 * 3600) * 1_000_000 + 500_000;
+        assert_eq!(iso8601(t, true), "2026-01-01T12:00:00.5Z");
+        assert_eq!(iso8601(t + 1, false), "2026-01-01T12:00:00.500001");
+        assert_eq!(iso8601(-1, true), "1999-12-31T23:59:59.999999Z");
+        assert_eq!(iso8601(i64::MAX, true), "infinity");
+        assert_eq!(iso8601(i64::MIN, false), "-infinity");
+        // 4714-11-24 BC is astronomical year -4713.
+        assert_eq!(
+            iso8601(-POSTGRES_EPOCH_JDATE * USECS_PER_DAY, false),
+            "-004713-11-24T00:00:00"
+        );
+        // 0001-01-01 BC is year 0000; 0002 BC is -000001.
+        assert_eq!(
+            iso8601(-730_485 * USECS_PER_DAY, true),
+            "0000-01-01T00:00:00Z"
+        );
+        assert_eq!(iso8601_date(-730_485), "0000-01-01");
+        assert_eq!(iso8601_date(-730_485 - 365), "-000001-01-01");
+        // '0044-03-15 BC'::date - '2000-01-01'::date = -746_117 (proleptic Gregorian).
+        assert_eq!(iso8601_date(-746_117), "-000043-03-15");
+        assert_eq!(iso8601_date(3_778_591), "+012345-06-07");
+        assert_eq!(iso8601_date(0), "2000-01-01");
+        assert_eq!(iso8601_date(9_467), "2025-12-02");
+        assert_eq!(iso8601_date(i32::MAX), "infinity");
+        assert_eq!(iso8601_date(i32::MIN), "-infinity");
+        let mut out = Vec::new();
+        assert!(!push_iso8601_date(&mut out, -3_000_000));
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub struct PreparedTxn<'a> {
     pub end_lsn: u64,
     /// The prepare or commit time, as `timestamptz_to_str` prints it.
     pub timestamp: &'a [u8],
+    /// The same time (microseconds since 2000-01-01 UTC).
+    pub time: i64,
 }
 
 /// One output format: the events of a decoding session, in order.
@@ -156,7 +158,9 @@ pub trait OutputFormat {
         sink.write(true);
     }
 
-    /// A streamed transaction committed.
+    /// A streamed transaction committed (`timestamp`: `commit_time` as
+    /// `timestamptz_to_str` prints it).
+    #[allow(clippy::too_many_arguments)]
     fn stream_commit(
         &mut self,
         sink: &mut dyn Sink,
@@ -164,6 +168,7 @@ pub trait OutputFormat {
         commit_lsn: u64,
         end_lsn: u64,
         timestamp: &[u8],
+        _commit_time: i64,
     ) {
         control::stream_commit(sink.buf(), xid, commit_lsn, end_lsn, timestamp);
         sink.write(true);

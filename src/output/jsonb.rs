@@ -48,6 +48,18 @@ pub fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
     ok
 }
 
+/// Appends a jsonb value as compact JSON (no blanks between tokens):
+/// [`jsonb_text`]'s document, for embedding in format 3. Returns false,
+/// with `out` as it was, like [`jsonb_text`].
+pub fn jsonb_compact(body: &[u8], out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let ok = container(body, 0, Mode::Compact, out).is_some();
+    if !ok {
+        out.truncate(start);
+    }
+    ok
+}
+
 /// Appends what wal2json prints for a jsonb value: `jsonb_out`'s text as a
 /// JSON string (`push_json_string` of [`jsonb_text`]), in one pass. Returns
 /// false, with `out` as it was, like [`jsonb_text`].
@@ -66,10 +78,28 @@ pub fn jsonb_json_string(body: &[u8], out: &mut Vec<u8>) -> bool {
 /// Whether the text is written as it is or escaped into a JSON string.
 /// Only strings differ: the rest of jsonb_out's text (brackets, `, `, `: `,
 /// numbers, true/false/null) is ASCII that JSON strings keep as it is.
+/// `Compact` is `Text` without the blanks after separators (format 3).
 #[derive(Clone, Copy)]
 enum Mode {
     Text,
     InJsonString,
+    Compact,
+}
+
+impl Mode {
+    fn element_separator(self) -> &'static [u8] {
+        match self {
+            Mode::Compact => b",",
+            Mode::Text | Mode::InJsonString => b", ",
+        }
+    }
+
+    fn key_separator(self) -> &'static [u8] {
+        match self {
+            Mode::Compact => b":",
+            Mode::Text | Mode::InJsonString => b": ",
+        }
+    }
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -111,12 +141,12 @@ fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()
         let mut key_start = 0;
         for i in 0..count {
             if i > 0 {
-                out.extend_from_slice(b", ");
+                out.extend_from_slice(mode.element_separator());
             }
             let key = entry(i)?;
             let key_end = end_of(key, key_start);
             scalar_or_container(key, data, key_start, key_end, depth, mode, out)?;
-            out.extend_from_slice(b": ");
+            out.extend_from_slice(mode.key_separator());
             let value = entry(count + i)?;
             let value_end = end_of(value, value_start);
             scalar_or_container(value, data, value_start, value_end, depth, mode, out)?;
@@ -135,7 +165,7 @@ fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()
         let mut start = 0;
         for i in 0..count {
             if i > 0 {
-                out.extend_from_slice(b", ");
+                out.extend_from_slice(mode.element_separator());
             }
             let e = entry(i)?;
             let end = end_of(e, start);
@@ -170,7 +200,7 @@ fn scalar_or_container(
 ) -> Option<()> {
     match entry & JENTRY_TYPEMASK {
         JENTRY_ISSTRING => match mode {
-            Mode::Text => escape_json(out, data.get(start..end)?),
+            Mode::Text | Mode::Compact => escape_json(out, data.get(start..end)?),
             Mode::InJsonString => escape_json_twice(out, data.get(start..end)?),
         },
         JENTRY_ISNUMERIC => {
@@ -315,7 +345,7 @@ fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::output::json::json_string;
     use crate::output::json::tests::{bytes, text};
@@ -323,7 +353,7 @@ mod tests {
 
     /// A JSON value to encode the way PostgreSQL's convertToJsonb does.
     #[derive(Debug, Clone)]
-    enum V {
+    pub(crate) enum V {
         Null,
         Bool(bool),
         /// Numeric body (after the varlena header) and its numeric_out text.
@@ -341,7 +371,7 @@ mod tests {
 
     /// Appends a container (or, for a scalar, the raw-scalar array) to
     /// `buf`, which must be 4-byte aligned like PostgreSQL's buffer.
-    fn encode(v: &V, buf: &mut Vec<u8>, offsets_every: usize) {
+    pub(crate) fn encode(v: &V, buf: &mut Vec<u8>, offsets_every: usize) {
         let (header, children): (u32, Vec<V>) = match v {
             V::Arr(items) => (JB_FARRAY | items.len() as u32, items.clone()),
             V::Obj(pairs) => (
@@ -430,11 +460,19 @@ mod tests {
         }
         // The one-pass JSON string is the text's JSON string.
         assert!(ok);
+        // The compact form is the same document without the blanks.
+        let mut compact = Vec::new();
+        assert!(jsonb_compact(&buf, &mut compact));
+        assert!(compact.len() <= out.len() - 6);
+        if let Ok(text_doc) = serde_json::from_slice::<serde_json::Value>(&out[6..]) {
+            let compact_doc: serde_json::Value = serde_json::from_slice(&compact).unwrap();
+            assert_eq!(compact_doc, text_doc);
+        }
         assert_eq!(escaped[6..], json_string(&out[6..]));
         Some(String::from_utf8_lossy(&out[6..]).into_owned())
     }
 
-    fn num(text: &'static str) -> V {
+    pub(crate) fn num(text: &'static str) -> V {
         // 1.50: short form, dscale 2, weight 0, digits [1, 5000].
         let body = match text {
             "1.50" => [0x8000u16 | (2 << 7), 1, 5000]
@@ -483,7 +521,7 @@ mod tests {
 
     /// Any document: scalars of every kind, arrays and objects up to
     /// 20 entries, nested up to 5 levels.
-    fn any_value() -> impl Strategy<Value = V> {
+    pub(crate) fn any_value() -> impl Strategy<Value = V> {
         let leaf = prop_oneof![
             Just(V::Null),
             any::<bool>().prop_map(V::Bool),

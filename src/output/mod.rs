@@ -10,6 +10,7 @@ pub mod json;
 pub mod jsonb;
 pub mod numeric;
 pub mod type_name;
+pub mod v3;
 pub mod wal2json;
 
 use crate::options::Options;
@@ -20,6 +21,7 @@ use format::OutputFormat;
 pub fn format_for(opts: &Options) -> Box<dyn OutputFormat> {
     match opts.format_version {
         1 => Box::new(wal2json::v1::Format1::new(opts)),
-        _ => Box::new(wal2json::v2::Format2::new(opts)),
+        2 => Box::new(wal2json::v2::Format2::new(opts)),
+        _ => Box::new(v3::Format3::new(opts)),
     }
 }

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::model::{ColumnMeta, RelationMeta, ValueKind};
+use crate::model::{ColumnMeta, RelationMeta, ReplicaIdentity, ValueKind};
 use crate::options::Options;
 use crate::output::format::{RelationRender, TypeName, TypeRendering};
 use crate::output::json::json_string;
@@ -51,11 +51,118 @@ pub enum FastPath {
     OutputFunction,
 }
 
+/// How format 3 reads a column's value (`output::v3::value`): from its
+/// binary form where that is cheap, else through the output function.
+/// Domains are read as their base type.
+pub enum TypedPath {
+    Int2,
+    Int4,
+    Int8,
+    Oid,
+    /// float4, float8: the output function's digits.
+    Float,
+    Numeric,
+    Bool,
+    /// text, varchar, bpchar: the bytes are the output function's text.
+    Text,
+    Json,
+    Jsonb,
+    Bytea,
+    Timestamp,
+    TimestampTz,
+    Date,
+    /// An array: its elements are read one by one.
+    Array(Box<ArrayElement>),
+    /// Any other type: the output function's text, as a string.
+    OutputFunction,
+}
+
+/// What reading an array's elements takes.
+pub struct ArrayElement {
+    pub elem_type: pg_sys::Oid,
+    pub typlen: i16,
+    pub byval: bool,
+    pub align: std::ffi::c_char,
+    /// Never `Array` (arrays of arrays are multidimensional arrays).
+    pub path: TypedPath,
+    /// The element type's output function.
+    pub finfo: Box<pg_sys::FmgrInfo>,
+}
+
+impl TypedPath {
+    /// The path for values of `typid`; `nested`: an array's elements.
+    ///
+    /// # Safety
+    /// Inside a transaction; `memory` outlives the path.
+    unsafe fn of(typid: pg_sys::Oid, memory: pg_sys::MemoryContext, nested: bool) -> TypedPath {
+        // SAFETY: catalog lookups inside the decoding callback's transaction.
+        let base = unsafe { pg_sys::getBaseType(typid) };
+        match base {
+            pg_sys::INT2OID => TypedPath::Int2,
+            pg_sys::INT4OID => TypedPath::Int4,
+            pg_sys::INT8OID => TypedPath::Int8,
+            pg_sys::OIDOID => TypedPath::Oid,
+            pg_sys::FLOAT4OID | pg_sys::FLOAT8OID => TypedPath::Float,
+            pg_sys::NUMERICOID => TypedPath::Numeric,
+            pg_sys::BOOLOID => TypedPath::Bool,
+            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => TypedPath::Text,
+            pg_sys::JSONOID => TypedPath::Json,
+            pg_sys::JSONBOID => TypedPath::Jsonb,
+            pg_sys::BYTEAOID => TypedPath::Bytea,
+            pg_sys::TIMESTAMPOID => TypedPath::Timestamp,
+            pg_sys::TIMESTAMPTZOID => TypedPath::TimestampTz,
+            pg_sys::DATEOID => TypedPath::Date,
+            _ if nested => TypedPath::OutputFunction,
+            // SAFETY: as above; the element's output function is resolved
+            // into `memory`, which outlives the path.
+            _ => unsafe {
+                let elem_type = pg_sys::get_element_type(base);
+                if elem_type == pg_sys::InvalidOid || pg_sys::get_typlen(base) != -1 {
+                    return TypedPath::OutputFunction;
+                }
+                let mut typlen = 0i16;
+                let mut byval = false;
+                let mut align: std::ffi::c_char = 0;
+                pg_sys::get_typlenbyvalalign(elem_type, &mut typlen, &mut byval, &mut align);
+                let mut output_fn = pg_sys::InvalidOid;
+                let mut is_varlena = false;
+                pg_sys::getTypeOutputInfo(elem_type, &mut output_fn, &mut is_varlena);
+                let mut finfo = Box::new(pg_sys::FmgrInfo::default());
+                pg_sys::fmgr_info_cxt(output_fn, &mut *finfo, memory);
+                TypedPath::Array(Box::new(ArrayElement {
+                    elem_type,
+                    typlen,
+                    byval,
+                    align,
+                    path: TypedPath::of(elem_type, memory, true),
+                    finfo,
+                }))
+            },
+        }
+    }
+}
+
 /// Output machinery of one column, indexed by attribute number - 1.
 pub struct ColumnOutput {
     pub fast_path: FastPath,
     /// Output function, resolved once (boxed so its address is stable).
     pub finfo: Box<pg_sys::FmgrInfo>,
+    /// The column's type (the base type with include-domain-data-type).
+    pub type_oid: pg_sys::Oid,
+    /// Format 3's path, resolved on first use (formats 1 and 2 never ask).
+    typed: std::cell::OnceCell<TypedPath>,
+    /// The relation cache's context, where that path's output functions live.
+    memory: pg_sys::MemoryContext,
+}
+
+impl ColumnOutput {
+    /// Format 3's path for this column.
+    pub fn typed_path(&self) -> &TypedPath {
+        // SAFETY: called from a decoding callback (inside its transaction);
+        // `memory` is the relation cache's context, which outlives entries.
+        self.typed
+            .get_or_init(|| unsafe { TypedPath::of(self.type_oid, self.memory, false) })
+    }
 }
 
 pub struct RelationEntry {
@@ -376,6 +483,12 @@ unsafe fn build_entry(
         let has_primary_key = (*rel).rd_pkindex != pg_sys::InvalidOid;
         let has_identity_index = (*rel).rd_replidindex != pg_sys::InvalidOid;
         let identity_full = (*form).relreplident as u8 == b'f';
+        let identity = match (*form).relreplident as u8 {
+            b'f' => ReplicaIdentity::Full,
+            b'n' => ReplicaIdentity::Nothing,
+            b'i' => ReplicaIdentity::Index,
+            _ => ReplicaIdentity::Default,
+        };
         let pk_attrs = if has_primary_key {
             pg_sys::RelationGetIndexAttrBitmap(
                 rel,
@@ -460,6 +573,9 @@ unsafe fn build_entry(
             outputs.push(Some(ColumnOutput {
                 fast_path: fast_path(value_type, dates),
                 finfo,
+                type_oid: value_type,
+                typed: std::cell::OnceCell::new(),
+                memory,
             }));
         }
         if !pk_attrs.is_null() {
@@ -472,6 +588,7 @@ unsafe fn build_entry(
         let wanted = opts.table_wanted(&schema, &table);
         RelationEntry {
             meta: RelationMeta {
+                relid: (*rel).rd_id.to_u32(),
                 schema_json: json_string(&schema),
                 table_json: json_string(&table),
                 schema,
@@ -481,6 +598,7 @@ unsafe fn build_entry(
                 has_primary_key,
                 has_identity_index,
                 identity_full,
+                identity,
             },
             outputs,
             wanted,

@@ -11,10 +11,11 @@ use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
 
 use crate::model::{Cell, ColumnMeta, EncodeError, TupleValues};
+use crate::output::v3::value::{push_array, push_value, Value};
 use crate::output::wal2json::push_text_value;
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
-use crate::pg::relation::{ColumnOutput, FastPath, RelationEntry};
+use crate::pg::relation::{ArrayElement, ColumnOutput, FastPath, RelationEntry, TypedPath};
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -175,7 +176,182 @@ impl DeformedTuple<'_> {
     }
 }
 
+/// The output function's text of a non-null value.
+///
+/// # Safety
+/// `datum` is a non-null value of the type `finfo` outputs; `is_varlena`
+/// tells whether it is a varlena (detoasted first, as wal2json does). The
+/// text lives in the current memory context.
+unsafe fn output_text<'t>(
+    finfo: &pg_sys::FmgrInfo,
+    datum: pg_sys::Datum,
+    is_varlena: bool,
+) -> &'t [u8] {
+    // SAFETY: per the contract; OutputFunctionCall does not modify finfo
+    // beyond its own fn_extra cache, which it owns.
+    unsafe {
+        let value = if is_varlena {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum(datum.cast_mut_ptr()))
+        } else {
+            datum
+        };
+        let finfo = finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
+        CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value)).to_bytes()
+    }
+}
+
+/// Format 3's typed JSON of a non-null value read along `path`.
+///
+/// # Safety
+/// `datum` is a non-null value of the type `path` and `finfo` were made
+/// for (`is_varlena`: its type is a varlena); it outlives this call.
+unsafe fn write_typed_datum(
+    path: &TypedPath,
+    datum: pg_sys::Datum,
+    finfo: &pg_sys::FmgrInfo,
+    is_varlena: bool,
+    numbers_as_strings: bool,
+    out: &mut Vec<u8>,
+) {
+    let raw = datum.value();
+    // SAFETY (every varlena_bytes below): the path was chosen for the
+    // datum's type, a non-null varlena of that type.
+    let value = match path {
+        TypedPath::Int2 => Value::Int(raw as i16 as i64),
+        TypedPath::Int4 => Value::Int(raw as i32 as i64),
+        TypedPath::Int8 => Value::Int(raw as i64),
+        TypedPath::Oid => Value::Int(raw as u32 as i64),
+        TypedPath::Bool => Value::Bool(raw & 0xff != 0),
+        TypedPath::Timestamp => Value::Timestamp(raw as i64),
+        TypedPath::TimestampTz => Value::TimestampTz(raw as i64),
+        TypedPath::Date => Value::Date(raw as i32),
+        TypedPath::Numeric => Value::Numeric(unsafe { varlena_bytes(datum) }),
+        TypedPath::Text => Value::Text(unsafe { varlena_bytes(datum) }),
+        TypedPath::Json => Value::Json(unsafe { varlena_bytes(datum) }),
+        TypedPath::Jsonb => Value::Jsonb(unsafe { varlena_bytes(datum) }),
+        TypedPath::Bytea => Value::Bytea(unsafe { varlena_bytes(datum) }),
+        // SAFETY: per the contract.
+        TypedPath::Float => Value::NumberText(unsafe { output_text(finfo, datum, is_varlena) }),
+        TypedPath::OutputFunction => {
+            // SAFETY: per the contract.
+            Value::Text(unsafe { output_text(finfo, datum, is_varlena) })
+        }
+        TypedPath::Array(element) => {
+            // SAFETY: per the contract: an array of `element`'s type.
+            unsafe { write_array(element, datum, finfo, numbers_as_strings, out) };
+            return;
+        }
+    };
+    if push_value(out, value, numbers_as_strings).is_err() {
+        // The binary form was not readable: the output function's text.
+        // SAFETY: per the contract.
+        let text = unsafe { output_text(finfo, datum, is_varlena) };
+        let fallback = match path {
+            TypedPath::Numeric => Value::NumberText(text),
+            TypedPath::Jsonb => Value::Json(text),
+            _ => Value::Text(text),
+        };
+        // Text forms are always written.
+        let _ = push_value(out, fallback, numbers_as_strings);
+    }
+}
+
+/// An array as nested JSON arrays; with lower bounds other than 1, its
+/// text form (which shows them) as a string.
+///
+/// # Safety
+/// `datum` is a non-null array of `element`'s type; `finfo` is the
+/// array type's output function.
+unsafe fn write_array(
+    element: &ArrayElement,
+    datum: pg_sys::Datum,
+    finfo: &pg_sys::FmgrInfo,
+    numbers_as_strings: bool,
+    out: &mut Vec<u8>,
+) {
+    // SAFETY: a detoasted array: ARR_DIMS and ARR_LBOUND follow the
+    // ArrayType header (ndim ints each); deconstruct_array reads the
+    // elements with the element type's storage properties.
+    unsafe {
+        let array = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let ndim = (*array).ndim.max(0) as usize;
+        let dims_at =
+            (array as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
+        let dims = std::slice::from_raw_parts(dims_at, ndim);
+        let lower_bounds = std::slice::from_raw_parts(dims_at.add(ndim), ndim);
+        if lower_bounds.iter().any(|&b| b != 1) {
+            let text = output_text(finfo, pg_sys::Datum::from(array), false);
+            push_json_string(out, text);
+            return;
+        }
+        let mut values: *mut pg_sys::Datum = std::ptr::null_mut();
+        let mut nulls: *mut bool = std::ptr::null_mut();
+        let mut count = 0i32;
+        pg_sys::deconstruct_array(
+            array,
+            element.elem_type,
+            element.typlen as i32,
+            element.byval,
+            element.align,
+            &mut values,
+            &mut nulls,
+            &mut count,
+        );
+        let count = count.max(0) as usize;
+        let (values, nulls): (&[pg_sys::Datum], &[bool]) = if count == 0 {
+            (&[], &[])
+        } else {
+            (
+                std::slice::from_raw_parts(values, count),
+                std::slice::from_raw_parts(nulls, count),
+            )
+        };
+        let dims: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+        let varlena_elements = element.typlen == -1;
+        let _ = push_array(out, &dims, |out, i| -> Result<(), ()> {
+            match (values.get(i), nulls.get(i)) {
+                (Some(&value), Some(false)) => write_typed_datum(
+                    &element.path,
+                    value,
+                    &element.finfo,
+                    varlena_elements,
+                    numbers_as_strings,
+                    out,
+                ),
+                _ => out.extend_from_slice(b"null"),
+            }
+            Ok(())
+        });
+    }
+}
+
 impl TupleValues for DeformedTuple<'_> {
+    fn write_typed(
+        &mut self,
+        column: &ColumnMeta,
+        numbers_as_strings: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let datum = self.values[column.attr_index];
+        let Some(output) = self.entry.outputs[column.attr_index].as_ref() else {
+            return Ok(());
+        };
+        let path = output.typed_path();
+        // SAFETY: a non-null value (the formats ask only for those) of the
+        // column's type, for which the path and output function were made.
+        unsafe {
+            write_typed_datum(
+                path,
+                datum,
+                &output.finfo,
+                column.is_varlena,
+                numbers_as_strings,
+                out,
+            )
+        };
+        Ok(())
+    }
+
     fn is_visible(&self, column: &ColumnMeta) -> bool {
         self.mask
             .is_none_or(|m| m.get(column.attr_index).copied().unwrap_or(false))

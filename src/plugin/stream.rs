@@ -95,6 +95,7 @@ pub fn stream_commit(
             commit_lsn,
             txn.end_lsn(),
             &timestamp,
+            txn.commit_time(),
         );
     }
     state.finish_txn_stats(txn);
@@ -171,6 +172,7 @@ fn prepared_txn<'a>(txn: Txn<'a>, timestamp: &'a [u8]) -> PreparedTxn<'a> {
         gid: txn.gid(),
         end_lsn: txn.end_lsn(),
         timestamp,
+        time: txn.commit_time(),
     }
 }
 

@@ -85,6 +85,7 @@ pub fn start_txn(state: &mut DecodingState, txn: Txn<'_>) {
         xid: txn.xid(),
         origin: txn.origin(),
         timestamp: std::mem::take(&mut state.txn.info.timestamp),
+        commit_time: txn.commit_time(),
         final_lsn: txn.final_lsn(),
         end_lsn: txn.end_lsn(),
     };

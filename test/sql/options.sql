@@ -19,8 +19,8 @@ SELECT data FROM pg_logical_slot_get_changes('regress_options', NULL, NULL, 'non
 SELECT try_options('nonsense', 'yes');
 SELECT data FROM pg_logical_slot_get_changes('regress_options', NULL, NULL, 'include-xids', 'maybe');
 SELECT try_options('include-xids', 'maybe');
-SELECT data FROM pg_logical_slot_get_changes('regress_options', NULL, NULL, 'format-version', '3');
-SELECT try_options('format-version', '3');
+SELECT data FROM pg_logical_slot_get_changes('regress_options', NULL, NULL, 'format-version', '4');
+SELECT try_options('format-version', '4');
 SELECT data FROM pg_logical_slot_get_changes('regress_options', NULL, NULL, 'format-version', '0');
 SELECT try_options('format-version', '0');
 SELECT data FROM pg_logical_slot_get_changes('regress_options', NULL, NULL, 'format-version', 'two');

@@ -1,7 +1,7 @@
 use super::v1;
 use super::v2;
 use super::*;
-use crate::model::{ChangeHeader, ChangeKind, TupleValues, TxnInfo};
+use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo};
 use crate::options::Options;
 use crate::output::encoding::ServerEncoding;
 use crate::output::json::json_string;
@@ -51,6 +51,7 @@ fn column(i: usize, name: &str, ty: &str, kind: ValueKind, pk: bool) -> ColumnMe
 
 fn relation() -> RelationMeta {
     RelationMeta {
+        relid: 16384,
         schema: b"public".to_vec(),
         table: b"t".to_vec(),
         server_encoding: ServerEncoding::Utf8,
@@ -64,6 +65,7 @@ fn relation() -> RelationMeta {
         has_primary_key: true,
         has_identity_index: true,
         identity_full: false,
+        identity: ReplicaIdentity::Default,
     }
 }
 
@@ -168,6 +170,7 @@ fn v2_transaction_and_message_fields() {
         xid: 7,
         origin: 0,
         timestamp: b"2024-01-01 00:00:00+00".to_vec(),
+        commit_time: 0,
         final_lsn: 0x10,
         end_lsn: 0x1_0000_0020,
     };

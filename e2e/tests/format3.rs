@@ -1,0 +1,609 @@
+//! Format 3 end to end: R objects re-sent exactly when a relation's
+//! description changes, unchanged TOAST under DEFAULT and FULL, `changed`,
+//! publications (row filters, column lists, partition roots) against
+//! pgoutput's decisions, streaming and two-phase replayed to the table's
+//! final state, and pg_recvlogical.
+//!
+//! Each test has its own database `pubjson_f3_<name>`; slot creation is
+//! serialized with the other suites.
+
+mod pgoutput_proto;
+
+use pgoutput_proto::{decode_pgoutput, Item};
+use postgres::Client;
+use pubjson_e2e::{complete_lines, poll, scratch_dir, serialize, RecvLogical, Server};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn database(name: &str) -> (String, Client) {
+    let dbname = format!("pubjson_f3_{name}");
+    let client = Server::main().fresh_database_with_pubjson(&dbname);
+    (dbname, client)
+}
+
+fn exec(c: &mut Client, sql: &str) {
+    c.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)));
+}
+
+fn slot(c: &mut Client, name: &str, plugin: &str, two_phase: bool) {
+    let _serial = serialize();
+    c.execute(
+        "select pg_create_logical_replication_slot($1, $2, false, $3)",
+        &[&name, &plugin, &two_phase],
+    )
+    .unwrap_or_else(|e| panic!("slot {name}: {}", pubjson_e2e::describe_error(&e)));
+}
+
+/// Decodes with format 3 (plus `extra` options), consuming; every row must
+/// be one JSON object.
+fn get(c: &mut Client, slot: &str, extra: &[(&str, &str)]) -> Vec<Value> {
+    // Flush: a decoding call reads only flushed WAL.
+    exec(c, "select txid_current()");
+    let mut opts = vec!["format-version".to_string(), "3".into()];
+    for (k, v) in extra {
+        opts.push(k.to_string());
+        opts.push(v.to_string());
+    }
+    c.query(
+        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
+        &[&slot, &opts],
+    )
+    .unwrap_or_else(|e| panic!("get_changes: {}", pubjson_e2e::describe_error(&e)))
+    .iter()
+    .map(|r| {
+        let text: String = r.get(0);
+        assert!(!text.contains('\n'), "a message spans lines: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    })
+    .collect()
+}
+
+fn action(v: &Value) -> &str {
+    v["action"].as_str().unwrap_or("?")
+}
+
+fn actions(objects: &[Value]) -> String {
+    objects.iter().map(action).collect::<Vec<_>>().join(" ")
+}
+
+fn column_names(r: &Value) -> Vec<&str> {
+    r["columns"]
+        .as_array()
+        .expect("R columns")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect()
+}
+
+#[test]
+fn relation_objects_are_sent_exactly_when_the_description_changes() {
+    let (_db, mut c) = database("rel");
+    exec(&mut c, "create table t (id int primary key, a text, b int)");
+    slot(&mut c, "f3_rel", "pubjson", false);
+    let cases: &[(&str, bool)] = &[
+        // Two transactions, several changes: one R, before the first change.
+        ("insert into t values (1, 'x', 1), (2, 'y', 2)", true),
+        ("update t set b = b + 1", false),
+        // Catalog activity that does not change the description.
+        (
+            "create index on t (b); analyze t; comment on table t is 'c'",
+            false,
+        ),
+        ("insert into t values (3, 'z', 3)", false),
+        ("alter table t add column c numeric(5,2)", false),
+        ("insert into t values (4, 'w', 4, 1.5)", true),
+        ("alter table t rename column a to a2", false),
+        ("update t set b = 0 where id = 4", true),
+        ("alter table t alter column b type bigint", false),
+        ("update t set b = 1 where id = 4", true),
+        ("alter table t drop column c", false),
+        ("delete from t where id = 4", true),
+        ("alter table t replica identity full", false),
+        ("delete from t where id = 3", true),
+        ("alter table t rename to t2", false),
+        ("insert into t2 values (5, 'v', 5)", true),
+        ("insert into t2 values (6, 'v', 6)", false),
+    ];
+    for &(sql, _) in cases {
+        exec(&mut c, sql);
+    }
+    let objects = get(&mut c, "f3_rel", &[]);
+    // Which change transactions are preceded by an R.
+    let mut got = Vec::new();
+    let mut r_seen = false;
+    let mut rs = Vec::new();
+    for o in &objects {
+        match action(o) {
+            "B" => r_seen = false,
+            "R" => {
+                r_seen = true;
+                rs.push(o.clone());
+            }
+            "C" => got.push(r_seen),
+            _ => {}
+        }
+    }
+    let want: Vec<bool> = cases
+        .iter()
+        .filter(|(sql, _)| !sql.starts_with("alter") && !sql.starts_with("create"))
+        .map(|&(_, r)| r)
+        .collect();
+    assert_eq!(
+        got,
+        want,
+        "R before which transactions\n{}",
+        actions(&objects)
+    );
+    // Never per change: R count is the number of changed descriptions.
+    assert_eq!(rs.len(), want.iter().filter(|r| **r).count());
+    assert_eq!(column_names(&rs[0]), ["id", "a", "b"]);
+    assert_eq!(rs[0]["identity"], "default");
+    assert_eq!(
+        rs[0]["columns"][0],
+        json!({"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false})
+    );
+    assert_eq!(column_names(&rs[1]), ["id", "a", "b", "c"]);
+    assert_eq!(rs[1]["columns"][3]["type"], "numeric(5,2)");
+    assert_eq!(column_names(&rs[2]), ["id", "a2", "b", "c"]);
+    assert_eq!(rs[3]["columns"][2]["type"], "bigint");
+    assert_eq!(column_names(&rs[4]), ["id", "a2", "b"]);
+    assert_eq!(rs[5]["identity"], "full");
+    assert!(rs[5]["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["key"] == true));
+    assert_eq!(rs[6]["table"], "t2");
+    let relid = rs[0]["relid"].clone();
+    assert!(rs.iter().all(|r| r["relid"] == relid));
+    // Every change names the relation; C counts them.
+    for o in &objects {
+        if matches!(action(o), "I" | "U" | "D") {
+            assert_eq!(o["relid"], relid);
+        }
+    }
+    assert_eq!(
+        objects
+            .iter()
+            .filter(|o| action(o) == "C")
+            .map(|o| o["changes"].as_u64().unwrap())
+            .sum::<u64>(),
+        12
+    );
+
+    // A new decoding session describes the relation again, once.
+    exec(
+        &mut c,
+        "insert into t2 values (7, 'v', 7); insert into t2 values (8, 'v', 8)",
+    );
+    let objects = get(&mut c, "f3_rel", &[]);
+    // One batch of statements: one transaction.
+    assert_eq!(actions(&objects), "B R I I C");
+    exec(&mut c, "select pg_drop_replication_slot('f3_rel')");
+}
+
+#[test]
+fn unchanged_toast_under_default_and_full() {
+    let (_db, mut c) = database("toast");
+    exec(
+        &mut c,
+        "create table t (id int primary key, note text, big text);
+         alter table t alter column big set storage external;
+         insert into t values (1, 'n', repeat('x', 10000)), (2, 'n', repeat('y', 10000));",
+    );
+    slot(&mut c, "f3_toast", "pubjson", false);
+    exec(&mut c, "update t set note = 'default' where id = 1");
+    exec(&mut c, "alter table t replica identity full");
+    exec(&mut c, "update t set note = 'full' where id = 2");
+    exec(&mut c, "update t set note = 'full' where id = 2");
+    let objects = get(&mut c, "f3_toast", &[]);
+    let updates: Vec<&Value> = objects.iter().filter(|o| action(o) == "U").collect();
+    assert_eq!(updates.len(), 3);
+    // DEFAULT: the value is not in the WAL; it is listed, not dropped silently.
+    assert_eq!(updates[0]["new"], json!({"id": 1, "note": "default"}));
+    assert_eq!(updates[0]["unchanged"], json!(["big"]));
+    assert!(updates[0].get("old").is_none() && updates[0].get("changed").is_none());
+    // FULL: the old row completes the new one, and tells what changed.
+    let big = "y".repeat(10000);
+    assert_eq!(
+        updates[1]["new"],
+        json!({"id": 2, "note": "full", "big": big})
+    );
+    assert_eq!(updates[1]["old"], json!({"id": 2, "note": "n", "big": big}));
+    assert!(updates[1].get("unchanged").is_none());
+    assert_eq!(updates[1]["changed"], json!(["note"]));
+    assert_eq!(updates[2]["changed"], json!([]));
+    exec(&mut c, "select pg_drop_replication_slot('f3_toast')");
+}
+
+/// pgoutput's changes as (action, relation, id, new columns, old columns).
+type RowSet = Vec<(char, String, Option<String>, Vec<String>, Vec<String>)>;
+
+fn pgoutput_rows(items: &[Item]) -> RowSet {
+    let mut out = Vec::new();
+    for item in items {
+        let Item::Txn { changes, .. } = item else {
+            continue;
+        };
+        for ch in changes {
+            if !matches!(ch.action, 'I' | 'U' | 'D') {
+                continue;
+            }
+            let names = |cols: &[(String, Option<String>)]| {
+                cols.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()
+            };
+            let mut new = ch.new.as_deref().map(names).unwrap_or_default();
+            new.extend(ch.unchanged.iter().cloned());
+            new.sort();
+            let id = ch
+                .new
+                .as_ref()
+                .or(ch.old.as_ref().map(|o| &o.cols))
+                .and_then(|cols| cols.iter().find(|(n, _)| n == "id"))
+                .and_then(|(_, v)| v.clone());
+            // A 'K' old row has NULLs outside the key: keep what it carries.
+            let old = ch
+                .old
+                .as_ref()
+                .map(|o| {
+                    o.cols
+                        .iter()
+                        .filter(|(_, v)| o.kind == 'O' || v.is_some())
+                        .map(|(n, _)| n.clone())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            let mut old = old;
+            old.sort();
+            out.push((ch.action, ch.relation.clone(), id, new, old));
+        }
+    }
+    out
+}
+
+fn format3_rows(objects: &[Value]) -> RowSet {
+    objects
+        .iter()
+        .filter(|o| matches!(action(o), "I" | "U" | "D"))
+        .map(|o| {
+            let keys = |v: &Value| {
+                let mut k: Vec<String> = v
+                    .as_object()
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                k.sort();
+                k
+            };
+            let mut new = keys(&o["new"]);
+            if let Some(u) = o["unchanged"].as_array() {
+                new.extend(u.iter().map(|n| n.as_str().unwrap_or("").to_string()));
+                new.sort();
+            }
+            let id = o["new"]
+                .get("id")
+                .or(o["old"].get("id"))
+                .map(|v| v.to_string());
+            let relation = format!(
+                "{}.{}",
+                o["schema"].as_str().unwrap(),
+                o["table"].as_str().unwrap()
+            );
+            let mut old = keys(&o["old"]);
+            old.sort();
+            (action(o).chars().next().unwrap(), relation, id, new, old)
+        })
+        .collect()
+}
+
+#[test]
+fn publications_decide_rows_and_columns_as_pgoutput_does() {
+    let (_db, mut c) = database("pub");
+    exec(
+        &mut c,
+        "create table f (id int primary key, v int, secret text, note text);
+         create table cols (id int primary key, a int, b int, c int);
+         create table p (id int primary key, v int) partition by range (id);
+         create table p1 partition of p for values from (0) to (100);
+         create table p2 partition of p for values from (100) to (200);
+         alter table f replica identity full;  -- the row filter reads v
+         create publication pf for table f where (v > 10), cols (id, a, c);
+         create publication pp for table p with (publish_via_partition_root = true);",
+    );
+    slot(&mut c, "f3_pub_pgo", "pgoutput", false);
+    exec(
+        &mut c,
+        "select pg_copy_logical_replication_slot('f3_pub_pgo', 'f3_pub_pj', false, 'pubjson')",
+    );
+    exec(
+        &mut c,
+        "insert into f select i, i, 's' || i, 'n' from generate_series(1, 20) i;
+         update f set v = v + 5 where id between 6 and 15;  -- some enter, some stay out
+         update f set v = 0 where id > 17;                  -- leave: DELETE
+         delete from f where id in (2, 16);
+         insert into cols values (1, 1, 1, 1), (2, 2, 2, 2);
+         update cols set b = 9;
+         update cols set a = 7 where id = 1;
+         delete from cols where id = 2;
+         insert into p values (1, 1), (150, 2);
+         update p set v = 3;
+         delete from p where id = 1;",
+    );
+    exec(&mut c, "select txid_current()");
+    let pgo: Vec<Vec<u8>> = c
+        .query(
+            "select data from pg_logical_slot_peek_binary_changes('f3_pub_pgo', NULL, NULL, 'proto_version', '1', 'publication_names', 'pf,pp')",
+            &[],
+        )
+        .expect("pgoutput")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let want = pgoutput_rows(&decode_pgoutput(&pgo).expect("decode pgoutput"));
+    let objects = get(&mut c, "f3_pub_pj", &[("publication_names", "pf,pp")]);
+    let got = format3_rows(&objects);
+    assert!(want.len() >= 20, "workload too small: {want:?}");
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "\npgoutput {want:#?}\nformat 3 {got:#?}"
+    );
+    for (g, w) in got.iter().zip(&want) {
+        // Values differ in form (typed vs text): actions, relations, ids
+        // and column sets must agree.
+        assert_eq!((g.0, &g.1, &g.3), (w.0, &w.1, &w.3), "\n{g:?}\n{w:?}");
+        assert_eq!(g.2.as_deref().map(|s| s.trim_matches('"')), w.2.as_deref());
+        assert_eq!(g.4, w.4, "old row of {g:?}");
+    }
+    // Row-filter transformations are marked.
+    assert!(objects
+        .iter()
+        .any(|o| o["transformedfrom"] == "U" && action(o) == "I"));
+    assert!(objects
+        .iter()
+        .any(|o| o["transformedfrom"] == "U" && action(o) == "D"));
+    // R objects describe what is published: the column list, the root.
+    let rs: Vec<&Value> = objects.iter().filter(|o| action(o) == "R").collect();
+    let r_cols = rs.iter().find(|r| r["table"] == "cols").expect("R of cols");
+    assert_eq!(column_names(r_cols), ["id", "a", "c"]);
+    let r_f = rs.iter().find(|r| r["table"] == "f").expect("R of f");
+    assert_eq!(column_names(r_f), ["id", "v", "secret", "note"]);
+    assert!(rs.iter().any(|r| r["table"] == "p"));
+    assert!(!rs.iter().any(|r| r["table"] == "p1" || r["table"] == "p2"));
+    assert_eq!(rs.len(), 3, "one R per published relation: {rs:?}");
+    exec(&mut c, "select pg_drop_replication_slot('f3_pub_pgo'); select pg_drop_replication_slot('f3_pub_pj')");
+}
+
+/// Applies format 3 objects as a consumer would: streamed changes are
+/// buffered per transaction and applied at their C (dropping what an A
+/// aborts), prepared ones at CP; returns id -> row.
+fn replay(objects: &[Value]) -> BTreeMap<i64, Value> {
+    let mut table = BTreeMap::new();
+    let mut pending: Vec<Value> = Vec::new();
+    let mut streamed: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+    let mut prepared: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut block: Option<u64> = None;
+    let apply = |table: &mut BTreeMap<i64, Value>, changes: Vec<Value>| {
+        for ch in changes {
+            match action(&ch) {
+                "I" | "U" => {
+                    if let Some(old) = ch["old"].get("id") {
+                        table.remove(&old.as_i64().unwrap());
+                    }
+                    table.insert(ch["new"]["id"].as_i64().unwrap(), ch["new"].clone());
+                }
+                "D" => {
+                    table.remove(&ch["old"]["id"].as_i64().unwrap());
+                }
+                _ => {}
+            }
+        }
+    };
+    for o in objects {
+        match action(o) {
+            "S" => block = o["xid"].as_u64(),
+            "E" => block = None,
+            "B" => pending.clear(),
+            "I" | "U" | "D" => match block {
+                Some(top) => streamed.entry(top).or_default().push(o.clone()),
+                None => pending.push(o.clone()),
+            },
+            "A" => {
+                let (top, sub) = (o["xid"].as_u64().unwrap(), o["subxid"].as_u64().unwrap());
+                if top == sub {
+                    streamed.remove(&top);
+                } else if let Some(changes) = streamed.get_mut(&top) {
+                    changes.retain(|c| c["xid"].as_u64() != Some(sub));
+                }
+            }
+            "C" if o["streamed"] == true => {
+                let changes = streamed
+                    .remove(&o["xid"].as_u64().unwrap())
+                    .unwrap_or_default();
+                assert!(o["changes"].as_u64().unwrap() as usize >= changes.len());
+                apply(&mut table, changes);
+            }
+            "C" => {
+                assert_eq!(
+                    o["changes"].as_u64().unwrap() as usize,
+                    pending.len(),
+                    "C counts its changes"
+                );
+                apply(&mut table, std::mem::take(&mut pending));
+            }
+            "P" => {
+                let changes = if o["streamed"] == true {
+                    streamed
+                        .remove(&o["xid"].as_u64().unwrap())
+                        .unwrap_or_default()
+                } else {
+                    std::mem::take(&mut pending)
+                };
+                prepared.insert(o["gid"].as_str().unwrap().to_string(), changes);
+            }
+            "CP" => {
+                let changes = prepared
+                    .remove(o["gid"].as_str().unwrap())
+                    .expect("prepared");
+                apply(&mut table, changes);
+            }
+            "RP" => {
+                prepared.remove(o["gid"].as_str().unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        streamed.is_empty() && prepared.is_empty(),
+        "left over: {streamed:?} {prepared:?}"
+    );
+    table
+}
+
+fn table_rows(c: &mut Client) -> BTreeMap<i64, Value> {
+    c.query("select id, row_to_json(t)::text from t", &[])
+        .expect("table")
+        .iter()
+        .map(|r| {
+            let id: i32 = r.get(0);
+            let v: Value = serde_json::from_str(&r.get::<_, String>(1)).expect("row_to_json");
+            (id as i64, v)
+        })
+        .collect()
+}
+
+#[test]
+fn streaming_and_two_phase_replay_to_the_final_state() {
+    let (_db, mut c) = database("stream");
+    exec(
+        &mut c,
+        "create table t (id int primary key, v text, n numeric, ts timestamptz, tags int[])",
+    );
+    slot(&mut c, "f3_stream", "pubjson", true);
+    exec(
+        &mut c,
+        "begin;
+         insert into t select i, repeat('v', 50) || i, i / 3.0, '2026-01-01'::timestamptz + i * interval '1 min', array[i, null]
+           from generate_series(1, 3000) i;
+         savepoint s; update t set v = 'aborted' where id <= 500; rollback to s;
+         update t set n = -n where id % 7 = 0;
+         delete from t where id % 11 = 0;
+         commit;
+         begin; insert into t select i, 'gone' from generate_series(5001, 6000) i; rollback;
+         begin; insert into t values (9001, 'prepared', 1, now(), '{}'); update t set v = 'p' where id = 1;
+         prepare transaction 'g1';",
+    );
+    // COMMIT/ROLLBACK PREPARED cannot share a multi-statement query.
+    exec(&mut c, "commit prepared 'g1'");
+    exec(
+        &mut c,
+        "begin; insert into t values (9002, 'rolled back prepared'); prepare transaction 'g2';",
+    );
+    exec(&mut c, "rollback prepared 'g2'");
+    let force_streaming = if server_major(&mut c) >= 16 {
+        "set debug_logical_replication_streaming = immediate"
+    } else {
+        "set logical_decoding_work_mem = '64kB'"
+    };
+    exec(&mut c, force_streaming);
+    let objects = get(
+        &mut c,
+        "f3_stream",
+        &[("streaming", "on"), ("two_phase", "on")],
+    );
+    assert!(
+        objects.iter().any(|o| action(o) == "S"),
+        "nothing was streamed"
+    );
+    assert!(
+        objects.iter().any(|o| action(o) == "A"),
+        "no abort was streamed"
+    );
+    assert!(objects.iter().any(|o| action(o) == "P"));
+    assert!(objects.iter().any(|o| action(o) == "RP"));
+    let replayed = replay(&objects);
+    let mut want = table_rows(&mut c);
+    // Same rows; values compared typed (row_to_json prints timestamptz in
+    // the session zone: compare those as instants through the database).
+    assert_eq!(
+        replayed.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (id, row) in replayed {
+        let w = want.remove(&id).unwrap();
+        assert_eq!(row["v"], w["v"], "id {id}");
+        assert_eq!(row["tags"], w["tags"], "id {id}");
+        assert_eq!(row["n"].to_string(), w["n"].to_string(), "id {id}");
+        if let Some(ts) = row["ts"].as_str() {
+            let same: bool = c
+                .query_one(
+                    "select $1::text::timestamptz = (select ts from t where id = $2)",
+                    &[&ts, &(id as i32)],
+                )
+                .expect("ts")
+                .get(0);
+            assert!(same, "id {id}: {ts}");
+        }
+    }
+    exec(
+        &mut c,
+        "reset all; select pg_drop_replication_slot('f3_stream')",
+    );
+}
+
+fn server_major(c: &mut Client) -> i32 {
+    c.query_one(
+        "select current_setting('server_version_num')::int / 10000",
+        &[],
+    )
+    .expect("version")
+    .get(0)
+}
+
+#[test]
+fn pg_recvlogical_streams_format_3() {
+    let (dbname, mut c) = database("recv");
+    exec(
+        &mut c,
+        "create table t (id int primary key, doc jsonb, at date)",
+    );
+    slot(&mut c, "f3_recv", "pubjson", false);
+    let dir = scratch_dir("format3_recv");
+    let file = dir.join("out.jsonl");
+    let mut recv = RecvLogical::start_in(
+        &dbname,
+        "f3_recv",
+        &file,
+        &[("format-version", Some("3"))],
+        &[],
+    );
+    exec(
+        &mut c,
+        "insert into t values (1, '{\"a\": [1, {\"b\": null}]}', '0044-03-15 BC');
+         update t set doc = '\"s\"' where id = 1;",
+    );
+    let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
+        let lines = complete_lines(&file);
+        (lines
+            .iter()
+            .filter(|l| l.contains("\"action\":\"C\""))
+            .count()
+            >= 1)
+            .then_some(lines)
+    });
+    recv.stop();
+    let objects: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    // One batch of statements: one transaction.
+    assert_eq!(actions(&objects), "B R I U C");
+    assert_eq!(
+        objects[2]["new"],
+        json!({"id": 1, "doc": {"a": [1, {"b": null}]}, "at": "-000043-03-15"})
+    );
+    assert_eq!(objects[3]["new"]["doc"], "s");
+    drop(recv);
+    exec(&mut c, "select pg_drop_replication_slot('f3_recv')");
+}

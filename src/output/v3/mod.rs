@@ -1,0 +1,667 @@
+//! Format 3: pubjson's own JSON format (pure code). One object per output
+//! message; rows are JSON objects keyed by column name with typed values
+//! (`value.rs`); `R` objects describe a relation before its first change
+//! in a decoding session and again whenever what they describe changed;
+//! unchanged TOAST values are listed, not dropped; `C` counts the change
+//! objects of its transaction. docs/format3.md is the user's description.
+//!
+//! | action | fields |
+//! |---|---|
+//! | `B` | `xid`, `lsn` (commit), `timestamp` [, `origin`] |
+//! | `C` | `xid`, `lsn`, `nextlsn`, `timestamp`, `changes` [, `streamed`] |
+//! | `R` | `relid`, `schema`, `table`, `identity`, `columns` (`name`, `type`, `typeoid`, `key`, `nullable`) |
+//! | `I`/`U`/`D` | [`xid` in a streamed block,] [`transformedfrom`,] `relid`, `schema`, `table`, `new`, `old`, `unchanged`, `changed` |
+//! | `T` | [`xid`,] `relid`, `schema`, `table` |
+//! | `M` | [`xid`,] `transactional`, `lsn`, `prefix`, `content` |
+//! | `S`/`E`/`A` | as in formats 1 and 2 |
+//! | `P`/`CP`/`RP` | as in formats 1 and 2, `timestamp` in ISO 8601; `P` adds `changes` |
+
+pub mod value;
+
+#[cfg(test)]
+mod tests;
+
+use std::cell::{Cell as StdCell, OnceCell, RefCell};
+use std::collections::HashMap;
+
+use crate::model::{
+    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
+    TupleValues, TxnInfo,
+};
+use crate::options::Options;
+use crate::output::control::{self, TwoPhaseEvent};
+use crate::output::datetime::push_iso8601_timestamp;
+use crate::output::format::{
+    OutputFormat, PreparedTxn, RelationRender, Sink, TypeName, TypeRendering,
+};
+use crate::output::json::{push_json_string, push_lsn, push_u64};
+use crate::output::wal2json::qualified_name;
+
+/// What format 3 renders once per relation (see [`RelationRender`]).
+#[derive(Default)]
+pub struct V3Render {
+    /// `"name":` per column, in column order.
+    keys: OnceCell<Vec<Vec<u8>>>,
+    /// `,"relid":N,"schema":"s","table":"t"`.
+    head: OnceCell<Vec<u8>>,
+    /// The R object for the published columns it was made for.
+    description: RefCell<Option<(Vec<bool>, Vec<u8>)>>,
+    /// The session's consumer has this relation's current R object.
+    announced: StdCell<bool>,
+}
+
+/// Format 3 for one decoding session's options.
+pub struct Format3 {
+    include_origin: bool,
+    numbers_as_strings: bool,
+    /// The last R object written per relation OID in this session.
+    described: HashMap<u32, Vec<u8>>,
+    /// Change objects of the transaction being replayed.
+    changes: u64,
+    /// Change objects per streamed transaction, across its blocks.
+    streamed_changes: HashMap<u32, u64>,
+    /// The streamed block being written.
+    stream_xid: Option<u32>,
+    /// Scratch: published columns of the current change.
+    visible: Vec<bool>,
+    /// Scratch: where each column's value is in the output (new, old).
+    spans: Vec<(Span, Span)>,
+    /// Scratch: the R object of the current change.
+    r_object: Vec<u8>,
+}
+
+type Span = Option<(usize, usize)>;
+
+impl Format3 {
+    pub fn new(opts: &Options) -> Self {
+        Format3 {
+            include_origin: opts.include_origin,
+            numbers_as_strings: opts.numeric_data_types_as_string,
+            described: HashMap::new(),
+            changes: 0,
+            streamed_changes: HashMap::new(),
+            stream_xid: None,
+            visible: Vec::new(),
+            spans: Vec::new(),
+            r_object: Vec::new(),
+        }
+    }
+
+    fn count_change(&mut self) {
+        match self.stream_xid {
+            Some(xid) => *self.streamed_changes.entry(xid).or_insert(0) += 1,
+            None => self.changes += 1,
+        }
+    }
+}
+
+fn field_lsn(out: &mut Vec<u8>, key: &[u8], lsn: u64) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key);
+    out.extend_from_slice(b"\":");
+    if lsn == 0 {
+        out.extend_from_slice(b"null");
+    } else {
+        out.push(b'"');
+        push_lsn(out, lsn);
+        out.push(b'"');
+    }
+}
+
+/// `,"timestamp":"2026-12-02T11:12:50.120197Z"`.
+fn field_timestamp(out: &mut Vec<u8>, time: i64) {
+    out.extend_from_slice(b",\"timestamp\":\"");
+    // Commit times are always in range; an impossible one is left empty.
+    push_iso8601_timestamp(out, time, true);
+    out.push(b'"');
+}
+
+fn field_u64(out: &mut Vec<u8>, key: &[u8], v: u64) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key);
+    out.extend_from_slice(b"\":");
+    push_u64(out, v);
+}
+
+fn letter(kind: ChangeKind) -> u8 {
+    match kind {
+        ChangeKind::Insert => b'I',
+        ChangeKind::Update => b'U',
+        ChangeKind::Delete => b'D',
+    }
+}
+
+fn identity_name(identity: ReplicaIdentity) -> &'static [u8] {
+    match identity {
+        ReplicaIdentity::Default => b"default",
+        ReplicaIdentity::Nothing => b"nothing",
+        ReplicaIdentity::Full => b"full",
+        ReplicaIdentity::Index => b"index",
+    }
+}
+
+/// `,"relid":N,"schema":"s","table":"t"`.
+fn relation_head(rel: &RelationMeta) -> Vec<u8> {
+    let mut head = Vec::new();
+    field_u64(&mut head, b"relid", rel.relid as u64);
+    head.extend_from_slice(b",\"schema\":");
+    head.extend_from_slice(&rel.schema_json);
+    head.extend_from_slice(b",\"table\":");
+    head.extend_from_slice(&rel.table_json);
+    head
+}
+
+/// Whether a column belongs to the replica identity (pgoutput's key flag:
+/// every column under FULL).
+fn is_key(rel: &RelationMeta, col: &ColumnMeta) -> bool {
+    match rel.identity {
+        ReplicaIdentity::Full => true,
+        ReplicaIdentity::Nothing => false,
+        ReplicaIdentity::Default | ReplicaIdentity::Index => col.in_identity_key,
+    }
+}
+
+/// The R object describing `rel`'s columns that `visible` publishes.
+pub fn relation_object(out: &mut Vec<u8>, rel: &RelationMeta, visible: &[bool]) {
+    out.extend_from_slice(b"{\"action\":\"R\"");
+    out.extend_from_slice(&relation_head(rel));
+    out.extend_from_slice(b",\"identity\":\"");
+    out.extend_from_slice(identity_name(rel.identity));
+    out.extend_from_slice(b"\",\"columns\":[");
+    let mut first = true;
+    for (col, _) in rel.columns.iter().zip(visible).filter(|(_, v)| **v) {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"name\":");
+        out.extend_from_slice(&col.name_json);
+        out.extend_from_slice(b",\"type\":");
+        out.extend_from_slice(&col.type_json);
+        out.extend_from_slice(b",\"typeoid\":");
+        out.extend_from_slice(&col.type_oid_text);
+        out.extend_from_slice(if is_key(rel, col) {
+            b",\"key\":true"
+        } else {
+            b",\"key\":false"
+        });
+        out.extend_from_slice(if col.not_null {
+            b",\"nullable\":false}"
+        } else {
+            b",\"nullable\":true}"
+        });
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// Where a row object's value comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Null,
+    Row,
+    /// An unchanged TOAST value, from the complete old row.
+    OldRow,
+}
+
+/// Which columns a row object holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowPart {
+    /// Every published column (`new`; `old` under REPLICA IDENTITY FULL).
+    Whole,
+    /// The replica identity's columns (`old` otherwise).
+    Identity,
+}
+
+fn in_part(rel: &RelationMeta, col: &ColumnMeta, part: RowPart) -> bool {
+    match part {
+        RowPart::Whole => true,
+        // Without an identity index every column the old tuple has.
+        RowPart::Identity => !rel.has_identity_index || col.in_identity_key,
+    }
+}
+
+impl Format3 {
+    /// Writes the R object first if the consumer does not have the
+    /// relation's current description.
+    fn announce(
+        &mut self,
+        sink: &mut dyn Sink,
+        rel: &RelationMeta,
+        render: &V3Render,
+        row: &dyn TupleValues,
+    ) {
+        self.visible.clear();
+        self.visible
+            .extend(rel.columns.iter().map(|c| row.is_visible(c)));
+        let mut description = render.description.borrow_mut();
+        let current = matches!(&*description, Some((mask, _)) if *mask == self.visible);
+        if !current {
+            self.r_object.clear();
+            relation_object(&mut self.r_object, rel, &self.visible);
+            *description = Some((self.visible.clone(), std::mem::take(&mut self.r_object)));
+            render.announced.set(false);
+        }
+        if render.announced.get() {
+            return;
+        }
+        let Some((_, object)) = &*description else {
+            return;
+        };
+        // A rebuilt cache entry (any invalidation) describes the relation
+        // anew: only a description that differs from the last one sent is
+        // written.
+        if self.described.get(&rel.relid) != Some(object) {
+            sink.buf().extend_from_slice(object);
+            sink.write(true);
+            self.described.insert(rel.relid, object.clone());
+        }
+        render.announced.set(true);
+    }
+
+    /// Writes the `new` and `old` members.
+    #[allow(clippy::too_many_arguments)]
+    fn rows<'n, 'o>(
+        &mut self,
+        out: &mut Vec<u8>,
+        rel: &RelationMeta,
+        keys: &[Vec<u8>],
+        new: Option<&mut (dyn TupleValues + 'n)>,
+        mut old: Option<&mut (dyn TupleValues + 'o)>,
+        old_complete: bool,
+        unchanged: &mut Vec<usize>,
+    ) -> Result<(), EncodeError> {
+        if let Some(new) = new {
+            out.extend_from_slice(b",\"new\":");
+            let complete_from = match old.as_deref_mut() {
+                Some(old) if old_complete => Some(old),
+                _ => None,
+            };
+            self.row(
+                out,
+                rel,
+                keys,
+                new,
+                complete_from,
+                RowPart::Whole,
+                true,
+                unchanged,
+            )?;
+        }
+        if let Some(old) = old {
+            out.extend_from_slice(b",\"old\":");
+            let part = if old_complete {
+                RowPart::Whole
+            } else {
+                RowPart::Identity
+            };
+            // The old row's unchanged TOAST values (never an identity
+            // column's) are not reported: the new row's are.
+            let mut ignored = Vec::new();
+            self.row(out, rel, keys, old, None, part, false, &mut ignored)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one row object; records each column's value span.
+    #[allow(clippy::too_many_arguments)]
+    fn row<'r, 'o>(
+        &mut self,
+        out: &mut Vec<u8>,
+        rel: &RelationMeta,
+        keys: &[Vec<u8>],
+        row: &mut (dyn TupleValues + 'r),
+        mut complete_from: Option<&mut (dyn TupleValues + 'o)>,
+        part: RowPart,
+        is_new: bool,
+        unchanged: &mut Vec<usize>,
+    ) -> Result<(), EncodeError> {
+        out.push(b'{');
+        let mut first = true;
+        for (i, (col, key)) in rel.columns.iter().zip(keys).enumerate() {
+            if !in_part(rel, col, part) {
+                continue;
+            }
+            let source = match row.cell(col) {
+                Cell::Hidden => continue,
+                Cell::Null => Source::Null,
+                Cell::Value => Source::Row,
+                Cell::UnchangedToast => match complete_from.as_deref() {
+                    Some(old) if old.cell(col) == Cell::Value => Source::OldRow,
+                    _ => {
+                        unchanged.push(i);
+                        continue;
+                    }
+                },
+            };
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            out.extend_from_slice(key);
+            let start = out.len();
+            let numbers_as_strings = self.numbers_as_strings;
+            match (source, complete_from.as_deref_mut()) {
+                (Source::Null, _) => out.extend_from_slice(b"null"),
+                (Source::OldRow, Some(old)) => old.write_typed(col, numbers_as_strings, out)?,
+                _ => row.write_typed(col, numbers_as_strings, out)?,
+            }
+            let span = Some((start, out.len()));
+            if is_new {
+                self.spans[i].0 = span;
+            } else {
+                self.spans[i].1 = span;
+            }
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+fn column_list(out: &mut Vec<u8>, key: &[u8], rel: &RelationMeta, columns: &[usize]) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(key);
+    out.extend_from_slice(b"\":[");
+    for (n, &i) in columns.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&rel.columns[i].name_json);
+    }
+    out.push(b']');
+}
+
+/// Every object is one output message, written as soon as it is complete.
+impl OutputFormat for Format3 {
+    fn type_rendering(&self) -> TypeRendering {
+        TypeRendering {
+            name: TypeName::WithTypmod,
+            classify_domain_base: false,
+            signed_oid: false,
+        }
+    }
+
+    fn begin(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, first_lsn: u64) {
+        self.changes = 0;
+        let out = sink.buf();
+        out.extend_from_slice(b"{\"action\":\"B\"");
+        field_u64(out, b"xid", txn.xid as u64);
+        field_lsn(out, b"lsn", txn.final_lsn);
+        field_timestamp(out, txn.commit_time);
+        if self.include_origin {
+            field_u64(out, b"origin", txn.origin as u64);
+        }
+        out.push(b'}');
+        sink.write_at(first_lsn);
+    }
+
+    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64) {
+        let out = sink.buf();
+        out.extend_from_slice(b"{\"action\":\"C\"");
+        field_u64(out, b"xid", txn.xid as u64);
+        field_lsn(out, b"lsn", commit_lsn);
+        field_lsn(out, b"nextlsn", txn.end_lsn);
+        field_timestamp(out, txn.commit_time);
+        field_u64(out, b"changes", self.changes);
+        out.push(b'}');
+        sink.write(true);
+        let buf = sink.buf();
+        if buf.capacity() > crate::output::wal2json::v1::FLUSH_BYTES {
+            *buf = Vec::with_capacity(8192);
+        }
+    }
+
+    fn skip_reason(
+        &self,
+        kind: ChangeKind,
+        rel: &RelationMeta,
+        has_new: bool,
+        has_old: bool,
+    ) -> Option<String> {
+        let what = match kind {
+            ChangeKind::Insert | ChangeKind::Update if !has_new => "no tuple data for",
+            ChangeKind::Delete if !has_old => "no tuple identifier for",
+            _ => return None,
+        };
+        Some(format!(
+            "{what} {} in table {}",
+            kind.command(),
+            qualified_name(rel)
+        ))
+    }
+
+    fn change(
+        &mut self,
+        sink: &mut dyn Sink,
+        _txn: &TxnInfo,
+        _lsn: u64,
+        header: &ChangeHeader,
+        rel: &RelationMeta,
+        render: &RelationRender,
+        mut new: Option<&mut dyn TupleValues>,
+        old: Option<&mut dyn TupleValues>,
+    ) -> Result<Option<String>, EncodeError> {
+        let fresh;
+        let render = match render.get::<V3Render>() {
+            Some(render) => render,
+            None => {
+                fresh = V3Render::default();
+                &fresh
+            }
+        };
+        if let Some(row) = new.as_deref().or(old.as_deref()) {
+            self.announce(sink, rel, render, row);
+        }
+        self.count_change();
+        let keys = render.keys.get_or_init(|| {
+            rel.columns
+                .iter()
+                .map(|c| {
+                    let mut key = c.name_json.clone();
+                    key.push(b':');
+                    key
+                })
+                .collect()
+        });
+        let head = render.head.get_or_init(|| relation_head(rel));
+        self.spans.clear();
+        self.spans.resize(rel.columns.len(), (None, None));
+
+        let out = std::mem::take(sink.buf());
+        let mut out = out;
+        out.extend_from_slice(b"{\"action\":\"");
+        out.push(letter(header.kind));
+        out.push(b'"');
+        if let Some(xid) = header.stream_xid {
+            field_u64(&mut out, b"xid", xid as u64);
+        }
+        if let Some(original) = header.transformed_from {
+            out.extend_from_slice(b",\"transformedfrom\":\"");
+            out.push(letter(original));
+            out.push(b'"');
+        }
+        out.extend_from_slice(head);
+        // The old row is complete under REPLICA IDENTITY FULL: it completes
+        // unchanged TOAST values and tells which columns changed.
+        let old_complete = rel.identity == ReplicaIdentity::Full && old.is_some();
+        let mut unchanged = Vec::new();
+        let result = self.rows(
+            &mut out,
+            rel,
+            keys,
+            new.as_deref_mut(),
+            old,
+            old_complete,
+            &mut unchanged,
+        );
+        if let Err(e) = result {
+            out.clear();
+            *sink.buf() = out;
+            return Err(e);
+        }
+        if !unchanged.is_empty() {
+            column_list(&mut out, b"unchanged", rel, &unchanged);
+        }
+        if header.kind == ChangeKind::Update && old_complete && new.is_some() {
+            let changed: Vec<usize> = self
+                .spans
+                .iter()
+                .enumerate()
+                .filter(|(_, (n, o))| match (n, o) {
+                    (Some(n), Some(o)) => out[n.0..n.1] != out[o.0..o.1],
+                    (None, None) => false,
+                    _ => true,
+                })
+                .map(|(i, _)| i)
+                .collect();
+            column_list(&mut out, b"changed", rel, &changed);
+        }
+        out.push(b'}');
+        *sink.buf() = out;
+        sink.write(true);
+        Ok(None)
+    }
+
+    fn writes_truncate(&self) -> bool {
+        true
+    }
+
+    fn truncate(
+        &mut self,
+        sink: &mut dyn Sink,
+        _txn: &TxnInfo,
+        stream_xid: Option<u32>,
+        _lsn: u64,
+        rel: &RelationMeta,
+    ) {
+        self.count_change();
+        let out = sink.buf();
+        out.extend_from_slice(b"{\"action\":\"T\"");
+        if let Some(xid) = stream_xid {
+            field_u64(out, b"xid", xid as u64);
+        }
+        out.extend_from_slice(&relation_head(rel));
+        out.push(b'}');
+        sink.write(true);
+    }
+
+    fn message(
+        &mut self,
+        sink: &mut dyn Sink,
+        _txn: &TxnInfo,
+        transactional: bool,
+        stream_xid: Option<u32>,
+        lsn: u64,
+        prefix: &[u8],
+        content: &[u8],
+    ) {
+        if transactional {
+            self.count_change();
+        }
+        let out = sink.buf();
+        out.extend_from_slice(b"{\"action\":\"M\"");
+        if let Some(xid) = stream_xid {
+            field_u64(out, b"xid", xid as u64);
+        }
+        out.extend_from_slice(if transactional {
+            b",\"transactional\":true"
+        } else {
+            b",\"transactional\":false"
+        });
+        field_lsn(out, b"lsn", lsn);
+        out.extend_from_slice(b",\"prefix\":");
+        push_json_string(out, prefix);
+        out.extend_from_slice(b",\"content\":");
+        push_json_string(out, content);
+        out.push(b'}');
+        sink.write(true);
+    }
+
+    fn stream_start(&mut self, sink: &mut dyn Sink, xid: u32, first: bool) {
+        self.stream_xid = Some(xid);
+        if first {
+            self.streamed_changes.insert(xid, 0);
+        }
+        control::stream_start_open(sink.buf(), xid, first);
+        sink.buf().push(b'}');
+        sink.write(true);
+    }
+
+    fn stream_stop(&mut self, sink: &mut dyn Sink, xid: u32) {
+        self.stream_xid = None;
+        control::stream_stop(sink.buf(), xid);
+        sink.write(true);
+    }
+
+    fn stream_abort(&mut self, sink: &mut dyn Sink, xid: u32, subxid: u32, lsn: u64) {
+        if xid == subxid {
+            self.streamed_changes.remove(&xid);
+        }
+        control::stream_abort(sink.buf(), xid, subxid, lsn);
+        sink.write(true);
+    }
+
+    fn stream_commit(
+        &mut self,
+        sink: &mut dyn Sink,
+        xid: u32,
+        commit_lsn: u64,
+        end_lsn: u64,
+        _timestamp: &[u8],
+        commit_time: i64,
+    ) {
+        let changes = self.streamed_changes.remove(&xid).unwrap_or(0);
+        let out = sink.buf();
+        out.extend_from_slice(b"{\"action\":\"C\"");
+        field_u64(out, b"xid", xid as u64);
+        out.extend_from_slice(b",\"streamed\":true");
+        field_lsn(out, b"lsn", commit_lsn);
+        field_lsn(out, b"nextlsn", end_lsn);
+        field_timestamp(out, commit_time);
+        field_u64(out, b"changes", changes);
+        out.push(b'}');
+        sink.write(true);
+    }
+
+    fn two_phase(
+        &mut self,
+        sink: &mut dyn Sink,
+        event: TwoPhaseEvent,
+        txn: &PreparedTxn,
+        lsn: u64,
+    ) {
+        let action: &[u8] = match event {
+            TwoPhaseEvent::Prepare { .. } => b"P",
+            TwoPhaseEvent::CommitPrepared => b"CP",
+            TwoPhaseEvent::RollbackPrepared => b"RP",
+        };
+        let changes = match event {
+            TwoPhaseEvent::Prepare { streamed: true } => {
+                Some(self.streamed_changes.remove(&txn.xid).unwrap_or(0))
+            }
+            TwoPhaseEvent::Prepare { streamed: false } => Some(self.changes),
+            _ => None,
+        };
+        let out = sink.buf();
+        out.extend_from_slice(b"{\"action\":\"");
+        out.extend_from_slice(action);
+        out.push(b'"');
+        field_u64(out, b"xid", txn.xid as u64);
+        out.extend_from_slice(b",\"gid\":");
+        push_json_string(out, txn.gid);
+        field_lsn(out, b"lsn", lsn);
+        field_lsn(out, b"nextlsn", txn.end_lsn);
+        field_timestamp(out, txn.time);
+        if let TwoPhaseEvent::Prepare { streamed } = event {
+            out.extend_from_slice(if streamed {
+                b",\"streamed\":true"
+            } else {
+                b",\"streamed\":false"
+            });
+        }
+        if let Some(changes) = changes {
+            field_u64(out, b"changes", changes);
+        }
+        out.push(b'}');
+        sink.write(true);
+    }
+}

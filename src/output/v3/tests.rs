@@ -1,0 +1,888 @@
+//! Format 3's encoder, byte by byte, and the property that every object
+//! parses with serde_json.
+
+use super::value::{is_json_number, push_array, push_base64, push_compact_json, push_value, Value};
+use super::*;
+use crate::model::ValueKind;
+use crate::output::encoding::ServerEncoding;
+use crate::output::json::json_string;
+use crate::output::json::tests::{bytes, text};
+use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
+use proptest::prelude::*;
+use serde_json::{json, Value as Json};
+
+fn value(v: Value<'_>) -> String {
+    let mut out = Vec::new();
+    push_value(&mut out, v, false).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn numeric(words: &[u16]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+#[test]
+fn numbers_keep_postgres_digits_and_specials_are_strings() {
+    assert_eq!(value(Value::Int(-32768)), "-32768");
+    assert_eq!(value(Value::Int(i64::MIN)), "-9223372036854775808");
+    assert_eq!(value(Value::Int(4_294_967_295)), "4294967295");
+    for text in ["1.5", "-0", "1e+100", "1.5e-07", "3.4028235e+38", "0"] {
+        assert_eq!(value(Value::NumberText(text.as_bytes())), text);
+    }
+    assert_eq!(value(Value::NumberText(b"NaN")), r#""NaN""#);
+    assert_eq!(value(Value::NumberText(b"Infinity")), r#""Infinity""#);
+    assert_eq!(value(Value::NumberText(b"-Infinity")), r#""-Infinity""#);
+    // Anything not in JSON's number grammar stays valid JSON as a string.
+    assert_eq!(value(Value::NumberText(b".5")), r#"".5""#);
+    // numeric from its binary form: 1.50 keeps its scale.
+    assert_eq!(
+        value(Value::Numeric(&numeric(&[0x8000 | (2 << 7), 1, 5000]))),
+        "1.50"
+    );
+    assert_eq!(value(Value::Numeric(&numeric(&[0x8000 | 0x2000, 7]))), "-7");
+    assert_eq!(value(Value::Numeric(&numeric(&[0xC000]))), r#""NaN""#);
+    assert_eq!(value(Value::Numeric(&numeric(&[0xD000]))), r#""Infinity""#);
+    assert_eq!(value(Value::Numeric(&numeric(&[0xF000]))), r#""-Infinity""#);
+    // Unreadable: nothing written, the caller uses the output function.
+    let mut out = b"x".to_vec();
+    assert!(push_value(&mut out, Value::Numeric(&[0xff]), false).is_err());
+    assert_eq!(out, b"x");
+    // numeric-data-types-as-string quotes them all.
+    let mut out = Vec::new();
+    push_value(&mut out, Value::Int(5), true).unwrap();
+    push_value(&mut out, Value::NumberText(b"2.5"), true).unwrap();
+    push_value(
+        &mut out,
+        Value::Numeric(&numeric(&[0x8000 | 0x2000, 7])),
+        true,
+    )
+    .unwrap();
+    assert_eq!(out, br#""5""2.5""-7""#);
+}
+
+#[test]
+fn json_number_grammar() {
+    for ok in ["0", "-0", "12", "1.0", "1e5", "1E+5", "-1.25e-10"] {
+        assert!(is_json_number(ok.as_bytes()), "{ok}");
+    }
+    for bad in [
+        "", "-", "01", "1.", ".1", "+1", "1e", "1e+", "NaN", "1 ", "0x10",
+    ] {
+        assert!(!is_json_number(bad.as_bytes()), "{bad}");
+    }
+}
+
+#[test]
+fn bools_strings_and_hostile_text() {
+    assert_eq!(value(Value::Bool(true)), "true");
+    assert_eq!(value(Value::Bool(false)), "false");
+    assert_eq!(
+        value(Value::Text(b"a\"b\\c\n\t\x01/\xe2\x80\xa8")),
+        "\"a\\\"b\\\\c\\n\\t\\u0001/\u{2028}\""
+    );
+    // Invalid UTF-8 becomes \u00XX (the server-encoding layer converts it).
+    assert_eq!(value(Value::Text(b"\xff")), r#""\u00ff""#);
+}
+
+#[test]
+fn json_is_embedded_on_one_line() {
+    let doc = b" {\"a\" : [1, 2,\n 3],\t\"s\": \"x y\\\" \\n z\"}\r\n";
+    let got = value(Value::Json(doc));
+    assert_eq!(got, r#"{"a":[1,2,3],"s":"x y\" \n z"}"#);
+    assert!(!got.contains('\n'));
+    let mut out = Vec::new();
+    push_compact_json(&mut out, b"\"only a string\"");
+    assert_eq!(out, br#""only a string""#);
+}
+
+#[test]
+fn jsonb_is_embedded_compact() {
+    let doc = V::Obj(vec![
+        (
+            b"k".to_vec(),
+            V::Arr(vec![num("1.50"), V::Null, V::Bool(true)]),
+        ),
+        (
+            b"nested \"q\"".to_vec(),
+            V::Obj(vec![(b"x".to_vec(), V::Str(b"line\nbreak".to_vec()))]),
+        ),
+    ]);
+    let mut body = Vec::new();
+    encode_jsonb(&doc, &mut body, 32);
+    assert_eq!(
+        value(Value::Jsonb(&body)),
+        r#"{"k":[1.50,null,true],"nested \"q\"":{"x":"line\nbreak"}}"#
+    );
+    let mut out = Vec::new();
+    assert!(push_value(&mut out, Value::Jsonb(&[1, 2]), false).is_err());
+    assert!(out.is_empty());
+}
+
+#[test]
+fn bytea_is_base64() {
+    let mut out = Vec::new();
+    push_base64(&mut out, b"");
+    push_base64(&mut out, b"f");
+    push_base64(&mut out, b"fo");
+    push_base64(&mut out, b"foo");
+    push_base64(&mut out, b"foob");
+    push_base64(&mut out, &[0, 0xff, 0xfe, 0x80]);
+    assert_eq!(out, br#""""Zg==""Zm8=""Zm9v""Zm9vYg==""AP/+gA==""#);
+}
+
+#[test]
+fn timestamps_and_dates_are_iso_8601() {
+    let t = (9467 * 86_400 + 11 * 3600 + 12 * 60 + 50) * 1_000_000 + 120_197;
+    assert_eq!(
+        value(Value::TimestampTz(t)),
+        r#""2025-12-02T11:12:50.120197Z""#
+    );
+    assert_eq!(
+        value(Value::Timestamp(t)),
+        r#""2025-12-02T11:12:50.120197""#
+    );
+    assert_eq!(value(Value::TimestampTz(i64::MAX)), r#""infinity""#);
+    assert_eq!(value(Value::Timestamp(i64::MIN)), r#""-infinity""#);
+    assert_eq!(value(Value::Date(9467)), r#""2025-12-02""#);
+    assert_eq!(value(Value::Date(-746_117)), r#""-000043-03-15""#);
+    assert_eq!(value(Value::Date(i32::MAX)), r#""infinity""#);
+    assert_eq!(value(Value::Date(i32::MIN)), r#""-infinity""#);
+    let mut out = Vec::new();
+    assert!(push_value(&mut out, Value::Date(-3_000_000), false).is_err());
+    assert!(out.is_empty());
+}
+
+fn array(dims: &[usize], elements: &[Option<i64>]) -> String {
+    let mut out = Vec::new();
+    push_array(&mut out, dims, |out, i| -> Result<(), ()> {
+        match elements[i] {
+            Some(v) => push_value(out, Value::Int(v), false).map_err(|_| ()),
+            None => {
+                out.extend_from_slice(b"null");
+                Ok(())
+            }
+        }
+    })
+    .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn arrays_nest_per_dimension_with_nulls() {
+    assert_eq!(array(&[], &[]), "[]");
+    assert_eq!(array(&[0], &[]), "[]");
+    assert_eq!(array(&[3], &[Some(1), None, Some(3)]), "[1,null,3]");
+    let six: Vec<_> = (1..=6).map(Some).collect();
+    assert_eq!(array(&[2, 3], &six), "[[1,2,3],[4,5,6]]");
+    assert_eq!(array(&[3, 2], &six), "[[1,2],[3,4],[5,6]]");
+    let eight: Vec<_> = (1..=8).map(|i| (i % 3 != 0).then_some(i)).collect();
+    assert_eq!(
+        array(&[2, 2, 2], &eight),
+        "[[[1,2],[null,4]],[[5,null],[7,8]]]"
+    );
+}
+
+/// A test value: owned, turned into a [`Value`] when written.
+#[derive(Debug, Clone)]
+enum T {
+    Null,
+    Toast,
+    Int(i64),
+    Text(Vec<u8>),
+    Json(Vec<u8>),
+    Bytea(Vec<u8>),
+    Ts(i64),
+    Num(Vec<u8>),
+}
+
+struct Row {
+    values: Vec<T>,
+    visible: Vec<bool>,
+}
+
+impl Row {
+    fn new(values: Vec<T>) -> Self {
+        let visible = vec![true; values.len()];
+        Row { values, visible }
+    }
+}
+
+impl TupleValues for Row {
+    fn is_visible(&self, c: &ColumnMeta) -> bool {
+        self.visible[c.attr_index]
+    }
+    fn is_null(&self, c: &ColumnMeta) -> bool {
+        matches!(self.values[c.attr_index], T::Null)
+    }
+    fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
+        matches!(self.values[c.attr_index], T::Toast)
+    }
+    fn write_value(&mut self, _: &ColumnMeta, _: bool, _: &mut Vec<u8>) -> Result<(), EncodeError> {
+        unreachable!("format 3 writes typed values")
+    }
+    fn write_typed(
+        &mut self,
+        c: &ColumnMeta,
+        s: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let v = match &self.values[c.attr_index] {
+            T::Int(i) => Value::Int(*i),
+            T::Text(t) => Value::Text(t),
+            T::Json(t) => Value::Json(t),
+            T::Bytea(b) => Value::Bytea(b),
+            T::Ts(t) => Value::TimestampTz(*t),
+            T::Num(b) => Value::Numeric(b),
+            T::Null | T::Toast => unreachable!("not a value"),
+        };
+        push_value(out, v, s).map_err(|_| EncodeError::NotANumber("test".into()))
+    }
+}
+
+fn column(i: usize, name: &[u8], ty: &str, oid: u32, key: bool) -> ColumnMeta {
+    ColumnMeta {
+        attr_index: i,
+        attnum: i as i16 + 1,
+        name_json: json_string(name),
+        type_json: json_string(ty.as_bytes()),
+        type_oid_text: oid.to_string().into_bytes(),
+        kind: ValueKind::Text,
+        not_null: key,
+        default_json: None,
+        in_primary_key: key,
+        in_identity_key: key,
+        // Every test column may hold an unchanged TOAST value.
+        is_varlena: true,
+    }
+}
+
+fn relation(identity: ReplicaIdentity) -> RelationMeta {
+    RelationMeta {
+        relid: 16384,
+        schema: b"public".to_vec(),
+        table: b"t".to_vec(),
+        server_encoding: ServerEncoding::Utf8,
+        schema_json: json_string(b"public"),
+        table_json: json_string(b"t"),
+        columns: vec![
+            column(0, b"id", "integer", 23, true),
+            column(1, b"name", "text", 25, false),
+            column(2, b"body", "text", 25, false),
+        ],
+        has_primary_key: true,
+        has_identity_index: identity != ReplicaIdentity::Full,
+        identity_full: identity == ReplicaIdentity::Full,
+        identity,
+    }
+}
+
+/// A sink that keeps every output message.
+#[derive(Default)]
+struct Messages {
+    buf: Vec<u8>,
+    written: Vec<String>,
+}
+
+impl Sink for Messages {
+    fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+    fn write(&mut self, last: bool) {
+        assert!(last, "format 3 writes whole messages");
+        let message = String::from_utf8(std::mem::take(&mut self.buf)).unwrap();
+        // Every message is JSON and one line.
+        serde_json::from_str::<Json>(&message).unwrap_or_else(|e| panic!("{e}: {message}"));
+        assert!(!message.contains('\n'));
+        self.written.push(message);
+    }
+    fn write_at(&mut self, _lsn: u64) {
+        self.write(true);
+    }
+}
+
+fn txn() -> TxnInfo {
+    TxnInfo {
+        xid: 740,
+        origin: 0,
+        timestamp: Vec::new(),
+        // 2025-12-02 11:12:50.120197 UTC
+        commit_time: (9467 * 86_400 + 11 * 3600 + 12 * 60 + 50) * 1_000_000 + 120_197,
+        final_lsn: 0x16B_3748,
+        end_lsn: 0x16B_3778,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn change(
+    f: &mut Format3,
+    sink: &mut Messages,
+    rel: &RelationMeta,
+    render: &RelationRender,
+    header: ChangeHeader,
+    new: Option<&mut Row>,
+    old: Option<&mut Row>,
+) {
+    let warning = f
+        .change(
+            sink,
+            &txn(),
+            0,
+            &header,
+            rel,
+            render,
+            new.map(|r| r as &mut dyn TupleValues),
+            old.map(|r| r as &mut dyn TupleValues),
+        )
+        .unwrap();
+    assert_eq!(warning, None);
+}
+
+fn row(id: i64, name: &str, body: T) -> Row {
+    Row::new(vec![T::Int(id), T::Text(name.as_bytes().to_vec()), body])
+}
+
+const R_DEFAULT: &str = r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"name","type":"text","typeoid":25,"key":false,"nullable":true},{"name":"body","type":"text","typeoid":25,"key":false,"nullable":true}]}"#;
+
+#[test]
+fn a_transaction_with_r_once_and_every_change_kind() {
+    let mut f = Format3::new(&Options::default());
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Default);
+    let render = RelationRender::default();
+    f.begin(&mut sink, &txn(), 1);
+    let plain = ChangeHeader::plain;
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        plain(ChangeKind::Insert),
+        Some(&mut row(1, "a", T::Null)),
+        None,
+    );
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        plain(ChangeKind::Insert),
+        Some(&mut row(2, "b\"", T::Text(b"x".to_vec()))),
+        None,
+    );
+    // An UPDATE whose body was an unchanged TOAST value, key unchanged.
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        plain(ChangeKind::Update),
+        Some(&mut row(2, "c", T::Toast)),
+        None,
+    );
+    // The key changed: old carries the identity.
+    let mut old = Row::new(vec![T::Int(2), T::Null, T::Null]);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        plain(ChangeKind::Update),
+        Some(&mut row(3, "c", T::Toast)),
+        Some(&mut old),
+    );
+    let mut old = Row::new(vec![T::Int(3), T::Null, T::Null]);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        plain(ChangeKind::Delete),
+        None,
+        Some(&mut old),
+    );
+    f.truncate(&mut sink, &txn(), None, 0, &rel);
+    f.message(&mut sink, &txn(), true, None, 0x20, b"p", b"hello");
+    f.commit(&mut sink, &txn(), 0x16B_3748);
+    let want = [
+        r#"{"action":"B","xid":740,"lsn":"0/16B3748","timestamp":"2025-12-02T11:12:50.120197Z"}"#,
+        R_DEFAULT,
+        r#"{"action":"I","relid":16384,"schema":"public","table":"t","new":{"id":1,"name":"a","body":null}}"#,
+        r#"{"action":"I","relid":16384,"schema":"public","table":"t","new":{"id":2,"name":"b\"","body":"x"}}"#,
+        r#"{"action":"U","relid":16384,"schema":"public","table":"t","new":{"id":2,"name":"c"},"unchanged":["body"]}"#,
+        r#"{"action":"U","relid":16384,"schema":"public","table":"t","new":{"id":3,"name":"c"},"old":{"id":2},"unchanged":["body"]}"#,
+        r#"{"action":"D","relid":16384,"schema":"public","table":"t","old":{"id":3}}"#,
+        r#"{"action":"T","relid":16384,"schema":"public","table":"t"}"#,
+        r#"{"action":"M","transactional":true,"lsn":"0/20","prefix":"p","content":"hello"}"#,
+        r#"{"action":"C","xid":740,"lsn":"0/16B3748","nextlsn":"0/16B3778","timestamp":"2025-12-02T11:12:50.120197Z","changes":7}"#,
+    ];
+    assert_eq!(sink.written, want);
+    // The next transaction starts counting afresh; the relation is known.
+    f.begin(&mut sink, &txn(), 1);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        plain(ChangeKind::Insert),
+        Some(&mut row(9, "z", T::Null)),
+        None,
+    );
+    f.message(&mut sink, &txn(), false, None, 0x30, b"p", b"\x00\xff");
+    f.commit(&mut sink, &txn(), 0x16B_3748);
+    assert_eq!(sink.written.len(), 14);
+    assert!(sink.written[11].starts_with(r#"{"action":"I""#));
+    assert_eq!(
+        sink.written[12],
+        r#"{"action":"M","transactional":false,"lsn":"0/30","prefix":"p","content":"\u0000\u00ff"}"#
+    );
+    assert!(sink.written[13].ends_with(r#""changes":1}"#));
+}
+
+#[test]
+fn full_identity_completes_toast_and_lists_changed_columns() {
+    let mut f = Format3::new(&Options::default());
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Full);
+    let render = RelationRender::default();
+    let mut old = row(1, "a", T::Text(b"big".to_vec()));
+    let header = ChangeHeader::plain(ChangeKind::Update);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        header,
+        Some(&mut row(1, "b", T::Toast)),
+        Some(&mut old),
+    );
+    assert!(sink.written[0].contains(r#""identity":"full""#));
+    assert!(sink.written[0]
+        .contains(r#"{"name":"name","type":"text","typeoid":25,"key":true,"nullable":true}"#));
+    assert_eq!(
+        sink.written[1],
+        r#"{"action":"U","relid":16384,"schema":"public","table":"t","new":{"id":1,"name":"b","body":"big"},"old":{"id":1,"name":"a","body":"big"},"changed":["name"]}"#
+    );
+    // Nothing changed, a NULL appears: changed lists exactly that.
+    let mut old = row(1, "b", T::Text(b"big".to_vec()));
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        header,
+        Some(&mut row(1, "b", T::Null)),
+        Some(&mut old),
+    );
+    assert!(
+        sink.written[2].ends_with(r#","changed":["body"]}"#),
+        "{}",
+        sink.written[2]
+    );
+    let mut old = row(1, "b", T::Null);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        header,
+        Some(&mut row(1, "b", T::Null)),
+        Some(&mut old),
+    );
+    assert!(sink.written[3].ends_with(r#","changed":[]}"#));
+    // A DELETE under FULL carries the whole old row, no changed list.
+    let mut old = row(1, "b", T::Null);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeHeader::plain(ChangeKind::Delete),
+        None,
+        Some(&mut old),
+    );
+    assert_eq!(
+        sink.written[4],
+        r#"{"action":"D","relid":16384,"schema":"public","table":"t","old":{"id":1,"name":"b","body":null}}"#
+    );
+}
+
+#[test]
+fn r_is_resent_exactly_when_the_description_changes() {
+    let mut f = Format3::new(&Options::default());
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Default);
+    let insert = ChangeHeader::plain(ChangeKind::Insert);
+    let render = RelationRender::default();
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        insert,
+        Some(&mut row(1, "a", T::Null)),
+        None,
+    );
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        insert,
+        Some(&mut row(2, "a", T::Null)),
+        None,
+    );
+    assert_eq!(sink.written.len(), 3);
+    // An invalidation rebuilds the cache entry: same description, no R.
+    let rebuilt = RelationRender::default();
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &rebuilt,
+        insert,
+        Some(&mut row(3, "a", T::Null)),
+        None,
+    );
+    assert_eq!(sink.written.len(), 4);
+    // A retyped column: R again, once.
+    let mut retyped = rel.clone();
+    retyped.columns[1].type_json = json_string(b"character varying(10)");
+    retyped.columns[1].type_oid_text = b"1043".to_vec();
+    let render2 = RelationRender::default();
+    for id in 4..6 {
+        change(
+            &mut f,
+            &mut sink,
+            &retyped,
+            &render2,
+            insert,
+            Some(&mut row(id, "a", T::Null)),
+            None,
+        );
+    }
+    assert_eq!(sink.written.len(), 7);
+    assert!(sink.written[4].contains("character varying(10)"));
+    // A column list (the publication changed): R describes only what is published.
+    let mut published = row(6, "a", T::Null);
+    published.visible = vec![true, false, true];
+    change(
+        &mut f,
+        &mut sink,
+        &retyped,
+        &render2,
+        insert,
+        Some(&mut published),
+        None,
+    );
+    assert_eq!(
+        sink.written[7],
+        r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"body","type":"text","typeoid":25,"key":false,"nullable":true}]}"#
+    );
+    assert_eq!(
+        sink.written[8],
+        r#"{"action":"I","relid":16384,"schema":"public","table":"t","new":{"id":6,"body":null}}"#
+    );
+    // Identity, renamed, dropped, added columns all differ from the last R.
+    let mut changed = [
+        relation(ReplicaIdentity::Full),
+        rel.clone(),
+        rel.clone(),
+        rel.clone(),
+    ];
+    changed[1].columns[2].name_json = json_string(b"renamed");
+    changed[2].columns.pop();
+    changed[3]
+        .columns
+        .push(column(3, b"added", "integer", 23, false));
+    for (n, rel) in changed.iter().enumerate() {
+        let before = sink.written.len();
+        let render = RelationRender::default();
+        let mut values = vec![T::Int(1), T::Null, T::Null, T::Null];
+        values.truncate(rel.columns.len().max(3));
+        let mut r = Row::new(values);
+        change(&mut f, &mut sink, rel, &render, insert, Some(&mut r), None);
+        assert_eq!(sink.written.len(), before + 2, "case {n}");
+        assert!(sink.written[before].starts_with(r#"{"action":"R""#));
+    }
+    // Another relation has its own R.
+    let mut other = rel.clone();
+    other.relid = 16400;
+    other.table_json = json_string(b"u");
+    let render3 = RelationRender::default();
+    change(
+        &mut f,
+        &mut sink,
+        &other,
+        &render3,
+        insert,
+        Some(&mut row(1, "a", T::Null)),
+        None,
+    );
+    assert!(sink.written[sink.written.len() - 2].contains(r#""relid":16400"#));
+    // A new session (a new Format3) describes every relation again.
+    let mut f = Format3::new(&Options::default());
+    let mut sink = Messages::default();
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &RelationRender::default(),
+        insert,
+        Some(&mut row(1, "a", T::Null)),
+        None,
+    );
+    assert_eq!(sink.written[0], R_DEFAULT);
+}
+
+#[test]
+fn streaming_two_phase_and_transformed_changes() {
+    let mut f = Format3::new(&Options::default());
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Default);
+    let render = RelationRender::default();
+    f.stream_start(&mut sink, 800, true);
+    let header = ChangeHeader {
+        kind: ChangeKind::Insert,
+        transformed_from: Some(ChangeKind::Update),
+        stream_xid: Some(801),
+    };
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        header,
+        Some(&mut row(1, "a", T::Null)),
+        None,
+    );
+    f.stream_stop(&mut sink, 800);
+    f.stream_start(&mut sink, 800, false);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeHeader::plain_in(ChangeKind::Insert, Some(800)),
+        Some(&mut row(2, "a", T::Null)),
+        None,
+    );
+    f.stream_stop(&mut sink, 800);
+    f.stream_abort(&mut sink, 800, 801, 0x40);
+    f.stream_commit(&mut sink, 800, 0x50, 0x60, b"ignored", txn().commit_time);
+    let want = [
+        r#"{"action":"S","xid":800,"first":true}"#,
+        R_DEFAULT,
+        r#"{"action":"I","xid":801,"transformedfrom":"U","relid":16384,"schema":"public","table":"t","new":{"id":1,"name":"a","body":null}}"#,
+        r#"{"action":"E","xid":800}"#,
+        r#"{"action":"S","xid":800,"first":false}"#,
+        r#"{"action":"I","xid":800,"relid":16384,"schema":"public","table":"t","new":{"id":2,"name":"a","body":null}}"#,
+        r#"{"action":"E","xid":800}"#,
+        r#"{"action":"A","xid":800,"subxid":801,"lsn":"0/40"}"#,
+        r#"{"action":"C","xid":800,"streamed":true,"lsn":"0/50","nextlsn":"0/60","timestamp":"2025-12-02T11:12:50.120197Z","changes":2}"#,
+    ];
+    assert_eq!(sink.written, want);
+
+    // Two-phase: B, the change, P with its count; then CP and RP.
+    sink.written.clear();
+    f.begin(&mut sink, &txn(), 1);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeHeader::plain(ChangeKind::Insert),
+        Some(&mut row(3, "a", T::Null)),
+        None,
+    );
+    let prepared = PreparedTxn {
+        xid: 740,
+        gid: b"g\"1",
+        end_lsn: 0x80,
+        timestamp: b"ignored",
+        time: 0,
+    };
+    f.prepare(&mut sink, &prepared, 0x70, false);
+    f.two_phase(&mut sink, TwoPhaseEvent::CommitPrepared, &prepared, 0x90);
+    f.two_phase(&mut sink, TwoPhaseEvent::RollbackPrepared, &prepared, 0x90);
+    assert_eq!(
+        sink.written[2],
+        r#"{"action":"P","xid":740,"gid":"g\"1","lsn":"0/70","nextlsn":"0/80","timestamp":"2000-01-01T00:00:00Z","streamed":false,"changes":1}"#
+    );
+    assert_eq!(
+        sink.written[3],
+        r#"{"action":"CP","xid":740,"gid":"g\"1","lsn":"0/90","nextlsn":"0/80","timestamp":"2000-01-01T00:00:00Z"}"#
+    );
+    assert!(sink.written[4].starts_with(r#"{"action":"RP""#));
+    // A streamed prepare counts the streamed changes.
+    f.stream_start(&mut sink, 740, true);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeHeader::plain_in(ChangeKind::Insert, Some(740)),
+        Some(&mut row(4, "a", T::Null)),
+        None,
+    );
+    f.stream_stop(&mut sink, 740);
+    f.prepare(&mut sink, &prepared, 0x70, true);
+    assert!(sink
+        .written
+        .last()
+        .unwrap()
+        .ends_with(r#""streamed":true,"changes":1}"#));
+}
+
+#[test]
+fn origin_and_skip_reasons() {
+    let opts = Options {
+        include_origin: true,
+        ..Options::default()
+    };
+    let mut f = Format3::new(&opts);
+    let mut sink = Messages::default();
+    let mut t = txn();
+    t.origin = 3;
+    f.begin(&mut sink, &t, 1);
+    assert!(sink.written[0].ends_with(r#","origin":3}"#));
+    let rel = relation(ReplicaIdentity::Nothing);
+    assert_eq!(f.skip_reason(ChangeKind::Update, &rel, true, false), None);
+    assert_eq!(
+        f.skip_reason(ChangeKind::Delete, &rel, false, false)
+            .as_deref(),
+        Some(r#"no tuple identifier for DELETE in table "public"."t""#)
+    );
+    assert!(f
+        .skip_reason(ChangeKind::Insert, &rel, false, false)
+        .is_some());
+}
+
+/// Any test value a row can hold.
+fn any_cell() -> impl Strategy<Value = T> {
+    prop_oneof![
+        Just(T::Null),
+        Just(T::Toast),
+        any::<i64>().prop_map(T::Int),
+        text(20).prop_map(|s| T::Text(s.into_bytes())),
+        bytes(20).prop_map(T::Text),
+        bytes(20).prop_map(T::Bytea),
+        prop_oneof![
+            (-211_000_000_000_000_000i64..9_000_000_000_000_000_000).prop_map(T::Ts),
+            Just(T::Ts(i64::MAX)),
+            Just(T::Ts(i64::MIN)),
+        ],
+        proptest::sample::select(
+            &[
+                [0x8000u16 | (2 << 7), 1, 5000],
+                [0xC000, 0, 0],
+                [0xD000, 0, 0]
+            ][..]
+        )
+        .prop_map(|w| T::Num(numeric(&w[..if w[0] & 0xC000 == 0xC000 { 1 } else { 3 }]))),
+        any_jsonb().prop_map(|v| {
+            // json's text: jsonb's text form, which is valid JSON when its
+            // strings are valid UTF-8.
+            let mut body = Vec::new();
+            encode_jsonb(&v, &mut body, 32);
+            let mut text = Vec::new();
+            crate::output::jsonb::jsonb_text(&body, &mut text);
+            if serde_json::from_slice::<Json>(&text).is_ok() {
+                T::Json(text)
+            } else {
+                T::Json(b"{\"fallback\": [1, \"a\"]}".to_vec())
+            }
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn every_object_parses_and_round_trips(
+        names in proptest::collection::vec(text(8), 3),
+        new in proptest::collection::vec(any_cell(), 3),
+        old in proptest::collection::vec(any_cell(), 3),
+        full in any::<bool>(),
+        kind in proptest::sample::select(&[ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete][..]),
+    ) {
+        let mut rel = relation(if full { ReplicaIdentity::Full } else { ReplicaIdentity::Default });
+        for (c, n) in rel.columns.iter_mut().zip(&names) {
+            c.name_json = json_string(n.as_bytes());
+        }
+        let mut f = Format3::new(&Options::default());
+        // Messages checks that every message parses and is one line.
+        let mut sink = Messages::default();
+        let mut new_row = Row::new(new.clone());
+        let mut old_row = Row::new(old.into_iter().map(|v| if matches!(v, T::Toast) { T::Null } else { v }).collect());
+        let (n, o) = match kind {
+            ChangeKind::Insert => (Some(&mut new_row), None),
+            ChangeKind::Update => (Some(&mut new_row), Some(&mut old_row)),
+            ChangeKind::Delete => (None, Some(&mut old_row)),
+        };
+        change(&mut f, &mut sink, &rel, &RelationRender::default(), ChangeHeader::plain(kind), n, o);
+        let object: Json = serde_json::from_str(sink.written.last().unwrap()).unwrap();
+        if kind != ChangeKind::Delete {
+            let new_obj = object["new"].as_object().unwrap();
+            for (i, v) in new.iter().enumerate() {
+                let key = &names[i];
+                // Duplicate generated names collapse in a JSON object.
+                if names.iter().filter(|n| *n == key).count() > 1 {
+                    continue;
+                }
+                match v {
+                    T::Null => prop_assert_eq!(&new_obj[key], &Json::Null),
+                    T::Int(i) => prop_assert_eq!(&new_obj[key], &json!(i)),
+                    T::Text(t) => {
+                        if let Ok(s) = std::str::from_utf8(t) {
+                            if !s.contains('\0') {
+                                prop_assert_eq!(&new_obj[key], &json!(s));
+                            }
+                        }
+                    }
+                    T::Toast => {
+                        let completed = full && kind == ChangeKind::Update;
+                        prop_assert_eq!(new_obj.contains_key(key), completed && !matches!(old_row.values[i], T::Null));
+                    }
+                    _ => prop_assert!(new_obj.contains_key(key)),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn base64_matches_rfc_4648(data in bytes(64)) {
+        let mut out = Vec::new();
+        push_base64(&mut out, &data);
+        let s: String = serde_json::from_slice(&out).unwrap();
+        use base64::Engine;
+        prop_assert_eq!(s, base64::engine::general_purpose::STANDARD.encode(&data));
+    }
+
+    #[test]
+    fn numbers_are_json_numbers_or_strings(text in "[-+.eE0-9a-zA-Z]{0,12}") {
+        let mut out = Vec::new();
+        push_value(&mut out, Value::NumberText(text.as_bytes()), false).unwrap();
+        let v: Json = serde_json::from_slice(&out).unwrap();
+        prop_assert!(v.is_number() || v == json!(text));
+    }
+
+    #[test]
+    fn arrays_of_any_shape_parse(dims in proptest::collection::vec(0usize..4, 0..4), seed in any::<u64>()) {
+        let total: usize = if dims.is_empty() { 0 } else { dims.iter().product() };
+        let elements: Vec<Option<i64>> = (0..total)
+            .map(|i| (!(seed >> (i % 64)) & 1 == 1).then_some(i as i64))
+            .collect();
+        let got: Json = serde_json::from_str(&array(&dims, &elements)).unwrap();
+        // Walk down the first dimension's shape.
+        let mut level = &got;
+        for (d, &len) in dims.iter().enumerate() {
+            if total == 0 {
+                break;
+            }
+            let items = level.as_array().unwrap();
+            prop_assert_eq!(items.len(), len, "dimension {}", d);
+            level = &items[0];
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Format 3's typed values (pure code): what a column's value becomes in a
+//! row object, given what PostgreSQL's side read from the datum
+//! ([`Value`]). Binary forms are used where they are cheap (integers,
+//! numeric, jsonb, timestamps, dates, bytea); the rest arrives as text.
+//!
+//! | type | JSON |
+//! |---|---|
+//! | int2, int4, int8, oid | number |
+//! | float4, float8, numeric | number with PostgreSQL's digits; `"NaN"`, `"Infinity"`, `"-Infinity"` as strings |
+//! | bool | `true` / `false` |
+//! | json | the document, embedded (blanks between tokens removed) |
+//! | jsonb | the document, embedded, compact |
+//! | arrays | JSON arrays, nested per dimension, `null` elements; non-default lower bounds: the text form as a string |
+//! | timestamptz | `"2026-12-02T11:12:50.120197Z"` (UTC) |
+//! | timestamp | `"2026-12-02T11:12:50.120197"` |
+//! | date | `"2026-12-02"` |
+//! | bytea | base64 (RFC 4648, with padding) string |
+//! | anything else | its output function's text as a string |
+//!
+//! Timestamps and dates ignore DateStyle and TimeZone; BC years are
+//! astronomical (`0000` is 1 BC, then `-000001`); the infinities are the
+//! strings `"infinity"` and `"-infinity"`.
+
+use crate::output::datetime::{push_iso8601_date, push_iso8601_timestamp};
+use crate::output::json::{push_i64, push_json_string};
+use crate::output::jsonb::jsonb_compact;
+use crate::output::numeric::{numeric_text, NumericKind};
+
+/// A non-null value as PostgreSQL's side read it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'a> {
+    /// int2, int4, int8, oid.
+    Int(i64),
+    /// The output function's text of a number type (float4, float8, or a
+    /// numeric the binary reader did not take).
+    NumberText(&'a [u8]),
+    /// numeric's bytes after the varlena header.
+    Numeric(&'a [u8]),
+    Bool(bool),
+    /// A string: text types, and any other type's output function text.
+    Text(&'a [u8]),
+    /// json's text (a JSON document, as json's input function checked).
+    Json(&'a [u8]),
+    /// jsonb's bytes after the varlena header.
+    Jsonb(&'a [u8]),
+    Bytea(&'a [u8]),
+    /// Microseconds since 2000-01-01 00:00.
+    Timestamp(i64),
+    /// Microseconds since 2000-01-01 00:00 UTC.
+    TimestampTz(i64),
+    /// Days since 2000-01-01.
+    Date(i32),
+}
+
+/// The binary form could not be read: the caller writes the output
+/// function's text instead (as [`Value::NumberText`] or [`Value::Json`]
+/// for numbers and jsonb, [`Value::Text`] otherwise). Nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsText;
+
+/// Appends `value` as format 3 writes it. `numbers_as_strings`
+/// (numeric-data-types-as-string) quotes numbers.
+pub fn push_value(
+    out: &mut Vec<u8>,
+    value: Value<'_>,
+    numbers_as_strings: bool,
+) -> Result<(), NeedsText> {
+    match value {
+        Value::Int(v) => {
+            if numbers_as_strings {
+                out.push(b'"');
+                push_i64(out, v);
+                out.push(b'"');
+            } else {
+                push_i64(out, v);
+            }
+        }
+        Value::NumberText(text) => push_number_text(out, text, numbers_as_strings),
+        Value::Numeric(body) => {
+            let start = out.len();
+            out.push(b'"');
+            match numeric_text(body, out) {
+                None => {
+                    out.truncate(start);
+                    return Err(NeedsText);
+                }
+                Some(NumericKind::Special) => out.push(b'"'),
+                Some(NumericKind::Finite) if numbers_as_strings => out.push(b'"'),
+                Some(NumericKind::Finite) => {
+                    out.remove(start);
+                }
+            }
+        }
+        Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        Value::Text(text) => push_json_string(out, text),
+        Value::Json(text) => push_compact_json(out, text),
+        Value::Jsonb(body) => {
+            if !jsonb_compact(body, out) {
+                return Err(NeedsText);
+            }
+        }
+        Value::Bytea(bytes) => push_base64(out, bytes),
+        Value::Timestamp(ts) | Value::TimestampTz(ts) => {
+            let utc = matches!(value, Value::TimestampTz(_));
+            out.push(b'"');
+            if !push_iso8601_timestamp(out, ts, utc) {
+                out.pop();
+                return Err(NeedsText);
+            }
+            out.push(b'"');
+        }
+        Value::Date(days) => {
+            out.push(b'"');
+            if !push_iso8601_date(out, days) {
+                out.pop();
+                return Err(NeedsText);
+            }
+            out.push(b'"');
+        }
+    }
+    Ok(())
+}
+
+/// Whether `s` is a number in JSON's grammar
+/// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`).
+pub fn is_json_number(s: &[u8]) -> bool {
+    let mut i = 0;
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while s.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    };
+    if s.first() == Some(&b'-') {
+        i += 1;
+    }
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(&mut i);
+        }
+        _ => return false,
+    }
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == s.len()
+}
+
+/// A number's text: unquoted when JSON can carry it, a string otherwise
+/// (NaN, Infinity, -Infinity, or anything unexpected).
+fn push_number_text(out: &mut Vec<u8>, text: &[u8], numbers_as_strings: bool) {
+    if !numbers_as_strings && is_json_number(text) {
+        out.extend_from_slice(text);
+    } else {
+        push_json_string(out, text);
+    }
+}
+
+/// Copies a JSON document without the blanks between its tokens: one
+/// output message stays one line (pg_recvlogical separates messages with
+/// newlines) and takes fewer bytes. Strings are copied as they are.
+pub fn push_compact_json(out: &mut Vec<u8>, text: &[u8]) {
+    out.reserve(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut start = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            out.extend_from_slice(&text[start..i]);
+            start = i + 1;
+        }
+    }
+    out.extend_from_slice(&text[start..]);
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// `bytes` as a base64 string (RFC 4648 standard alphabet, padded).
+pub fn push_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len().div_ceil(3) * 4 + 2);
+    out.push(b'"');
+    let mut chunks = bytes.chunks_exact(3);
+    for c in &mut chunks {
+        let n = (c[0] as u32) << 16 | (c[1] as u32) << 8 | c[2] as u32;
+        out.extend_from_slice(&[
+            BASE64[(n >> 18) as usize & 63],
+            BASE64[(n >> 12) as usize & 63],
+            BASE64[(n >> 6) as usize & 63],
+            BASE64[n as usize & 63],
+        ]);
+    }
+    match *chunks.remainder() {
+        [a] => {
+            let n = (a as u32) << 16;
+            out.extend_from_slice(&[
+                BASE64[(n >> 18) as usize & 63],
+                BASE64[(n >> 12) as usize & 63],
+                b'=',
+                b'=',
+            ]);
+        }
+        [a, b] => {
+            let n = (a as u32) << 16 | (b as u32) << 8;
+            out.extend_from_slice(&[
+                BASE64[(n >> 18) as usize & 63],
+                BASE64[(n >> 12) as usize & 63],
+                BASE64[(n >> 6) as usize & 63],
+                b'=',
+            ]);
+        }
+        _ => {}
+    }
+    out.push(b'"');
+}
+
+/// Appends an array with dimensions `dims` (outermost first) as nested
+/// JSON arrays; `element(out, i)` writes the `i`-th element in storage
+/// order (row-major). No dimensions: `[]`.
+pub fn push_array<E>(
+    out: &mut Vec<u8>,
+    dims: &[usize],
+    mut element: impl FnMut(&mut Vec<u8>, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    if dims.is_empty() || dims.contains(&0) {
+        out.extend_from_slice(b"[]");
+        return Ok(());
+    }
+    let mut next = 0;
+    nest(out, dims, &mut next, &mut element)
+}
+
+fn nest<E>(
+    out: &mut Vec<u8>,
+    dims: &[usize],
+    next: &mut usize,
+    element: &mut impl FnMut(&mut Vec<u8>, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    out.push(b'[');
+    for i in 0..dims[0] {
+        if i > 0 {
+            out.push(b',');
+        }
+        if dims.len() == 1 {
+            element(out, *next)?;
+            *next += 1;
+        } else {
+            nest(out, &dims[1..], next, element)?;
+        }
+    }
+    out.push(b']');
+    Ok(())
+}
