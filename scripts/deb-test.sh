@@ -46,6 +46,7 @@ expected=$(
     echo "/usr/share/postgresql/$PG_MAJOR/extension/pubjson.control"
     for f in sql/pubjson--*.sql sql/pubjson--*.control; do echo "/usr/share/postgresql/$PG_MAJOR/extension/$(basename "$f")"; done
     for f in README.md.gz changelog.gz copyright; do echo "/usr/share/doc/$name/$f"; done
+    for f in docs/*.md; do echo "/usr/share/doc/$name/docs/$(basename "$f").gz"; done
   } | sort
 )
 if [ "$listed" != "$expected" ]; then

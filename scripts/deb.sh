@@ -7,7 +7,7 @@
 #   /usr/share/postgresql/NN/extension/pubjson.control, pubjson--*.sql,
 #       pubjson--*.control (every file of sql/: each version's install
 #       script, the upgrade scripts, older versions' control files)
-#   /usr/share/doc/postgresql-NN-pubjson/copyright, changelog.gz, README.md.gz
+#   /usr/share/doc/postgresql-NN-pubjson/copyright, changelog.gz, README.md.gz, docs/*.md.gz
 # It depends on postgresql-NN and on the shared libraries the library links
 # (dpkg-shlibdeps). VERSION is Cargo.toml's and must head
 # packaging/debian/changelog. lintian checks the result when installed
@@ -61,7 +61,11 @@ install -m 0644 "$built_ext"/pubjson.control "$built_ext"/pubjson--*.sql "$built
 } > "$doc/copyright"
 gzip -9n < packaging/debian/changelog > "$doc/changelog.gz"
 gzip -9n < README.md > "$doc/README.md.gz"
-chmod 0644 "$doc"/*
+# The README links into docs/: the documents go along.
+mkdir -p "$doc/docs"
+for f in docs/*.md; do gzip -9n < "$f" > "$doc/docs/$(basename "$f").gz"; done
+find "$doc" -type f -exec chmod 0644 {} +
+find "$doc" -type d -exec chmod 0755 {} +
 
 # The libraries pubjson.so links, as versioned dependencies (dpkg-shlibdeps
 # wants a debian/control next to it).
