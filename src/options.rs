@@ -465,7 +465,10 @@ impl Options {
                     InvalidParameterValue,
                     format!("option \"{name}\" = \"{shown}\" is unknown"),
                 );
-                err.hint = Some("See the options reference, docs/options.md in pubjson's documentation.".to_owned());
+                err.hint = Some(
+                    "See the options reference, docs/options.md in pubjson's documentation."
+                        .to_owned(),
+                );
                 Err(err)
             }
         }
