@@ -14,7 +14,7 @@
 //! complete before it goes quiet (a transaction idle in its session shows
 //! every change it made).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Transactions listed per slot: the oldest ones (by first LSN). The view
 /// also counts all of them ([`LiveView::pending_txns`]).
@@ -201,10 +201,11 @@ impl LiveTracker {
         self.last_sample = now;
         self.dirty = false;
         self.last_shape = shape(reorder_buffer_bytes, txns);
-        self.first_seen
-            .retain(|xid, _| txns.iter().any(|t| t.xid == *xid));
-        self.streamed
-            .retain(|xid, _| txns.iter().any(|t| t.xid == *xid));
+        // Forget transactions no longer in the buffer (one set, not a scan
+        // of the buffer per remembered transaction).
+        let present: HashSet<u32> = txns.iter().map(|t| t.xid).collect();
+        self.first_seen.retain(|xid, _| present.contains(xid));
+        self.streamed.retain(|xid, _| present.contains(xid));
         let mut view = LiveView {
             owner_pid,
             as_of: now,
