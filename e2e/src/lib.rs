@@ -15,7 +15,9 @@
 //! - [`recvlogical`]: pg_recvlogical as a consumer;
 //! - [`rng`]: seeded randomness for workloads;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
-//!   matrix, row diffs).
+//!   matrix, row diffs);
+//! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
+//!   query file, scraped over loopback.
 //!
 //! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
 //! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
@@ -26,6 +28,7 @@
 pub mod cluster;
 pub mod differential;
 pub mod env;
+pub mod exporter;
 pub mod recvlogical;
 pub mod rng;
 pub mod server;
@@ -36,6 +39,7 @@ pub use differential::*;
 pub use env::{
     cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
 };
+pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
