@@ -47,6 +47,7 @@ expected=$(
     for f in sql/pubjson--*.sql sql/pubjson--*.control; do echo "/usr/share/postgresql/$PG_MAJOR/extension/$(basename "$f")"; done
     for f in README.md.gz changelog.gz copyright; do echo "/usr/share/doc/$name/$f"; done
     for f in docs/*.md; do echo "/usr/share/doc/$name/docs/$(basename "$f").gz"; done
+    for f in monitoring/*; do echo "/usr/share/doc/$name/examples/$(basename "$f")"; done
   } | sort
 )
 if [ "$listed" != "$expected" ]; then
@@ -64,6 +65,9 @@ done
 grep -q "^default_version = '$version'" "$contents/usr/share/postgresql/$PG_MAJOR/extension/pubjson.control" \
   || fail "the packaged control file does not name default_version $version"
 grep -q '^License: PostgreSQL' "$contents/usr/share/doc/$name/copyright" || fail "copyright"
+for f in monitoring/*; do
+  cmp -s "$f" "$contents/usr/share/doc/$name/examples/$(basename "$f")" || fail "packaged $f differs"
+done
 
 # Installing needs the server's Debian package, whose directories these are.
 if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR" 2>/dev/null | grep -q "install ok installed"; then

@@ -7,7 +7,9 @@
 #   /usr/share/postgresql/NN/extension/pubjson.control, pubjson--*.sql,
 #       pubjson--*.control (every file of sql/: each version's install
 #       script, the upgrade scripts, older versions' control files)
-#   /usr/share/doc/postgresql-NN-pubjson/copyright, changelog.gz, README.md.gz, docs/*.md.gz
+#   /usr/share/doc/postgresql-NN-pubjson/copyright, changelog.gz, README.md.gz, docs/*.md.gz,
+#       examples/ (monitoring/: the Prometheus exporter's query file, the
+#       alerting rules and their tests, docs/monitoring.md)
 # It depends on postgresql-NN and on the shared libraries the library links
 # (dpkg-shlibdeps). VERSION is Cargo.toml's and must head
 # packaging/debian/changelog. lintian checks the result when installed
@@ -64,6 +66,9 @@ gzip -9n < README.md > "$doc/README.md.gz"
 # The README links into docs/: the documents go along.
 mkdir -p "$doc/docs"
 for f in docs/*.md; do gzip -9n < "$f" > "$doc/docs/$(basename "$f").gz"; done
+# Files operators copy into their configuration, uncompressed.
+mkdir -p "$doc/examples"
+cp monitoring/* "$doc/examples/"
 find "$doc" -type f -exec chmod 0644 {} +
 find "$doc" -type d -exec chmod 0755 {} +
 

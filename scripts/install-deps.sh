@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything pubjson needs to build and test on Debian 12, idempotently:
 # Debian packages (PostgreSQL 15 server + dev headers, clang, sudo, wal2json;
-# dpkg-dev, binutils and lintian for the Debian package, scripts/deb.sh),
+# dpkg-dev, binutils and lintian for the Debian package, scripts/deb.sh;
+# prometheus-postgres-exporter and prometheus, whose promtool checks the
+# alerting rules, for the monitoring tests),
 # cargo-pgrx pinned to the pgrx version in Cargo.toml, the other PostgreSQL
 # majors listed in PUBJSON_PG_VERSIONS (default "15"; e.g. "15 16 17 18",
 # provided by scripts/build-pg.sh in a cache outside the work tree), and
@@ -32,10 +34,28 @@ server_version=$(dpkg-query -W -f='${Version}' postgresql-$PG_MAJOR 2>/dev/null 
 if [ -n "$server_version" ] && dpkg --compare-versions "$server_version" lt "15.19"; then
   missing+=(postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR)
 fi
+# The monitoring tests run Debian's exporter and promtool. Neither the
+# services the packages start (the tests start the exporter themselves) nor
+# what they recommend (prometheus would pull in the node exporter) are needed.
+monitoring=(prometheus-postgres-exporter prometheus)
+missing_monitoring=()
+for p in "${monitoring[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_monitoring+=("$p")
+done
+if [ $((${#missing[@]} + ${#missing_monitoring[@]})) -gt 0 ]; then
+  $SUDO apt-get update -qq
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "==> installing Debian packages: ${missing[*]}"
-  $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ ${#missing_monitoring[@]} -gt 0 ]; then
+  echo "==> installing Debian packages: ${missing_monitoring[*]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing_monitoring[@]}" >/dev/null
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus prometheus-postgres-exporter >/dev/null 2>&1 || true
+  fi
 fi
 
 # Debian starts a default cluster on install; pubjson's scripts run their own.
