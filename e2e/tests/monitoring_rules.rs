@@ -349,8 +349,15 @@ fn unit_tests_cover_every_alert_with_exporter_series() {
                 problems.push(format!("{case_name}: {name} is not exported by {QUERIES}"));
                 continue;
             };
-            if selector.matchers.matchers.iter().any(|m| m.op != MatchOp::Equal) {
-                problems.push(format!("{case_name}: {text}: series labels are `name=\"value\"`"));
+            if selector
+                .matchers
+                .matchers
+                .iter()
+                .any(|m| m.op != MatchOp::Equal)
+            {
+                problems.push(format!(
+                    "{case_name}: {text}: series labels are `name=\"value\"`"
+                ));
             }
             let labels = matcher_labels(&selector.matchers);
             if labels != metric.labels {
@@ -360,7 +367,10 @@ fn unit_tests_cover_every_alert_with_exporter_series() {
                 ));
             }
         }
-        for check in case["alert_rule_test"].as_sequence().expect("alert_rule_test") {
+        for check in case["alert_rule_test"]
+            .as_sequence()
+            .expect("alert_rule_test")
+        {
             let alert = check["alertname"].as_str().expect("alertname").to_string();
             if !alert_names.contains(&alert) {
                 problems.push(format!("{case_name}: tests {alert}, which {RULES} lacks"));
