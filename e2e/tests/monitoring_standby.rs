@@ -27,6 +27,8 @@ const STANDBY_PORT: u16 = 54348;
 const DB: &str = "monsbdb";
 const EXPORTER_ROLE: &str = "e2e_monsb_exporter";
 const APP: &str = "e2e_monsb_reader";
+/// A logical slot on the standby (16+).
+const STANDBY_SLOT: &str = "e2e_monsb_standby_slot";
 /// max_standby_streaming_delay on the standby, in seconds: long enough for
 /// SQL and a scrape while replay waits, short enough for the wall time.
 const DELAY_S: f64 = 10.0;
@@ -104,6 +106,81 @@ fn scraped_replay(m: &Metrics, name: &str) -> f64 {
     m.value(&format!("pubjson_standby_replay_{name}"), &[])
 }
 
+/// 16+: a logical slot on the standby, in pubjson_slot_* (its WAL counted
+/// from the replay position) and pubjson_standby_logical_slots.
+///
+/// Debian 12's exporter (0.11) then fails its own built-in
+/// pg_replication_slots query on the standby (it calls
+/// pg_current_wal_lsn(), "recovery is in progress"): pubjson's metrics are
+/// all there, but the scrape counts an error. With
+/// --disable-default-metrics the scrape is clean.
+fn standby_slot(p: &mut Client, sb: &Standby, exporter: &mut Exporter, major: u32) {
+    // The slot's creation waits for a running-transactions record from the
+    // primary: ask for one until it is done.
+    let standby = sb.server();
+    let creating = std::thread::spawn(move || {
+        let mut c = standby.connect(DB);
+        exec(
+            &mut c,
+            &format!("select pg_create_logical_replication_slot('{STANDBY_SLOT}', 'pubjson')"),
+        );
+    });
+    while !creating.is_finished() {
+        exec(p, "select pg_log_standby_snapshot()");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    creating.join().expect("slot created on the standby");
+
+    let check = |m: &Metrics| {
+        let db = [("database", DB)];
+        assert_eq!(m.value("pubjson_standby_logical_slots", &db), 1.0);
+        assert_eq!(
+            m.value("pubjson_standby_logical_slots_invalidated", &db),
+            0.0
+        );
+        let slot = [
+            ("slot_name", STANDBY_SLOT),
+            ("database", DB),
+            ("plugin", "pubjson"),
+        ];
+        assert_eq!(m.value("pubjson_slot_active", &slot), 0.0);
+        assert_eq!(m.value("pubjson_slot_invalidated", &slot), 0.0);
+        let retained = m.value("pubjson_slot_retained_wal_bytes", &slot);
+        assert!(retained >= 0.0, "{retained}");
+        assert_eq!(scraped_replay(m, "waiting"), 0.0);
+    };
+    let m = exporter.scrape();
+    println!(
+        "--- a logical slot on the standby\n{}",
+        m.lines("pubjson_slot")
+    );
+    check(&m);
+    let log = exporter.log_text();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Error running query"))
+        .collect();
+    assert!(
+        !errors.is_empty()
+            && errors
+                .iter()
+                .all(|l| l.contains("pg_replication_slots pq: recovery is in progress")),
+        "only the exporter's built-in slot query fails: {log}"
+    );
+
+    let mut plain = Exporter::start(
+        &sb.server(),
+        EXPORTER_ROLE,
+        DB,
+        major,
+        &["--disable-default-metrics"],
+        "standby-plain",
+    );
+    let m = plain.scrape();
+    assert_clean(&m, &plain);
+    check(&m);
+}
+
 #[test]
 fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
     let started = Instant::now();
@@ -162,7 +239,7 @@ fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
     assert_eq!(m.value("pubjson_standby_confl_snapshot_total", &db), 0.0);
     assert!(m.lines("pubjson_standby_replay_conflict_").is_empty());
     assert!(m.lines("pubjson_standby_query_").is_empty());
-    // Every database of the standby has its counters; 16+ also its slots.
+    // Every database of the standby has its counters.
     assert!(!m
         .find(
             "pubjson_standby_confl_lock_total",
@@ -170,6 +247,10 @@ fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
         )
         .is_empty());
     assert_eq!(m.value("pubjson_standby_logical_slots", &db), 0.0);
+    assert_eq!(
+        m.value("pubjson_standby_logical_slots_invalidated", &db),
+        0.0
+    );
     // Nothing of a primary's on a standby.
     assert!(m.lines("pubjson_subscription").is_empty());
 
@@ -289,6 +370,25 @@ fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
     let n: i64 = s.query_one("select count(*) from t", &[]).unwrap().get(0);
     assert_eq!(n, 0, "the truncate was replayed");
 
+    // A delay of -1: replay would wait forever, there is no budget.
+    exec(&mut s, "alter system set max_standby_streaming_delay = -1");
+    exec(&mut s, "select pg_reload_conf()");
+    let m = poll(
+        "a scrape with the delay -1",
+        Duration::from_secs(10),
+        || {
+            let m = exporter.scrape();
+            (scraped_replay(&m, "waits_forever") == 1.0).then_some(m)
+        },
+    );
+    assert_clean(&m, &exporter);
+    assert!(scraped_replay(&m, "max_delay_seconds").is_nan());
+    assert!(scraped_replay(&m, "budget_left_seconds").is_nan());
+    assert_eq!(scraped_replay(&m, "waiting"), 0.0);
+
+    if major >= 16 {
+        standby_slot(&mut p, &sb, &mut exporter, major);
+    }
     drop(exporter);
     drop(sb);
     println!("standby monitoring test took {:?}", started.elapsed());
