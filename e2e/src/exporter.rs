@@ -173,6 +173,46 @@ impl Metrics {
             .collect::<Vec<_>>()
             .join("\n")
     }
+
+    /// Checks the scrape that page `doc` quotes in the block after
+    /// `<!-- exporter-scrape: {test} -->`: every quoted line must match a
+    /// sample of this scrape by metric and labels, leaving out `server`
+    /// (pages omit it: it names the test's socket) and the values of `pid`
+    /// and `xid` (they differ from run to run). Values are not compared.
+    pub fn check_quoted(&self, doc: &str, test: &str) {
+        let text = std::fs::read_to_string(repo_root().join(doc)).expect(doc);
+        let marker = format!("<!-- exporter-scrape: {test} -->");
+        let Some((_, after)) = text.split_once(&marker) else {
+            panic!("{doc} has no {marker}");
+        };
+        let block = after
+            .split_once("```text\n")
+            .and_then(|(_, b)| b.split_once("```"))
+            .map(|(b, _)| b)
+            .unwrap_or_else(|| panic!("{doc}: no text block after {marker}"));
+        let quoted = Metrics::parse(block);
+        assert!(!quoted.scrape.samples.is_empty(), "{doc}: empty block");
+        let varying = ["pid", "xid"];
+        for q in &quoted.scrape.samples {
+            let mut quoted_keys: Vec<&String> = q.labels.keys().collect();
+            quoted_keys.sort();
+            let matches = self.find(&q.metric, &[]).into_iter().any(|s| {
+                let mut keys: Vec<&String> = s.labels.keys().filter(|k| *k != "server").collect();
+                keys.sort();
+                keys == quoted_keys
+                    && q.labels
+                        .iter()
+                        .all(|(k, v)| varying.contains(&k.as_str()) || s.labels.get(k) == Some(v))
+            });
+            assert!(
+                matches,
+                "{doc} quotes {} {:?}, not in the scrape:\n{}",
+                q.metric,
+                q.labels,
+                self.lines("pubjson_")
+            );
+        }
+    }
 }
 
 /// A sample's value, whatever its type.

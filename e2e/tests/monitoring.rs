@@ -17,10 +17,7 @@
 //! `tests/monitoring_standby.rs`.
 
 use postgres::Client;
-use pubjson_e2e::exporter::repo_root;
-use pubjson_e2e::{
-    exec, one_string, poll, scratch_dir, wait_for, Exporter, Metrics, RecvLogical, Server,
-};
+use pubjson_e2e::{exec, one_string, poll, scratch_dir, wait_for, Exporter, RecvLogical, Server};
 use std::time::{Duration, Instant};
 
 const PUB_DB: &str = "pubjson_e2e_mon";
@@ -106,45 +103,6 @@ fn idle_retained(c: &mut Client) -> f64 {
     )
     .expect("idle slot")
     .get(0)
-}
-
-/// The block after `<!-- exporter-scrape: e2e/tests/monitoring.rs -->` in
-/// `doc` (a page quoting this test's scrape): every line must match a
-/// sample of `m` by metric and labels, leaving out `server` (the docs omit
-/// it) and the values of `pid` and `xid` (they differ from run to run).
-fn check_quoted_scrape(doc: &str, m: &Metrics) {
-    let text = std::fs::read_to_string(repo_root().join(doc)).expect(doc);
-    let marker = "<!-- exporter-scrape: e2e/tests/monitoring.rs -->";
-    let Some((_, after)) = text.split_once(marker) else {
-        panic!("{doc} has no {marker}");
-    };
-    let block = after
-        .split_once("```text\n")
-        .and_then(|(_, b)| b.split_once("```"))
-        .map(|(b, _)| b)
-        .unwrap_or_else(|| panic!("{doc}: no text block after the marker"));
-    let quoted = Metrics::parse(block);
-    assert!(!quoted.scrape.samples.is_empty(), "{doc}: empty block");
-    for q in &quoted.scrape.samples {
-        let varying = ["pid", "xid"];
-        let matches = m.find(&q.metric, &[]).into_iter().any(|s| {
-            let mut keys: Vec<&String> = s.labels.keys().filter(|k| *k != "server").collect();
-            let mut quoted_keys: Vec<&String> = q.labels.keys().collect();
-            keys.sort();
-            quoted_keys.sort();
-            keys == quoted_keys
-                && q.labels
-                    .iter()
-                    .all(|(k, v)| varying.contains(&k.as_str()) || s.labels.get(k) == Some(v))
-        });
-        assert!(
-            matches,
-            "{doc} quotes {} {:?}, not in the scrape:\n{}",
-            q.metric,
-            q.labels,
-            m.lines("pubjson_")
-        );
-    }
 }
 
 #[test]
@@ -423,7 +381,7 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
     // The scrape quoted by the documentation: each line's metric and
     // labels are in this one.
     for doc in ["README.md", "docs/monitoring.md"] {
-        check_quoted_scrape(doc, &m);
+        m.check_quoted(doc, "e2e/tests/monitoring.rs");
     }
 
     // Nothing about a standby on a primary.

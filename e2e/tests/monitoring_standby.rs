@@ -286,6 +286,8 @@ fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
     assert_clean(&m, &exporter);
     // The 14 of before, the conflict's kind and the session's time left.
     assert_types(&m, 16);
+    // As docs/monitoring.md quotes it.
+    m.check_quoted("docs/monitoring.md", "e2e/tests/monitoring_standby.rs");
     assert_eq!(scraped_replay(&m, "waiting"), 1.0);
     assert_eq!(
         m.value(
