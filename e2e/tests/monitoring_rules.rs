@@ -11,12 +11,12 @@
 //! `server` as labels.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use promql_parser::label::{MatchOp, Matchers};
 use promql_parser::parser::{self, Expr, LabelModifier, VectorSelector};
 use promql_parser::util::{walk_expr, ExprVisitor};
+use pubjson_e2e::exporter::repo_root;
 use regex::Regex;
 use serde_norway::Value;
 
@@ -26,13 +26,6 @@ const QUERIES: &str = "monitoring/pubjson-exporter-queries.yaml";
 
 /// The label the exporter adds to every metric of the query file.
 const EXPORTER_LABEL: &str = "server";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("e2e/ has a parent")
-        .to_path_buf()
-}
 
 fn read_yaml(relative: &str) -> Value {
     let path = repo_root().join(relative);
