@@ -174,6 +174,34 @@ impl Metrics {
             .join("\n")
     }
 
+    /// Checks the type and help text of every metric named `prefix...`:
+    /// counters end in `_total`, the rest are gauges. Returns how many
+    /// metrics there were.
+    pub fn assert_types(&self, prefix: &str) -> usize {
+        let mut names: Vec<&str> = self
+            .scrape
+            .samples
+            .iter()
+            .map(|s| s.metric.as_str())
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        names.sort();
+        names.dedup();
+        for name in &names {
+            let expected = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            assert_eq!(self.declared_type(name), Some(expected), "{name}");
+            assert!(
+                self.scrape.docs.get(*name).is_some_and(|h| !h.is_empty()),
+                "{name} has no HELP"
+            );
+        }
+        names.len()
+    }
+
     /// Checks the scrape that page `doc` quotes in the block after
     /// `<!-- exporter-scrape: {test} -->`: every quoted line must match a
     /// sample of this scrape by metric and labels, leaving out `server`

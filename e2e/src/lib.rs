@@ -43,7 +43,8 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    db_err, describe_error, drop_slot, exec, one_string, sqlstate, Conn, DbErr, Server,
+    db_err, describe_error, drop_slot, exec, one_string, server_major, sqlstate, Conn, DbErr,
+    Server,
 };
 pub use wait::{poll, retry, wait_for};
 

@@ -153,6 +153,15 @@ impl Server {
     }
 }
 
+/// The server's major version (15, 16, 17, 18).
+pub fn server_major(client: &mut Client) -> u32 {
+    let num: String = client
+        .query_one("select current_setting('server_version_num')", &[])
+        .unwrap_or_else(|e| panic!("server_version_num: {}", describe_error(&e)))
+        .get(0);
+    num.parse::<u32>().expect("server_version_num") / 10000
+}
+
 /// Drops replication slot `slot` if it exists, retrying for `timeout`
 /// while it is active (a walsender may still be releasing it).
 pub fn drop_slot(

@@ -17,7 +17,9 @@
 //! `tests/monitoring_standby.rs`.
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, poll, scratch_dir, wait_for, Exporter, RecvLogical, Server};
+use pubjson_e2e::{
+    exec, one_string, poll, scratch_dir, server_major, wait_for, Exporter, RecvLogical, Server,
+};
 use std::time::{Duration, Instant};
 
 const PUB_DB: &str = "pubjson_e2e_mon";
@@ -63,13 +65,6 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         clean_up(&self.0);
     }
-}
-
-fn server_major(c: &mut Client) -> u32 {
-    one_string(c, "select current_setting('server_version_num')")
-        .parse::<u32>()
-        .expect("server_version_num")
-        / 10000
 }
 
 /// The roles: the exporter's (pg_monitor only, search_path pinned as
@@ -389,26 +384,7 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
 
     // Types as declared: counters end in _total, the rest are gauges; every
     // metric has its help text.
-    let mut names: Vec<&str> = m
-        .scrape
-        .samples
-        .iter()
-        .map(|s| s.metric.as_str())
-        .filter(|n| n.starts_with("pubjson_"))
-        .collect();
-    names.dedup();
-    for name in names {
-        let expected = if name.ends_with("_total") {
-            "counter"
-        } else {
-            "gauge"
-        };
-        assert_eq!(m.declared_type(name), Some(expected), "{name}");
-        assert!(
-            m.scrape.docs.get(name).is_some_and(|h| !h.is_empty()),
-            "{name} has no HELP"
-        );
-    }
+    assert!(m.assert_types("pubjson_") > 40);
 
     // COMMIT: the next scrape no longer shows the transaction.
     exec(&mut batch, "commit");

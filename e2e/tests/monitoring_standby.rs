@@ -19,7 +19,7 @@
 //! absent: `tests/monitoring.rs` checks that.)
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, poll, Exporter, ExtraCluster, Metrics, Standby};
+use pubjson_e2e::{exec, one_string, poll, server_major, Exporter, ExtraCluster, Metrics, Standby};
 use std::time::{Duration, Instant};
 
 const PRIMARY_PORT: u16 = 54347;
@@ -32,13 +32,6 @@ const STANDBY_SLOT: &str = "e2e_monsb_standby_slot";
 /// max_standby_streaming_delay on the standby, in seconds: long enough for
 /// SQL and a scrape while replay waits, short enough for the wall time.
 const DELAY_S: f64 = 10.0;
-
-fn server_major(c: &mut Client) -> u32 {
-    one_string(c, "select current_setting('server_version_num')")
-        .parse::<u32>()
-        .expect("server_version_num")
-        / 10000
-}
 
 /// What SQL says on the standby: replay_waiting, confl_lock of the test's
 /// database, and the budget left (seconds).
@@ -74,31 +67,11 @@ fn assert_clean(m: &Metrics, exporter: &Exporter) {
     assert!(!log.contains("Error running query"), "exporter log:\n{log}");
 }
 
-/// Types as declared: the standby counters end in _total, the rest are
-/// gauges; every one has its help text. `expected` metric names at least.
+/// Types as declared (see `Metrics::assert_types`), for `expected`
+/// standby metric names at least.
 fn assert_types(m: &Metrics, expected: usize) {
-    let mut names: Vec<&str> = m
-        .scrape
-        .samples
-        .iter()
-        .map(|x| x.metric.as_str())
-        .filter(|n| n.starts_with("pubjson_standby"))
-        .collect();
-    names.sort();
-    names.dedup();
-    assert!(names.len() >= expected, "{names:?}");
-    for name in names {
-        let kind = if name.ends_with("_total") {
-            "counter"
-        } else {
-            "gauge"
-        };
-        assert_eq!(m.declared_type(name), Some(kind), "{name}");
-        assert!(
-            m.scrape.docs.get(name).is_some_and(|h| !h.is_empty()),
-            "{name} has no HELP"
-        );
-    }
+    let n = m.assert_types("pubjson_standby");
+    assert!(n >= expected, "{n} standby metrics");
 }
 
 /// The one series of the replay metrics.
