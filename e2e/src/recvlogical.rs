@@ -91,6 +91,18 @@ impl RecvLogical {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
+    /// Waits until its file holds `marker` (e.g. a message emitted after
+    /// the transactions of interest); panics when it exits first or after
+    /// `timeout`.
+    pub fn wait_received(&mut self, marker: &str, timeout: Duration) {
+        crate::wait::wait_for(&format!("{marker} received"), timeout, || {
+            assert!(self.running(), "pg_recvlogical exited: {}", self.stderr());
+            std::fs::read_to_string(&self.file)
+                .unwrap_or_default()
+                .contains(marker)
+        });
+    }
+
     /// Its process id while it has not been waited for.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -8,7 +8,7 @@
 //! other session's query.
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, poll, scratch_dir, wait_for, RecvLogical, Server, TestDb};
+use pubjson_e2e::{exec, one_string, poll, scratch_dir, RecvLogical, Server, TestDb};
 use std::time::{Duration, Instant};
 
 /// Rows of the batch transaction: enough to spill past 64kB many times
@@ -83,19 +83,27 @@ fn open_batch(schema: &str, rows: i64, first_id: i64) -> (Client, i32, String) {
     (c, pid, xid)
 }
 
-/// Waits until pg_recvlogical's file holds `marker` (a message after the
-/// transactions of interest).
-fn wait_received(rl: &mut RecvLogical, marker: &str) {
-    wait_for(
-        &format!("{marker} received"),
-        Duration::from_secs(120),
-        || {
-            assert!(rl.running(), "pg_recvlogical exited: {}", rl.stderr());
-            std::fs::read_to_string(&rl.file)
-                .unwrap_or_default()
-                .contains(marker)
-        },
+/// Commits `batch` and waits until pg_recvlogical has received it: a
+/// message emitted after the commit (`marker`) is in its file.
+fn commit_and_wait_received(
+    batch: &mut Client,
+    c: &mut Client,
+    rl: &mut RecvLogical,
+    marker: &str,
+) {
+    exec(batch, "commit");
+    exec(
+        c,
+        &format!("select pg_logical_emit_message(false, 'live', '{marker}')"),
     );
+    rl.wait_received(marker, Duration::from_secs(120));
+}
+
+/// Waits until `xid` is no longer in pending_transactions() for `slot`.
+fn wait_gone(c: &mut Client, slot: &str, xid: &str, what: &str) {
+    poll(what, Duration::from_secs(10), || {
+        pending(c, slot, xid).is_none().then_some(())
+    });
 }
 
 /// The extension in the test database, and the roles: a replication
@@ -164,12 +172,7 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
 
     // A first batch, committed: the slot's replay rate is measured on it.
     let (mut warm, _, _) = open_batch(&schema, ROWS, 1);
-    exec(&mut warm, "commit");
-    exec(
-        &mut c,
-        "select pg_logical_emit_message(false, 'live', 'warm')",
-    );
-    wait_received(&mut rl, "warm");
+    commit_and_wait_received(&mut warm, &mut c, &mut rl, "warm");
 
     // The batch held open: shown within a second of its WAL being
     // flushed, with exactly its rows.
@@ -233,17 +236,8 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
         .contains("generate_series"));
 
     // COMMIT: the row goes; the forecast matches the real delay within 2x.
-    exec(&mut batch, "commit");
-    exec(
-        &mut c,
-        "select pg_logical_emit_message(false, 'live', 'batch')",
-    );
-    wait_received(&mut rl, "batch");
-    poll(
-        "the committed batch to leave the view",
-        Duration::from_secs(10),
-        || pending(&mut c, &slot, &xid).is_none().then_some(()),
-    );
+    commit_and_wait_received(&mut batch, &mut c, &mut rl, "batch");
+    wait_gone(&mut c, &slot, &xid, "the committed batch to leave the view");
     let measured_ms = commit_to_emit_ms(&mut c, &slot, &xid).expect("the batch's delay");
     eprintln!("forecast {forecast_ms:.0} ms, measured {measured_ms:.0} ms");
     assert!(
@@ -257,10 +251,11 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
         pending(&mut c, &slot, &doomed_xid).filter(|p| p.changes == 100)
     });
     exec(&mut doomed, "rollback");
-    poll(
+    wait_gone(
+        &mut c,
+        &slot,
+        &doomed_xid,
         "the rolled back batch to leave the view",
-        Duration::from_secs(10),
-        || pending(&mut c, &slot, &doomed_xid).is_none().then_some(()),
     );
 
     // The session ends: nothing is left of it.
@@ -269,11 +264,7 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
         pending(&mut c, &slot, &last_xid)
     });
     assert!(rl.stop().success(), "{}", rl.stderr());
-    poll(
-        "the ended session's rows to go",
-        Duration::from_secs(10),
-        || pending(&mut c, &slot, &last_xid).is_none().then_some(()),
-    );
+    wait_gone(&mut c, &slot, &last_xid, "the ended session's rows to go");
     exec(&mut last, "rollback");
 }
 
@@ -296,17 +287,8 @@ fn a_streamed_batch_counts_what_was_sent() {
     assert_eq!(shown.pid, Some(pid));
     assert!(shown.streamed && shown.streamed_changes > 0, "{shown:?}");
     assert!(!shown.spilled, "streamed, not spilled: {shown:?}");
-    exec(&mut batch, "commit");
-    exec(
-        &mut c,
-        "select pg_logical_emit_message(false, 'live', 'streamed')",
-    );
-    wait_received(&mut rl, "streamed");
-    poll(
-        "the streamed batch to leave the view",
-        Duration::from_secs(10),
-        || pending(&mut c, &slot, &xid).is_none().then_some(()),
-    );
+    commit_and_wait_received(&mut batch, &mut c, &mut rl, "streamed");
+    wait_gone(&mut c, &slot, &xid, "the streamed batch to leave the view");
     assert!(rl.stop().success(), "{}", rl.stderr());
 }
 

@@ -18,7 +18,7 @@
 
 use postgres::Client;
 use pubjson_e2e::{
-    exec, one_string, poll, scratch_dir, server_major, wait_for, Exporter, RecvLogical, Server,
+    exec, one_string, poll, scratch_dir, server_major, Exporter, RecvLogical, Server,
 };
 use std::time::{Duration, Instant};
 
@@ -392,11 +392,7 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
         &mut publ,
         "select pg_logical_emit_message(false, 'mon', 'done')",
     );
-    wait_for("the batch decoded", Duration::from_secs(60), || {
-        std::fs::read_to_string(&rl.file)
-            .unwrap_or_default()
-            .contains("done")
-    });
+    rl.wait_received("done", Duration::from_secs(60));
     let m = poll(
         "a scrape without the committed transaction",
         Duration::from_secs(10),
