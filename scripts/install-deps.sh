@@ -23,12 +23,17 @@ PUBJSON_PG_CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
+# The packages among "$@" that are not installed.
+not_installed() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
 packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-wal2json
           libclang-dev clang sudo pkg-config libssl-dev python3 dpkg-dev binutils lintian)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+mapfile -t missing < <(not_installed "${packages[@]}")
 # output_plugin_libraries exists from 15.19 on: upgrade an older server.
 server_version=$(dpkg-query -W -f='${Version}' postgresql-$PG_MAJOR 2>/dev/null || true)
 if [ -n "$server_version" ] && dpkg --compare-versions "$server_version" lt "15.19"; then
@@ -37,11 +42,7 @@ fi
 # The monitoring tests run Debian's exporter and promtool. Neither the
 # services the packages start (the tests start the exporter themselves) nor
 # what they recommend (prometheus would pull in the node exporter) are needed.
-monitoring=(prometheus-postgres-exporter prometheus)
-missing_monitoring=()
-for p in "${monitoring[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_monitoring+=("$p")
-done
+mapfile -t missing_monitoring < <(not_installed prometheus-postgres-exporter prometheus)
 if [ $((${#missing[@]} + ${#missing_monitoring[@]})) -gt 0 ]; then
   $SUDO apt-get update -qq
 fi
