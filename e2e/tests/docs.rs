@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use pubjson_e2e::{note_skip, pg_bin, Server};
+use pubjson_e2e::{note_skip, pg_bin, server_major, Server};
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use regex::Regex;
 
@@ -375,19 +375,10 @@ fn psql(db: &str, extra: &[String], sql: &str, stop_on_error: bool) -> (bool, St
     (status.success(), output)
 }
 
-fn server_major(server: &Server) -> u32 {
-    let v: String = server
-        .connect("postgres")
-        .query_one("show server_version_num", &[])
-        .expect("server_version_num")
-        .get(0);
-    v.parse::<u32>().expect("server_version_num") / 10000
-}
-
 #[test]
 fn examples_match_the_server() {
     let server = Server::main();
-    let major = server_major(&server);
+    let major = server_major(&mut server.connect("postgres"));
     let masks = Masks::new();
     let only = std::env::var("PUBJSON_DOCS").unwrap_or_default();
     let mut failures = Vec::new();

@@ -11,7 +11,9 @@ mod pgoutput_proto;
 
 use pgoutput_proto::{decode_pgoutput, Item};
 use postgres::Client;
-use pubjson_e2e::{complete_lines, poll, scratch_dir, serialize, RecvLogical, Server};
+use pubjson_e2e::{
+    complete_lines, poll, scratch_dir, serialize, server_major, RecvLogical, Server,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -550,15 +552,6 @@ fn streaming_and_two_phase_replay_to_the_final_state() {
         &mut c,
         "reset all; select pg_drop_replication_slot('f3_stream')",
     );
-}
-
-fn server_major(c: &mut Client) -> i32 {
-    c.query_one(
-        "select current_setting('server_version_num')::int / 10000",
-        &[],
-    )
-    .expect("version")
-    .get(0)
 }
 
 #[test]
