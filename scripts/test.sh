@@ -9,18 +9,24 @@
 #   1. installs what is missing (scripts/install-deps.sh)
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
 #   3. unit tests of the pure modules (cargo test)
+#   4. the end-to-end checks that need no server (version_independent::)
 #   then for each major:
-#   4. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
+#   5. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
 #      installs it with dpkg, decodes through it and removes it again;
 #      on 16-18 checks its contents
-#   5. builds and installs the extension (the generated extension script
+#   6. builds and installs the extension (the generated extension script
 #      must equal the committed sql/pubjson--VERSION.sql), starts a
 #      throwaway cluster
-#   6. SQL regression suite (pg_regress, test/sql + test/expected)
-#   7. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
+#   7. SQL regression suite (pg_regress, test/sql + test/expected)
+#   8. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
 #      transactions, conflicts, crash recovery, extension upgrades, and the
 #      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)
+# A failure does not stop the run: every suite of every major runs (cargo
+# test --no-fail-fast), and the summary names every failed test and step
+# per major, then the time of each step, then the count line CI reads
+# ("pubjson: N passed, M failed"), last. The exit status is 0 only when
+# nothing failed.
 # Set PUBJSON_SKIP_LINT=1 to skip step 2 while iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,66 +40,132 @@ esac
 export PUBJSON_PG_VERSIONS=${PUBJSON_PG_VERSIONS:-15}
 export PUBJSON_PG_CACHE=${PUBJSON_PG_CACHE:-/var/cache/pubjson}
 
-summary=$(mktemp)
+logs=$(mktemp -d)
 # Tests that cannot run on a major (wal2json missing) note themselves here.
-export PUBJSON_SKIP_LOG
-PUBJSON_SKIP_LOG=$(mktemp)
-trap 'rm -f "$summary" "$PUBJSON_SKIP_LOG"' EXIT
-# Runs a test command, keeping its output for the final count.
-counted() { "$@" 2>&1 | tee -a "$summary"; return "${PIPESTATUS[0]}"; }
+export PUBJSON_SKIP_LOG=$logs/skipped
+: > "$PUBJSON_SKIP_LOG"
+trap 'rm -rf "$logs"' EXIT
+# What failed ("PostgreSQL 15: test x") and how long each step took.
+failures=()
+timings=()
+started=$SECONDS
 
+# step LABEL LOG COMMAND...: runs a step, its output shown and kept in LOG
+# (for the counts and the failed tests' names); false when it failed.
+step() {
+  local label=$1 log=$2 t0=$SECONDS rc=0
+  shift 2
+  echo "==> $label"
+  "$@" > >(tee -a "$log") 2>&1 || rc=$?
+  # tee's process substitution may still be writing: wait for it.
+  wait $! 2>/dev/null || true
+  timings+=("$(printf '%5ds  %s' $((SECONDS - t0)) "$label")")
+  if [ "$rc" -ne 0 ]; then
+    echo "==> FAILED: $label (exit $rc)"
+    return 1
+  fi
+}
+
+# Names the failed tests of LOG (cargo test's, else pg_regress's) as
+# failures of WHERE; the step itself when none is named.
+record_failures() {
+  local where=$1 label=$2 log=$3 names
+  names=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log")
+  if [ -z "$names" ]; then
+    # pg_regress: "test x ... FAILED  12 ms" (15), "not ok N - x" (16+)
+    names=$(sed -n 's/^not ok [0-9]* *[-+] *\([^ ]*\).*/regress \1/p
+                    s/^\(test\)\{0,1\} *\([a-z0-9_]*\) *\.\.\. FAILED .*/regress \2/p' "$log")
+  fi
+  # Test binaries that failed without naming a test (a crash, a build error).
+  names+=$'\n'$(sed -n 's/^error: test failed, to rerun pass `\(.*\)`$/binary \1/p' "$log")
+  names=$(grep -v '^$' <<< "$names" | sort -u || true)
+  if [ -z "$names" ]; then
+    failures+=("$where: $label")
+  else
+    while read -r name; do failures+=("$where: $name"); done <<< "$names"
+  fi
+}
+
+# run_step WHERE LABEL LOG COMMAND...: a step whose failure is recorded.
+run_step() {
+  local where=$1 label=$2 log=$3
+  shift 3
+  : > "$log.step"
+  if step "$label" "$log.step" "$@"; then
+    cat "$log.step" >> "$log"
+    return 0
+  fi
+  cat "$log.step" >> "$log"
+  record_failures "$where" "$label" "$log.step"
+  return 1
+}
+
+all=$logs/all
 scripts/install-deps.sh
 
 if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
-  echo "==> cargo fmt --check / clippy"
-  cargo fmt --all --check
-  cargo clippy --workspace --all-targets -- -D warnings
-  for major in $PUBJSON_PG_VERSIONS; do
-    [ "$major" = 15 ] && continue
-    # The real path, as install.sh names it (see there).
-    PGRX_PG_CONFIG_PATH=$(readlink -f "$PUBJSON_PG_CACHE/pg$major/bin/pg_config") \
-      cargo clippy -p pubjson --lib --no-default-features --features "pg$major" -- -D warnings
-  done
+  lint() {
+    cargo fmt --all --check &&
+    cargo clippy --workspace --all-targets -- -D warnings || return 1
+    for major in $PUBJSON_PG_VERSIONS; do
+      [ "$major" = 15 ] && continue
+      # The real path, as install.sh names it (see there).
+      PGRX_PG_CONFIG_PATH=$(readlink -f "$PUBJSON_PG_CACHE/pg$major/bin/pg_config") \
+        cargo clippy -p pubjson --lib --no-default-features --features "pg$major" -- -D warnings || return 1
+    done
+  }
+  run_step "lint" "cargo fmt --check / clippy" "$all" lint || true
 fi
 
-echo "==> unit tests"
-counted cargo test -p pubjson --lib
+run_step "unit tests" "unit tests" "$all" cargo test -p pubjson --lib || true
+# Checks of files alone (the alerting rules with promtool, the links
+# between the documents): once, not once per major.
+run_step "end-to-end" "end-to-end checks that need no server" "$all" \
+  cargo test -p pubjson-e2e --release -- version_independent:: || true
 
-results=()
 for major in $PUBJSON_PG_VERSIONS; do
-  (
-    export PG_MAJOR=$major
-    unset PG_BIN PG_CONFIG
-    # Before install.sh: on 15 the package test installs and removes
-    # pubjson with dpkg (it puts back what it finds, all the same).
-    echo "==> PostgreSQL $major: Debian package"
-    scripts/deb-test.sh
-
-    echo "==> PostgreSQL $major: build and install the extension"
-    scripts/install.sh
-
-    echo "==> PostgreSQL $major: fresh test cluster"
-    scripts/cluster.sh destroy
-    scripts/cluster.sh start
-
-    echo "==> PostgreSQL $major: SQL regression suite"
-    counted scripts/regress.sh
-
-    echo "==> PostgreSQL $major: end-to-end suites"
-    eval "$(scripts/cluster.sh env)"
-    counted cargo test -p pubjson-e2e --release -- --test-threads=2
-
-    scripts/cluster.sh stop
-  )
-  results+=("$major")
+  where="PostgreSQL $major"
+  export PG_MAJOR=$major
+  unset PG_BIN PG_CONFIG
+  # Before install.sh: on 15 the package test installs and removes
+  # pubjson with dpkg (it puts back what it finds, all the same).
+  run_step "$where" "$where: Debian package" "$all" scripts/deb-test.sh || true
+  if ! run_step "$where" "$where: build and install the extension" "$all" scripts/install.sh ||
+     ! run_step "$where" "$where: fresh test cluster" "$all" \
+         bash -c 'scripts/cluster.sh destroy && scripts/cluster.sh start'; then
+    echo "==> $where: skipping its suites (no server to test)"
+    scripts/cluster.sh stop >/dev/null 2>&1 || true
+    continue
+  fi
+  run_step "$where" "$where: SQL regression suite" "$all" scripts/regress.sh || true
+  eval "$(scripts/cluster.sh env)"
+  run_step "$where" "$where: end-to-end suites" "$all" \
+    cargo test -p pubjson-e2e --release --no-fail-fast -- --test-threads=2 --skip version_independent:: || true
+  scripts/cluster.sh stop
 done
 
-passed=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
-regress=$(sed -n 's/^[# ]*All \([0-9]*\) tests passed\. *$/\1/p' "$summary" | awk '{s += $1} END {print s + 0}')
+# Counted from cargo test's "test result:" lines and pg_regress's totals.
+passed=$(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed.*/\1/p' "$all" | awk '{s += $1} END {print s + 0}')
+failed=$(sed -n 's/^test result: [A-Za-z]*\. [0-9]* passed; \([0-9]*\) failed.*/\1/p' "$all" | awk '{s += $1} END {print s + 0}')
+regress_passed=$(sed -n 's/^[# ]*All \([0-9]*\) tests passed\. *$/\1/p' "$all" | awk '{s += $1} END {print s + 0}')
+regress_failed=$(sed -n 's/^[# ]*\([0-9]*\) of \([0-9]*\) tests failed\. *$/\1 \2/p' "$all" | awk '{f += $1; p += $2 - $1} END {print f + 0, p + 0}')
+failed=$((failed + ${regress_failed% *}))
+passed=$((passed + regress_passed + ${regress_failed#* }))
+# A failure that no counted test stands for (a step, a crashed binary).
+if [ "${#failures[@]}" -gt 0 ] && [ "$failed" -eq 0 ]; then failed=${#failures[@]}; fi
+
+echo "==> time of each step (total $((SECONDS - started)) s)"
+printf '    %s\n' "${timings[@]}"
 skipped=$(wc -l < "$PUBJSON_SKIP_LOG")
-echo "==> all pubjson test suites passed on PostgreSQL ${results[*]}"
 if [ "$skipped" -gt 0 ]; then
-  echo "    of which $skipped skipped their checks:"
+  echo "==> $skipped tests skipped their checks:"
   sort "$PUBJSON_SKIP_LOG" | sed "s/^/      /"
 fi
-echo "pubjson: $((passed + regress)) passed, 0 failed"
+if [ "${#failures[@]}" -gt 0 ]; then
+  echo "==> FAILED on PostgreSQL $PUBJSON_PG_VERSIONS:"
+  printf '      %s\n' "${failures[@]}"
+else
+  echo "==> all pubjson test suites passed on PostgreSQL $PUBJSON_PG_VERSIONS"
+fi
+echo "pubjson: $passed passed, $failed failed"
+[ "${#failures[@]}" -eq 0 ]

@@ -14,7 +14,7 @@
 //! LSN where the workload ended (`upto_lsn`).
 
 use crate::env::pg_env;
-use crate::server::{describe_error, drop_slot, lock, Conn, Server};
+use crate::server::{describe_error, lock, try_drop_slots, Conn, Server, Slots, RELEASE_TIMEOUT};
 use crate::truncate;
 use crate::wait::{retry, wait_for};
 use postgres::Client;
@@ -406,13 +406,13 @@ impl TestDb {
         let mut conn = connect();
         let schema = format!("e2e_{name}");
         // Leftover slots of an earlier, killed run of this test.
-        conn.client
-            .execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
-                 where slot_name like $1 and not active",
-                &[&format!("{schema}\\_%")],
-            )
-            .unwrap_or_else(|e| panic!("dropping leftover slots: {e}"));
+        let leftovers = format!("{schema}\\_%");
+        try_drop_slots(
+            &mut conn.client,
+            Slots::NamedLike(&leftovers),
+            RELEASE_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("dropping leftover slots: {e}"));
         let mut db = TestDb {
             conn,
             name: name.to_string(),
@@ -746,9 +746,10 @@ impl Drop for SlotGuard {
             }
         };
         for name in &self.names {
-            // A walsender may still be releasing the slot: retry briefly.
-            if let Err(e) = drop_slot(&mut client, name, Duration::from_secs(10)) {
-                eprintln!("could not drop slot {name}: {}", describe_error(&e));
+            // Bounded: a failing test may be unwinding.
+            if let Err(e) = try_drop_slots(&mut client, Slots::Named(name), Duration::from_secs(10))
+            {
+                eprintln!("could not drop slot {name}: {e}");
             }
         }
     }

@@ -9,7 +9,8 @@
 //!
 //! - [`env`]: the environment (cluster variables, server programs,
 //!   directories for clusters and scratch files, skipped checks);
-//! - [`server`]: connections, fresh databases, slots, server errors;
+//! - [`server`]: connections, fresh databases, slots and databases dropped
+//!   once the server has let go of them, server errors;
 //! - [`wait`]: polling with a deadline;
 //! - [`cluster`]: clusters of a test's own and physical standbys;
 //! - [`recvlogical`]: pg_recvlogical as a consumer;
@@ -43,8 +44,9 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    db_err, describe_error, drop_slot, exec, one_string, server_major, sqlstate, Conn, DbErr,
-    Server,
+    db_err, describe_backend, describe_error, drop_slot, exec, one_string, server_major, sqlstate,
+    try_drop_slots, wait_clients_gone, wait_slot_released, Conn, DbErr, Server, Slots,
+    RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
 

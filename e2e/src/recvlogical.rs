@@ -2,16 +2,34 @@
 //! interrupted (SIGINT) or killed, and the lines it wrote.
 
 use crate::env::{pg_bin, pg_env};
-use crate::server::Server;
+use crate::server::{wait_clients_gone, Server, RELEASE_TIMEOUT};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running `pg_recvlogical --start`; killed on drop.
+///
+/// Whenever its process has ended (stopped, killed, exited by itself), the
+/// methods that reap it also wait until the server has let go of it: its
+/// walsender gone and the slot released (found by a `PGAPPNAME` of its
+/// own), so that the slot can be dropped, or streamed from again, at once.
 pub struct RecvLogical {
     child: Option<Child>,
+    server: Server,
+    application_name: String,
     pub file: PathBuf,
     pub stderr_file: PathBuf,
+}
+
+/// A name no other pg_recvlogical of this run has.
+fn unique_application_name() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "pubjson-e2e-recv-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl RecvLogical {
@@ -61,8 +79,10 @@ impl RecvLogical {
     ) -> RecvLogical {
         let stderr_file = file.with_extension("stderr");
         let stderr = std::fs::File::create(&stderr_file).expect("create stderr file");
+        let application_name = unique_application_name();
         let mut cmd = command(server, (user, dbname));
-        cmd.args(["-S", slot])
+        cmd.env("PGAPPNAME", &application_name)
+            .args(["-S", slot])
             .args(["--start", "--no-loop", "-F", "0", "-s", "1", "-f"])
             .arg(file);
         for o in opts {
@@ -77,6 +97,8 @@ impl RecvLogical {
             .unwrap_or_else(|e| panic!("cannot start pg_recvlogical: {e}"));
         RecvLogical {
             child: Some(child),
+            server: server.clone(),
+            application_name,
             file: file.to_path_buf(),
             stderr_file,
         }
@@ -115,6 +137,8 @@ impl RecvLogical {
             let child = self.child.as_mut()?;
             if let Some(status) = child.try_wait().expect("try_wait") {
                 self.child = None;
+                self.wait_released(RELEASE_TIMEOUT)
+                    .unwrap_or_else(|e| panic!("{e}"));
                 return Some(status);
             }
             if Instant::now() >= deadline {
@@ -154,18 +178,42 @@ impl RecvLogical {
         self.wait_exit(Duration::from_secs(30))
     }
 
-    /// SIGKILL (only this process, by its pid).
+    /// SIGKILL (only this process, by its pid); then waits until the
+    /// server has let go of it.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if self.kill_process() {
+            self.wait_released(RELEASE_TIMEOUT)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+
+    /// Kills and reaps the process; false when it had been reaped already.
+    fn kill_process(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        true
+    }
+
+    /// Waits until the server side of this client is gone: its walsender
+    /// has exited and released the slot. A server that does not accept
+    /// connections (stopped, crashed, restarting) holds nothing of it.
+    fn wait_released(&self, timeout: Duration) -> Result<(), String> {
+        let Ok(mut client) = self.server.try_connect("postgres", "postgres") else {
+            return Ok(());
+        };
+        wait_clients_gone(&mut client, &self.application_name, timeout)
     }
 }
 
 impl Drop for RecvLogical {
     fn drop(&mut self) {
-        self.kill9();
+        // Never panics (a failing test may be unwinding); a shorter wait.
+        if self.kill_process() {
+            let _ = self.wait_released(Duration::from_secs(10));
+        }
     }
 }
 

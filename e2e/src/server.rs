@@ -7,7 +7,7 @@ use postgres::error::DbError;
 use postgres::{Client, Config, NoTls, SimpleQueryMessage};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where a PostgreSQL server listens (a socket directory and a port).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,24 +114,26 @@ impl Server {
         });
     }
 
-    /// Drops database `name` with its replication slots (retrying while a
-    /// walsender releases one), if it exists.
+    /// Drops database `name` with its replication slots, if it exists:
+    /// waits until every slot of it is released, drops them, then the
+    /// database, ending its sessions (`WITH (FORCE)`, retried while one is
+    /// still exiting).
     pub fn drop_database(&self, name: &str) -> Result<(), String> {
         let mut admin = retry(Duration::from_secs(30), || {
             self.try_connect("postgres", "postgres")
         })
         .map_err(|e| format!("cannot connect to drop database {name}: {e}"))?;
-        retry(Duration::from_secs(15), || {
-            admin.execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
-                 where database = $1",
-                &[&name],
-            )
-        })
-        .map_err(|e| format!("dropping the slots of {name}: {}", describe_error(&e)))?;
-        admin
-            .batch_execute(&format!("drop database if exists {name} with (force)"))
-            .map_err(|e| format!("drop database {name}: {}", describe_error(&e)))
+        try_drop_slots(&mut admin, Slots::OfDatabase(name), RELEASE_TIMEOUT)?;
+        let deadline = Instant::now() + RELEASE_TIMEOUT;
+        loop {
+            match admin.batch_execute(&format!("drop database if exists {name} with (force)")) {
+                Ok(()) => return Ok(()),
+                // "is being accessed by other users": a session did not
+                // exit within the server's own 5 s.
+                Err(e) if sqlstate(&e) == "55006" && Instant::now() < deadline => {}
+                Err(e) => return Err(format!("drop database {name}: {}", describe_error(&e))),
+            }
+        }
     }
 
     /// A new, empty database `name` (an earlier one is dropped first, with
@@ -162,22 +164,168 @@ pub fn server_major(client: &mut Client) -> u32 {
     num.parse::<u32>().expect("server_version_num") / 10000
 }
 
-/// Drops replication slot `slot` if it exists, retrying for `timeout`
-/// while it is active (a walsender may still be releasing it).
-pub fn drop_slot(
+/// How long the server may take to let go of what an ended client held: a
+/// walsender noticing that its client is gone and releasing the slot, a
+/// backend exiting. Generous, for a loaded 2-core machine; reached only
+/// when something really holds on.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which replication slots to drop.
+#[derive(Debug, Clone, Copy)]
+pub enum Slots<'a> {
+    /// The slot of this name.
+    Named(&'a str),
+    /// Every slot of this database.
+    OfDatabase(&'a str),
+    /// Every slot whose name matches this LIKE pattern.
+    NamedLike(&'a str),
+}
+
+impl Slots<'_> {
+    fn condition(&self) -> &'static str {
+        match self {
+            Slots::Named(_) => "slot_name = $1",
+            Slots::OfDatabase(_) => "database = $1",
+            Slots::NamedLike(_) => "slot_name like $1",
+        }
+    }
+
+    fn param(&self) -> &str {
+        match self {
+            Slots::Named(s) | Slots::OfDatabase(s) | Slots::NamedLike(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Slots<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Slots::Named(s) => write!(f, "slot {s}"),
+            Slots::OfDatabase(d) => write!(f, "the slots of database {d}"),
+            Slots::NamedLike(p) => write!(f, "the slots named like {p}"),
+        }
+    }
+}
+
+/// Drops replication slot `slot` if it exists, once no process holds it:
+/// a client that streamed from it may have exited while its walsender
+/// still holds the slot for a moment (ERROR 55006 "is active for PID").
+/// Panics after [`RELEASE_TIMEOUT`], naming the process that holds it.
+pub fn drop_slot(client: &mut Client, slot: &str) {
+    try_drop_slots(client, Slots::Named(slot), RELEASE_TIMEOUT).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Drops `slots`, waiting (bounded by `timeout`) until each is released;
+/// the error says which slot is still held and by what.
+pub fn try_drop_slots(
     client: &mut Client,
-    slot: &str,
+    slots: Slots<'_>,
     timeout: Duration,
-) -> Result<(), postgres::Error> {
-    retry(timeout, || {
-        client
-            .execute(
-                "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
-                 where slot_name = $1",
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let held = format!(
+        "select slot_name::text, active_pid from pg_replication_slots where {} and active_pid is not null",
+        slots.condition()
+    );
+    let drop = format!(
+        "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
+         where {} and active_pid is null",
+        slots.condition()
+    );
+    loop {
+        // Drop what is free now; a slot taken again in between (55006)
+        // is waited for like the others.
+        match client.execute(drop.as_str(), &[&slots.param()]) {
+            Ok(_) => {}
+            Err(e) if sqlstate(&e) == "55006" => {}
+            Err(e) => return Err(format!("dropping {slots}: {}", describe_error(&e))),
+        }
+        let rows = client
+            .query(held.as_str(), &[&slots.param()])
+            .map_err(|e| format!("reading pg_replication_slots: {}", describe_error(&e)))?;
+        let Some(row) = rows.first() else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            let (slot, pid): (String, i32) = (row.get(0), row.get(1));
+            return Err(format!(
+                "{slots}: slot {slot} is still held by PID {pid} after {timeout:?}: {}",
+                describe_backend(client, pid)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until no process holds replication slot `slot` (or it is gone):
+/// e.g. a backend whose decoding call failed releases its slot only after
+/// it has sent the error. Panics after [`RELEASE_TIMEOUT`] naming the holder.
+pub fn wait_slot_released(client: &mut Client, slot: &str) {
+    let deadline = Instant::now() + RELEASE_TIMEOUT;
+    loop {
+        let pid: Option<i32> = client
+            .query_opt(
+                "select active_pid from pg_replication_slots where slot_name = $1",
                 &[&slot],
             )
-            .map(drop)
-    })
+            .unwrap_or_else(|e| panic!("reading pg_replication_slots: {}", describe_error(&e)))
+            .and_then(|row| row.get(0));
+        let Some(pid) = pid else { return };
+        assert!(
+            Instant::now() < deadline,
+            "slot {slot} is still held by PID {pid} after {RELEASE_TIMEOUT:?}: {}",
+            describe_backend(client, pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What `pg_stat_activity` says of backend `pid`, for timeout messages.
+pub fn describe_backend(client: &mut Client, pid: i32) -> String {
+    match client.query_opt(
+        "select concat_ws(', ', backend_type, 'application_name ' || application_name, \
+                'state ' || state, 'waits on ' || wait_event_type || ':' || wait_event, \
+                'started ' || (now() - backend_start)::text || ' ago', 'query ' || left(query, 200)) \
+           from pg_stat_activity where pid = $1",
+        &[&pid],
+    ) {
+        Ok(Some(row)) => row.get(0),
+        Ok(None) => "no longer in pg_stat_activity".to_string(),
+        Err(e) => format!("pg_stat_activity: {}", describe_error(&e)),
+    }
+}
+
+/// Waits until no backend of `application_name` is left on the server and
+/// no such backend holds a replication slot: the server's side of a client
+/// that has exited (its walsender notices only on its next read or write).
+pub fn wait_clients_gone(
+    client: &mut Client,
+    application_name: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let row = client
+            .query_opt(
+                "select a.pid, s.slot_name::text from pg_stat_activity a \
+                   full join pg_replication_slots s on s.active_pid = a.pid \
+                  where a.application_name = $1 \
+                     or (s.active_pid is not null and a.pid is null) \
+                  limit 1",
+                &[&application_name],
+            )
+            .map_err(|e| format!("reading pg_stat_activity: {}", describe_error(&e)))?;
+        let Some(row) = row else { return Ok(()) };
+        if Instant::now() >= deadline {
+            let (pid, slot): (Option<i32>, Option<String>) = (row.get(0), row.get(1));
+            return Err(format!(
+                "the server side of client {application_name} did not end within {timeout:?}: \
+                 PID {pid:?} holding slot {slot:?}: {}",
+                pid.map(|p| describe_backend(client, p)).unwrap_or_default()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A client plus the notices (WARNINGs etc.) the server sent it.

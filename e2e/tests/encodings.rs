@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use pubjson_e2e::{
     complete_lines, connect, connect_db, describe_error, scratch_dir, serialize, wait_for, Conn,
-    RecvLogical,
+    RecvLogical, Server,
 };
 use serde_json::Value;
 
@@ -87,7 +87,7 @@ fn database_name(encoding: &str) -> String {
 
 /// A fresh database in `encoding` (C locale, which every encoding accepts).
 fn fresh_database(admin: &mut Conn, name: &str, encoding: &str) -> Conn {
-    drop_database(admin, name);
+    drop_database(name);
     exec(
         admin,
         &format!(
@@ -336,23 +336,15 @@ fn every_encoding_means_what_utf8_means() {
 
     for s in SAMPLES {
         let name = database_name(s.encoding);
-        drop_database(&mut admin, &name);
+        drop_database(&name);
     }
-    drop_database(&mut admin, UTF8_DB);
+    drop_database(UTF8_DB);
 }
 
-fn drop_database(admin: &mut Conn, name: &str) {
-    admin
-        .client
-        .execute(
-            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = $1",
-            &[&name],
-        )
-        .unwrap_or_else(|e| panic!("dropping the slots of {name}: {}", describe_error(&e)));
-    exec(
-        admin,
-        &format!("drop database if exists {name} with (force)"),
-    );
+fn drop_database(name: &str) {
+    Server::main()
+        .drop_database(name)
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// The conversion routines pubjson loads are the default conversions of

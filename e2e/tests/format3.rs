@@ -12,7 +12,7 @@ mod pgoutput_proto;
 use pgoutput_proto::{decode_pgoutput, Item};
 use postgres::Client;
 use pubjson_e2e::{
-    complete_lines, poll, scratch_dir, serialize, server_major, RecvLogical, Server,
+    complete_lines, drop_slot, poll, scratch_dir, serialize, server_major, RecvLogical, Server,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -183,7 +183,7 @@ fn relation_objects_are_sent_exactly_when_the_description_changes() {
     let objects = get(&mut c, "f3_rel", &[]);
     // One batch of statements: one transaction.
     assert_eq!(actions(&objects), "B R I I C");
-    exec(&mut c, "select pg_drop_replication_slot('f3_rel')");
+    drop_slot(&mut c, "f3_rel");
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn unchanged_toast_under_default_and_full() {
     assert!(updates[1].get("unchanged").is_none());
     assert_eq!(updates[1]["changed"], json!(["note"]));
     assert_eq!(updates[2]["changed"], json!([]));
-    exec(&mut c, "select pg_drop_replication_slot('f3_toast')");
+    drop_slot(&mut c, "f3_toast");
 }
 
 /// pgoutput's changes as (action, relation, id, new columns, old columns).
@@ -374,7 +374,8 @@ fn publications_decide_rows_and_columns_as_pgoutput_does() {
     assert!(rs.iter().any(|r| r["table"] == "p"));
     assert!(!rs.iter().any(|r| r["table"] == "p1" || r["table"] == "p2"));
     assert_eq!(rs.len(), 3, "one R per published relation: {rs:?}");
-    exec(&mut c, "select pg_drop_replication_slot('f3_pub_pgo'); select pg_drop_replication_slot('f3_pub_pj')");
+    drop_slot(&mut c, "f3_pub_pgo");
+    drop_slot(&mut c, "f3_pub_pj");
 }
 
 /// Applies format 3 objects as a consumer would: streamed changes are
@@ -548,10 +549,8 @@ fn streaming_and_two_phase_replay_to_the_final_state() {
             assert!(same, "id {id}: {ts}");
         }
     }
-    exec(
-        &mut c,
-        "reset all; select pg_drop_replication_slot('f3_stream')",
-    );
+    exec(&mut c, "reset all");
+    drop_slot(&mut c, "f3_stream");
 }
 
 #[test]
@@ -598,5 +597,5 @@ fn pg_recvlogical_streams_format_3() {
     );
     assert_eq!(objects[3]["new"]["doc"], "s");
     drop(recv);
-    exec(&mut c, "select pg_drop_replication_slot('f3_recv')");
+    drop_slot(&mut c, "f3_recv");
 }

@@ -211,178 +211,184 @@ fn reads(alert: &Alert) -> Reads {
     reads
 }
 
-#[test]
-fn promtool_check_rules() {
-    let (ok, output) = promtool(&["check", "rules", RULES]);
-    assert!(ok, "promtool rejects the alerting rules:\n{output}");
-}
+/// None of these needs a server: scripts/test.sh runs them once, not once
+/// per PostgreSQL major (`version_independent::` in their names).
+mod version_independent {
+    use super::*;
 
-#[test]
-fn promtool_test_rules() {
-    let (ok, output) = promtool(&["test", "rules", RULE_TESTS]);
-    assert!(ok, "the alerting rules fail their unit tests:\n{output}");
-}
+    #[test]
+    fn promtool_check_rules() {
+        let (ok, output) = promtool(&["check", "rules", RULES]);
+        assert!(ok, "promtool rejects the alerting rules:\n{output}");
+    }
 
-/// Every metric an alert reads (and every `pubjson_*` metric its
-/// annotations name) is exported by the query file, with the labels its
-/// selectors, `on (...)` clauses and `$labels.x` annotations use. A
-/// renamed metric or label would otherwise leave an alert that never fires.
-#[test]
-fn alerts_read_exported_metrics_and_labels() {
-    let metrics = exported_metrics();
-    let metric_word = Regex::new(r"\bpubjson_[a-z0-9_]+").expect("regex");
-    let label_ref = Regex::new(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)").expect("regex");
-    let alerts = alerts();
-    assert!(!alerts.is_empty(), "{RULES} has no alert");
-    let mut problems = Vec::new();
-    let mut used = BTreeSet::new();
-    for alert in &alerts {
-        let reads = reads(alert);
-        // The labels the alert's series carry (both sides of a binary
-        // operation have the same here), plus the rule's own.
-        let mut labels = BTreeSet::new();
-        if reads.selectors.is_empty() {
-            problems.push(format!("{}: reads no metric", alert.name));
-        }
-        for vs in &reads.selectors {
-            let Some(name) = selector_name(&vs.name, &vs.matchers) else {
-                problems.push(format!("{}: a selector without a metric name", alert.name));
-                continue;
-            };
-            let Some(metric) = metrics.get(&name) else {
+    #[test]
+    fn promtool_test_rules() {
+        let (ok, output) = promtool(&["test", "rules", RULE_TESTS]);
+        assert!(ok, "the alerting rules fail their unit tests:\n{output}");
+    }
+
+    /// Every metric an alert reads (and every `pubjson_*` metric its
+    /// annotations name) is exported by the query file, with the labels its
+    /// selectors, `on (...)` clauses and `$labels.x` annotations use. A
+    /// renamed metric or label would otherwise leave an alert that never fires.
+    #[test]
+    fn alerts_read_exported_metrics_and_labels() {
+        let metrics = exported_metrics();
+        let metric_word = Regex::new(r"\bpubjson_[a-z0-9_]+").expect("regex");
+        let label_ref = Regex::new(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)").expect("regex");
+        let alerts = alerts();
+        assert!(!alerts.is_empty(), "{RULES} has no alert");
+        let mut problems = Vec::new();
+        let mut used = BTreeSet::new();
+        for alert in &alerts {
+            let reads = reads(alert);
+            // The labels the alert's series carry (both sides of a binary
+            // operation have the same here), plus the rule's own.
+            let mut labels = BTreeSet::new();
+            if reads.selectors.is_empty() {
+                problems.push(format!("{}: reads no metric", alert.name));
+            }
+            for vs in &reads.selectors {
+                let Some(name) = selector_name(&vs.name, &vs.matchers) else {
+                    problems.push(format!("{}: a selector without a metric name", alert.name));
+                    continue;
+                };
+                let Some(metric) = metrics.get(&name) else {
+                    problems.push(format!(
+                        "{}: reads {name}, which {QUERIES} does not export",
+                        alert.name
+                    ));
+                    continue;
+                };
+                used.insert(name.clone());
+                for label in matcher_labels(&vs.matchers).difference(&metric.labels) {
+                    problems.push(format!(
+                        "{}: matches label {label} of {name}, which has only {:?}",
+                        alert.name, metric.labels
+                    ));
+                }
+                labels.extend(metric.labels.iter().cloned());
+            }
+            for label in reads.grouping_labels.difference(&labels) {
                 problems.push(format!(
-                    "{}: reads {name}, which {QUERIES} does not export",
+                    "{}: groups or matches on label {label}, which its metrics do not have",
                     alert.name
                 ));
-                continue;
-            };
-            used.insert(name.clone());
-            for label in matcher_labels(&vs.matchers).difference(&metric.labels) {
-                problems.push(format!(
-                    "{}: matches label {label} of {name}, which has only {:?}",
-                    alert.name, metric.labels
-                ));
             }
-            labels.extend(metric.labels.iter().cloned());
-        }
-        for label in reads.grouping_labels.difference(&labels) {
-            problems.push(format!(
-                "{}: groups or matches on label {label}, which its metrics do not have",
-                alert.name
-            ));
-        }
-        for (key, text) in &alert.annotations {
-            for word in metric_word.find_iter(text) {
-                if !metrics.contains_key(word.as_str()) {
-                    problems.push(format!(
-                        "{}: annotation {key} names {}, which {QUERIES} does not export",
-                        alert.name,
-                        word.as_str()
-                    ));
+            for (key, text) in &alert.annotations {
+                for word in metric_word.find_iter(text) {
+                    if !metrics.contains_key(word.as_str()) {
+                        problems.push(format!(
+                            "{}: annotation {key} names {}, which {QUERIES} does not export",
+                            alert.name,
+                            word.as_str()
+                        ));
+                    }
                 }
-            }
-            for label in label_ref.captures_iter(text) {
-                if !labels.contains(&label[1]) {
-                    problems.push(format!(
-                        "{}: annotation {key} prints $labels.{}, which its metrics do not have",
-                        alert.name, &label[1]
-                    ));
+                for label in label_ref.captures_iter(text) {
+                    if !labels.contains(&label[1]) {
+                        problems.push(format!(
+                            "{}: annotation {key} prints $labels.{}, which its metrics do not have",
+                            alert.name, &label[1]
+                        ));
+                    }
                 }
             }
         }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
 
-    // The conditions issue 15 names are all watched.
-    for needed in [
-        "pubjson_pending_transaction_age_seconds",
-        "pubjson_pending_transaction_retained_wal_bytes",
-        "pubjson_slot_retained_wal_bytes",
-        "pubjson_slot_state_info",
-        "pubjson_subscription_disabled_by_error",
-        "pubjson_subscription_apply_errors_total",
-        "pubjson_standby_query_time_left_seconds",
-        "pubjson_standby_replay_conflict_waiting",
-    ] {
-        assert!(used.contains(needed), "no alert reads {needed}");
+        // The conditions issue 15 names are all watched.
+        for needed in [
+            "pubjson_pending_transaction_age_seconds",
+            "pubjson_pending_transaction_retained_wal_bytes",
+            "pubjson_slot_retained_wal_bytes",
+            "pubjson_slot_state_info",
+            "pubjson_subscription_disabled_by_error",
+            "pubjson_subscription_apply_errors_total",
+            "pubjson_standby_query_time_left_seconds",
+            "pubjson_standby_replay_conflict_waiting",
+        ] {
+            assert!(used.contains(needed), "no alert reads {needed}");
+        }
+        // increase() is only meaningful on counters.
+        let counter = &metrics["pubjson_subscription_apply_errors_total"];
+        assert_eq!(counter.usage, "COUNTER", "{counter:?}");
     }
-    // increase() is only meaningful on counters.
-    let counter = &metrics["pubjson_subscription_apply_errors_total"];
-    assert_eq!(counter.usage, "COUNTER", "{counter:?}");
-}
 
-/// The unit tests cover every alert both ways (a case where it fires and
-/// one where it must not), name no alert the rules lack, and feed series
-/// that look like the exporter's: an exported metric with exactly its
-/// labels.
-#[test]
-fn unit_tests_cover_every_alert_with_exporter_series() {
-    let metrics = exported_metrics();
-    let file = read_yaml(RULE_TESTS);
-    let alert_names: BTreeSet<String> = alerts().into_iter().map(|a| a.name).collect();
-    let mut fires = BTreeSet::new();
-    let mut quiet = BTreeSet::new();
-    let mut problems = Vec::new();
-    for case in file["tests"].as_sequence().expect("tests") {
-        let case_name = case["name"].as_str().unwrap_or("(unnamed)");
-        for series in case["input_series"].as_sequence().expect("input_series") {
-            let text = series["series"].as_str().expect("series");
-            let selector = match parser::parse(text) {
-                Ok(Expr::VectorSelector(vs)) => vs,
-                other => {
-                    problems.push(format!("{case_name}: {text} is not a series: {other:?}"));
+    /// The unit tests cover every alert both ways (a case where it fires and
+    /// one where it must not), name no alert the rules lack, and feed series
+    /// that look like the exporter's: an exported metric with exactly its
+    /// labels.
+    #[test]
+    fn unit_tests_cover_every_alert_with_exporter_series() {
+        let metrics = exported_metrics();
+        let file = read_yaml(RULE_TESTS);
+        let alert_names: BTreeSet<String> = alerts().into_iter().map(|a| a.name).collect();
+        let mut fires = BTreeSet::new();
+        let mut quiet = BTreeSet::new();
+        let mut problems = Vec::new();
+        for case in file["tests"].as_sequence().expect("tests") {
+            let case_name = case["name"].as_str().unwrap_or("(unnamed)");
+            for series in case["input_series"].as_sequence().expect("input_series") {
+                let text = series["series"].as_str().expect("series");
+                let selector = match parser::parse(text) {
+                    Ok(Expr::VectorSelector(vs)) => vs,
+                    other => {
+                        problems.push(format!("{case_name}: {text} is not a series: {other:?}"));
+                        continue;
+                    }
+                };
+                let Some(name) = selector_name(&selector.name, &selector.matchers) else {
+                    problems.push(format!("{case_name}: {text} has no metric name"));
                     continue;
+                };
+                let Some(metric) = metrics.get(&name) else {
+                    problems.push(format!("{case_name}: {name} is not exported by {QUERIES}"));
+                    continue;
+                };
+                if selector
+                    .matchers
+                    .matchers
+                    .iter()
+                    .any(|m| m.op != MatchOp::Equal)
+                {
+                    problems.push(format!(
+                        "{case_name}: {text}: series labels are `name=\"value\"`"
+                    ));
                 }
-            };
-            let Some(name) = selector_name(&selector.name, &selector.matchers) else {
-                problems.push(format!("{case_name}: {text} has no metric name"));
-                continue;
-            };
-            let Some(metric) = metrics.get(&name) else {
-                problems.push(format!("{case_name}: {name} is not exported by {QUERIES}"));
-                continue;
-            };
-            if selector
-                .matchers
-                .matchers
-                .iter()
-                .any(|m| m.op != MatchOp::Equal)
+                let labels = matcher_labels(&selector.matchers);
+                if labels != metric.labels {
+                    problems.push(format!(
+                        "{case_name}: {text} has labels {labels:?}, the exporter emits {:?}",
+                        metric.labels
+                    ));
+                }
+            }
+            for check in case["alert_rule_test"]
+                .as_sequence()
+                .expect("alert_rule_test")
             {
-                problems.push(format!(
-                    "{case_name}: {text}: series labels are `name=\"value\"`"
-                ));
-            }
-            let labels = matcher_labels(&selector.matchers);
-            if labels != metric.labels {
-                problems.push(format!(
-                    "{case_name}: {text} has labels {labels:?}, the exporter emits {:?}",
-                    metric.labels
-                ));
-            }
-        }
-        for check in case["alert_rule_test"]
-            .as_sequence()
-            .expect("alert_rule_test")
-        {
-            let alert = check["alertname"].as_str().expect("alertname").to_string();
-            if !alert_names.contains(&alert) {
-                problems.push(format!("{case_name}: tests {alert}, which {RULES} lacks"));
-            }
-            let expected = check["exp_alerts"].as_sequence().map_or(0, Vec::len);
-            if expected == 0 {
-                quiet.insert(alert);
-            } else {
-                fires.insert(alert);
+                let alert = check["alertname"].as_str().expect("alertname").to_string();
+                if !alert_names.contains(&alert) {
+                    problems.push(format!("{case_name}: tests {alert}, which {RULES} lacks"));
+                }
+                let expected = check["exp_alerts"].as_sequence().map_or(0, Vec::len);
+                if expected == 0 {
+                    quiet.insert(alert);
+                } else {
+                    fires.insert(alert);
+                }
             }
         }
+        for alert in &alert_names {
+            if !fires.contains(alert) {
+                problems.push(format!("{alert}: no case where it fires"));
+            }
+            if !quiet.contains(alert) {
+                problems.push(format!("{alert}: no case where it must stay quiet"));
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
-    for alert in &alert_names {
-        if !fires.contains(alert) {
-            problems.push(format!("{alert}: no case where it fires"));
-        }
-        if !quiet.contains(alert) {
-            problems.push(format!("{alert}: no case where it must stay quiet"));
-        }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

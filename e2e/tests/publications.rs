@@ -26,7 +26,9 @@
 mod pgoutput_proto;
 
 use pgoutput_proto::{decode_pgoutput, read_pubjson, xids, Check, Item, Scenario};
-use pubjson_e2e::{complete_lines, db_err, scratch_dir, serialize, RecvLogical, Server};
+use pubjson_e2e::{
+    complete_lines, db_err, scratch_dir, serialize, wait_slot_released, RecvLogical, Server,
+};
 use std::time::{Duration, Instant};
 
 fn at_least(min_changes: usize) -> Check<'static> {
@@ -921,22 +923,15 @@ fn row_filter_error() {
     sc.check_error(&slots, "p", Check::default());
     sc.check_error(&slots, "p,p_other", Check::default());
     // Past the failing change, decoding goes on. (A backend whose peek
-    // failed releases its slot after it has sent the error: retry while
-    // the slot is still "active for PID".)
+    // failed releases its slot after it has sent the error.)
     for slot in [&slots.pgoutput, &slots.pubjson, &slots.raw] {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match sc.db.execute(
+        wait_slot_released(&mut sc.db, slot);
+        sc.db
+            .execute(
                 "select pg_replication_slot_advance($1, $2::text::pg_lsn)",
                 &[slot, &after_bad],
-            ) {
-                Ok(_) => break,
-                Err(e) if db_err(&e).code == "55006" && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => panic!("advancing {slot}: {}", db_err(&e)),
-            }
-        }
+            )
+            .unwrap_or_else(|e| panic!("advancing {slot}: {}", db_err(&e)));
     }
     let (pg, _, _) = sc.check(&slots, "p", at_least(1));
     assert_eq!(pg.len(), 1, "only the transaction after the failing one");

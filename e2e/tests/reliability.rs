@@ -52,7 +52,7 @@
 mod reliability_support;
 
 use postgres::Client;
-use pubjson_e2e::{db_err, exec, lsn, one_string, soak, RecvLogical, SeededRng};
+use pubjson_e2e::{db_err, drop_slot, exec, lsn, one_string, soak, RecvLogical, SeededRng};
 use reliability_support::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -631,10 +631,7 @@ fn crash_and_restart_while_streaming() {
         truncated,
         started.elapsed().as_secs_f64()
     );
-    exec(
-        &mut c,
-        &format!("select pg_drop_replication_slot('{SLOT}')"),
-    );
+    drop_slot(&mut c, SLOT);
 }
 
 // ===========================================================================

@@ -28,7 +28,7 @@ mod conflicts_support;
 
 use conflicts_support::{connect_main, fresh_db, main_cluster};
 use postgres::Client;
-use pubjson_e2e::{sqlstate, Conn, ExtraCluster, Server, Standby};
+use pubjson_e2e::{drop_slot, sqlstate, Conn, ExtraCluster, Server, Standby};
 use std::collections::{BTreeMap, BTreeSet};
 
 const PRIMARY_PORT: u16 = 54340;
@@ -809,7 +809,8 @@ fn planted_lookalikes_are_never_called() {
     );
     drop(standby);
 
-    su.exec("reset search_path; select pg_drop_replication_slot('sec_slot')");
+    su.exec("reset search_path");
+    drop_slot(&mut su.client, "sec_slot");
     drop(cluster);
 }
 
@@ -873,8 +874,7 @@ fn issue_exploit_does_not_make_a_role_superuser() {
         )
         .expect("pg_roles")
         .get::<_, bool>(0);
-    su.batch_execute("select pg_drop_replication_slot('sec_exploit')")
-        .expect("drop slot");
+    drop_slot(&mut su, "sec_exploit");
     drop(victim);
     drop(mallory);
     drop(su);

@@ -6,7 +6,7 @@
 //! peeking counts as decoding, as docs/sql-functions.md says.
 
 use postgres::Client;
-use pubjson_e2e::{recvlogical, ExtraCluster};
+use pubjson_e2e::{drop_slot, recvlogical, ExtraCluster};
 
 const PORT: u16 = 54342;
 const TRACKED: usize = 4;
@@ -26,11 +26,6 @@ fn create(db: &mut Client, slot: &str) {
         &[&slot],
     )
     .unwrap_or_else(|e| panic!("create {slot}: {e}"));
-}
-
-fn drop_slot(db: &mut Client, slot: &str) {
-    db.execute("select pg_drop_replication_slot($1)", &[&slot])
-        .unwrap_or_else(|e| panic!("drop {slot}: {e}"));
 }
 
 /// Commits `n` transactions that each insert a row.

@@ -3,7 +3,7 @@
 //! backend'`) and show what the calling backend decoded itself; another
 //! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
 
-use pubjson_e2e::ExtraCluster;
+use pubjson_e2e::{drop_slot, ExtraCluster};
 
 #[test]
 fn counters_fall_back_to_the_calling_backend() {
@@ -65,8 +65,8 @@ fn counters_fall_back_to_the_calling_backend() {
 
     // In the decoding session: a slot created again under the name of a
     // dropped one starts from zero, and a dropped slot is gone.
+    drop_slot(&mut db, "nopreload");
     for sql in [
-        "select pg_drop_replication_slot('nopreload')",
         "select pg_create_logical_replication_slot('nopreload', 'pubjson')",
         "insert into t values (4)",
         "select count(*) from pg_logical_slot_get_changes('nopreload', NULL, NULL)",
@@ -82,8 +82,7 @@ fn counters_fall_back_to_the_calling_backend() {
         .expect("stats of the recreated slot")
         .get(0);
     assert_eq!(decoded, 1, "the recreated slot starts from zero");
-    db.batch_execute("select pg_drop_replication_slot('nopreload')")
-        .expect("drop");
+    drop_slot(&mut db, "nopreload");
     let rows = db
         .query("select * from pubjson.decoding_stats()", &[])
         .expect("stats after the drop");

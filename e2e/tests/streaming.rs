@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use pubjson_e2e::recvlogical::command_for_test_db;
 use pubjson_e2e::{
-    complete_lines, exec, one_string, scratch_dir, wait_for, RecvLogical, SlotGuard, TestDb,
+    complete_lines, drop_slot, exec, one_string, scratch_dir, wait_for, RecvLogical, SlotGuard,
+    TestDb,
 };
 use serde_json::Value;
 
@@ -1506,10 +1507,7 @@ fn reconnect_mid_stream(fault: Fault) {
         "replay without session boundaries after {fault:?} differs from the table"
     );
     println!("  sessions unseen: {unseen:?}");
-    exec(
-        &mut c,
-        &format!("select pg_drop_replication_slot('{slot}')"),
-    );
+    drop_slot(&mut c, &slot);
 }
 
 #[test]

@@ -17,7 +17,7 @@
 //! exactly the versions `sql/` has.
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, pg_bin, Server};
+use pubjson_e2e::{drop_slot, exec, one_string, pg_bin, Server};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
@@ -238,7 +238,7 @@ fn decode_and_count(c: &mut Client, slot: &str) {
         None,
         "invalidation_reason"
     );
-    exec(c, &format!("select pg_drop_replication_slot('{slot}')"));
+    drop_slot(c, slot);
 }
 
 #[test]
@@ -309,10 +309,8 @@ fn every_version_upgrades_to_a_fresh_install() {
                 .any(|r| r.get::<_, String>(0).contains("before_upgrade")),
             "the slot created before the upgrade decodes the insert after it"
         );
-        exec(
-            &mut c,
-            "select pg_drop_replication_slot('upgrade_old_slot'); drop table before_upgrade",
-        );
+        drop_slot(&mut c, "upgrade_old_slot");
+        exec(&mut c, "drop table before_upgrade");
         let upgraded = snapshot(&db, &mut c);
         assert_same_snapshot(from, &expected, &upgraded);
 
