@@ -109,9 +109,11 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
     cargo clippy --workspace --all-targets -- -D warnings || return 1
     for major in $PUBJSON_PG_VERSIONS; do
       [ "$major" = 15 ] && continue
-      # The real path, as install.sh names it (see there).
+      # The real path, as install.sh names it (see there). --release: the
+      # bindings pgrx-pg-sys generates for this major (its build script,
+      # the costly part) are then the ones the release build below reuses.
       PGRX_PG_CONFIG_PATH=$(readlink -f "$PUBJSON_PG_CACHE/pg$major/bin/pg_config") \
-        cargo clippy -p pubjson --lib --no-default-features --features "pg$major" -- -D warnings || return 1
+        cargo clippy --release -p pubjson --lib --no-default-features --features "pg$major" -- -D warnings || return 1
     done
   }
   run_step "lint" "cargo fmt --check / clippy" "$all" lint || true
