@@ -19,6 +19,12 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 package=target/release/pubjson-pg$PG_MAJOR
 version=$(pubjson_version)
+# The changelog's date for the build, whoever calls: deb.sh needs it (file
+# dates), and cargo rebuilds pgrx-pg-sys when a build script's environment
+# changes, so install.sh after deb.sh (test.sh) would build everything again
+# without it.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(dpkg-parsechangelog -l packaging/debian/changelog -S Timestamp)}
+export SOURCE_DATE_EPOCH
 # The package mirrors absolute paths: files of an earlier server prefix
 # (a new build-pg.sh recipe) must not be installed again.
 rm -rf "$package"

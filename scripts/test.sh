@@ -77,7 +77,9 @@ record_failures() {
                     s/^\(test\)\{0,1\} *\([a-z0-9_]*\) *\.\.\. FAILED .*/regress \2/p' "$log")
   fi
   # Test binaries that failed without naming a test (a crash, a build error).
-  names+=$'\n'$(sed -n 's/^error: test failed, to rerun pass `\(.*\)`$/binary \1/p' "$log")
+  if [ -z "$names" ]; then
+    names=$(sed -n 's/^error: test failed, to rerun pass `\(.*\)`$/binary \1/p' "$log")
+  fi
   names=$(grep -v '^$' <<< "$names" | sort -u || true)
   if [ -z "$names" ]; then
     failures+=("$where: $label")

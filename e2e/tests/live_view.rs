@@ -99,6 +99,23 @@ fn commit_and_wait_received(
     rl.wait_received(marker, Duration::from_secs(120));
 }
 
+/// Waits until pending_transactions() shows `xid` for `slot` (with exactly
+/// `changes` changes, if given); the timeout's message says what it showed
+/// last.
+fn wait_shown(c: &mut Client, slot: &str, xid: &str, changes: Option<i64>, what: &str) -> Pending {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen = pending(c, slot, xid);
+        match seen {
+            Some(p) if changes.is_none_or(|n| p.changes == n) => return p,
+            _ if Instant::now() >= deadline => {
+                panic!("timed out after 60 s waiting for {what}; last shown: {seen:?}")
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 /// Waits until `xid` is no longer in pending_transactions() for `slot`.
 fn wait_gone(c: &mut Client, slot: &str, xid: &str, what: &str) {
     poll(what, Duration::from_secs(10), || {
@@ -178,10 +195,12 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
     // flushed, with exactly its rows.
     let (mut batch, batch_pid, xid) = open_batch(&schema, ROWS, ROWS + 1);
     let inserted = Instant::now();
-    let shown = poll(
+    let shown = wait_shown(
+        &mut c,
+        &slot,
+        &xid,
+        Some(ROWS),
         "the open batch in pending_transactions()",
-        Duration::from_secs(30),
-        || pending(&mut c, &slot, &xid).filter(|p| p.changes == ROWS),
     );
     let latency = inserted.elapsed();
     eprintln!("shown after {latency:?}: {shown:?}");
@@ -247,9 +266,7 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
 
     // ROLLBACK: shown, then gone (no callback tells the plugin).
     let (mut doomed, _, doomed_xid) = open_batch(&schema, 100, 3 * ROWS);
-    poll("the doomed batch", Duration::from_secs(30), || {
-        pending(&mut c, &slot, &doomed_xid).filter(|p| p.changes == 100)
-    });
+    wait_shown(&mut c, &slot, &doomed_xid, Some(100), "the doomed batch");
     exec(&mut doomed, "rollback");
     wait_gone(
         &mut c,
@@ -260,9 +277,7 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
 
     // The session ends: nothing is left of it.
     let (mut last, _, last_xid) = open_batch(&schema, 10, 4 * ROWS);
-    poll("the last batch", Duration::from_secs(30), || {
-        pending(&mut c, &slot, &last_xid)
-    });
+    wait_shown(&mut c, &slot, &last_xid, None, "the last batch");
     assert!(rl.stop().success(), "{}", rl.stderr());
     wait_gone(&mut c, &slot, &last_xid, "the ended session's rows to go");
     exec(&mut last, "rollback");
@@ -280,9 +295,7 @@ fn a_streamed_batch_counts_what_was_sent() {
     let mut rl = start_decoder(&slot, "stream", &["streaming=on"]);
     let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
     let (mut batch, pid, xid) = open_batch(&schema, ROWS, 1);
-    let shown = poll("the streamed batch", Duration::from_secs(30), || {
-        pending(&mut c, &slot, &xid).filter(|p| p.changes == ROWS)
-    });
+    let shown = wait_shown(&mut c, &slot, &xid, Some(ROWS), "the streamed batch");
     eprintln!("{shown:?}");
     assert_eq!(shown.pid, Some(pid));
     assert!(shown.streamed && shown.streamed_changes > 0, "{shown:?}");
