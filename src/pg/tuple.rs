@@ -6,6 +6,7 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 
 use crate::output::datetime::push_iso_timestamp;
+use crate::output::encoding::ServerEncoding;
 use crate::output::json::{push_i64, push_json_string, push_u64};
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
@@ -16,6 +17,7 @@ use crate::output::wal2json::push_text_value;
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
 use crate::pg::relation::{ArrayElement, ColumnOutput, FastPath, RelationEntry, TypedPath};
+use crate::pg::server_encoding::server_encoding;
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -200,6 +202,16 @@ unsafe fn output_text<'t>(
     }
 }
 
+/// JSON text to embed: marked for the ASCII rewrite of the output where
+/// there is one (see `output::encoding`).
+fn json_value(text: &[u8]) -> Value<'_> {
+    if server_encoding() == ServerEncoding::Other {
+        Value::JsonForAscii(text)
+    } else {
+        Value::Json(text)
+    }
+}
+
 /// Format 3's typed JSON of a non-null value read along `path`.
 ///
 /// # Safety
@@ -227,7 +239,7 @@ unsafe fn write_typed_datum(
         TypedPath::Date => Value::Date(raw as i32),
         TypedPath::Numeric => Value::Numeric(unsafe { varlena_bytes(datum) }),
         TypedPath::Text => Value::Text(unsafe { varlena_bytes(datum) }),
-        TypedPath::Json => Value::Json(unsafe { varlena_bytes(datum) }),
+        TypedPath::Json => json_value(unsafe { varlena_bytes(datum) }),
         TypedPath::Jsonb => Value::Jsonb(unsafe { varlena_bytes(datum) }),
         TypedPath::Bytea => Value::Bytea(unsafe { varlena_bytes(datum) }),
         // SAFETY: per the contract.
@@ -248,7 +260,7 @@ unsafe fn write_typed_datum(
         let text = unsafe { output_text(finfo, datum, is_varlena) };
         let fallback = match path {
             TypedPath::Numeric => Value::NumberText(text),
-            TypedPath::Jsonb => Value::Json(text),
+            TypedPath::Jsonb => json_value(text),
             _ => Value::Text(text),
         };
         // Text forms are always written.

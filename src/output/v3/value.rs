@@ -41,6 +41,13 @@ pub enum Value<'a> {
     Text(&'a [u8]),
     /// json's text (a JSON document, as json's input function checked).
     Json(&'a [u8]),
+    /// json's text in a database whose output is rewritten to ASCII
+    /// ([`push_ascii_json`](crate::output::encoding::push_ascii_json)):
+    /// written like [`Value::Json`] but with every backslash as
+    /// [`VALUE_BACKSLASH`](crate::output::encoding::VALUE_BACKSLASH), so
+    /// that none of the document's own escapes (`\u00b0`) can be taken
+    /// for a database byte the encoders escaped.
+    JsonForAscii(&'a [u8]),
     /// jsonb's bytes after the varlena header.
     Jsonb(&'a [u8]),
     Bytea(&'a [u8]),
@@ -94,6 +101,11 @@ pub fn push_value(
         Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
         Value::Text(text) => push_json_string(out, text),
         Value::Json(text) => push_compact_json(out, text),
+        Value::JsonForAscii(text) => {
+            let start = out.len();
+            push_compact_json(out, text);
+            mark_backslashes(&mut out[start..]);
+        }
         Value::Jsonb(body) => {
             if !jsonb_compact(body, out) {
                 return Err(NeedsText);
@@ -195,6 +207,16 @@ pub fn push_compact_json(out: &mut Vec<u8>, text: &[u8]) {
         }
     }
     out.extend_from_slice(&text[start..]);
+}
+
+/// Replaces every backslash of a JSON document by
+/// [`VALUE_BACKSLASH`](crate::output::encoding::VALUE_BACKSLASH). In JSON
+/// a backslash only occurs inside a string, where it starts an escape (or
+/// is the second character of `\\`): every one of them is the document's.
+pub fn mark_backslashes(doc: &mut [u8]) {
+    for b in doc.iter_mut().filter(|b| **b == b'\\') {
+        *b = crate::output::encoding::VALUE_BACKSLASH;
+    }
 }
 
 const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
