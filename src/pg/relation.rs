@@ -569,6 +569,8 @@ unsafe fn build_entry(
                 in_primary_key: bms_contains(pk_attrs, attr.attnum),
                 in_identity_key: bms_contains(identity_attrs, attr.attnum),
                 is_varlena: attr.attlen == -1,
+                attlen: attr.attlen,
+                byval: attr.attbyval,
             });
             outputs.push(Some(ColumnOutput {
                 fast_path: fast_path(value_type, dates),

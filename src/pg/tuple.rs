@@ -11,7 +11,7 @@ use crate::output::json::{push_i64, push_json_string, push_u64};
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
 
-use crate::model::{Cell, ColumnMeta, EncodeError, TupleValues};
+use crate::model::{Cell, ColumnMeta, EncodeError, Image, TupleValues};
 use crate::output::v3::value::{push_array, push_value, Value};
 use crate::output::wal2json::push_text_value;
 use crate::pg::handles::{Rel, SlotRow, Tuple};
@@ -362,6 +362,34 @@ impl TupleValues for DeformedTuple<'_> {
             )
         };
         Ok(())
+    }
+
+    fn image(&self, column: &ColumnMeta) -> Option<Image<'_>> {
+        let i = column.attr_index;
+        if self.nulls[i] {
+            return None;
+        }
+        let datum = self.values[i];
+        if column.byval {
+            return Some(Image::Word(datum.value() as u64));
+        }
+        // SAFETY: a non-null pass-by-reference datum points to its value:
+        // a varlena (detoasted by varlena_bytes, unless it is an unchanged
+        // TOAST pointer, which has no value here), a NUL-terminated string
+        // (attlen -2) or attlen bytes. The tuple outlives the borrow.
+        unsafe {
+            match column.attlen {
+                -1 if is_external_ondisk(datum) => None,
+                -1 => Some(Image::Bytes(varlena_bytes(datum))),
+                -2 => Some(Image::Bytes(
+                    CStr::from_ptr(datum.cast_mut_ptr()).to_bytes(),
+                )),
+                len => Some(Image::Bytes(std::slice::from_raw_parts(
+                    datum.cast_mut_ptr::<u8>(),
+                    len.max(0) as usize,
+                ))),
+            }
+        }
     }
 
     fn is_visible(&self, column: &ColumnMeta) -> bool {

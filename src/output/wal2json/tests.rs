@@ -46,6 +46,8 @@ fn column(i: usize, name: &str, ty: &str, kind: ValueKind, pk: bool) -> ColumnMe
         in_primary_key: pk,
         in_identity_key: pk,
         is_varlena: kind == ValueKind::Text,
+        attlen: if kind == ValueKind::Text { -1 } else { 8 },
+        byval: kind != ValueKind::Text,
     }
 }
 
