@@ -599,3 +599,63 @@ fn pg_recvlogical_streams_format_3() {
     drop(recv);
     drop_slot(&mut c, "f3_recv");
 }
+
+/// The JSON `null` document is not SQL NULL, in columns and array
+/// elements; objects that look like the wrapper are wrapped; `changed`
+/// compares values (an update from `'null'` to NULL, and json text that
+/// differs only in blanks, are changes).
+#[test]
+fn json_null_is_not_sql_null() {
+    let (_db, mut c) = database("jsonnull");
+    exec(
+        &mut c,
+        "create table jn (id int primary key, j json, b jsonb, ja json[], ba jsonb[]);
+         alter table jn replica identity full",
+    );
+    slot(&mut c, "f3_jsonnull", "pubjson", false);
+    exec(
+        &mut c,
+        r#"insert into jn values (1, 'null', 'null', array['null', null]::json[], array['null', null]::jsonb[]);
+           insert into jn values (2, null, null, array[null, 'null']::json[], array[null, 'null']::jsonb[]);
+           insert into jn values (3, '{"$json": 1}', '{"$json": null, "a": 2}', array['{"$json": [null]}']::json[], array['[null]', '{"x": null}']::jsonb[]);
+           update jn set j = null, b = null where id = 1;
+           update jn set j = '{"a": 1}', b = '{"a": 1}' where id = 2;
+           update jn set j = '{"a":1}', b = '{"a":1}' where id = 2;
+           update jn set ja = array[null]::json[] where id = 2;"#,
+    );
+    let objects = get(&mut c, "f3_jsonnull", &[]);
+    let rows: Vec<&Value> = objects
+        .iter()
+        .filter(|o| matches!(action(o), "I" | "U"))
+        .collect();
+    assert_eq!(rows.len(), 7, "{}", actions(&objects));
+    let wrapped_null = json!({"$json": null});
+    assert_eq!(
+        rows[0]["new"],
+        json!({"id": 1, "j": wrapped_null, "b": wrapped_null,
+               "ja": [wrapped_null, null], "ba": [wrapped_null, null]})
+    );
+    assert_eq!(
+        rows[1]["new"],
+        json!({"id": 2, "j": null, "b": null,
+               "ja": [null, wrapped_null], "ba": [null, wrapped_null]})
+    );
+    assert_eq!(
+        rows[2]["new"],
+        json!({"id": 3, "j": {"$json": {"$json": 1}}, "b": {"$json": {"$json": null, "a": 2}},
+               "ja": [{"$json": {"$json": [null]}}], "ba": [[null], {"x": null}]})
+    );
+    // From the JSON null to SQL NULL: both columns changed.
+    assert_eq!(rows[3]["old"]["j"], wrapped_null);
+    assert_eq!(rows[3]["new"]["j"], Value::Null);
+    assert_eq!(rows[3]["changed"], json!(["j", "b"]));
+    assert_eq!(rows[4]["changed"], json!(["j", "b"]));
+    // json keeps its text (blanks matter to the value), jsonb does not.
+    assert_eq!(rows[5]["new"]["j"], rows[5]["old"]["j"]);
+    assert_eq!(rows[5]["changed"], json!(["j"]));
+    // An array element from JSON null to NULL.
+    assert_eq!(rows[6]["old"]["ja"], json!([null, wrapped_null]));
+    assert_eq!(rows[6]["new"]["ja"], json!([null]));
+    assert_eq!(rows[6]["changed"], json!(["ja"]));
+    drop_slot(&mut c, "f3_jsonnull");
+}
