@@ -659,3 +659,97 @@ fn json_null_is_not_sql_null() {
     assert_eq!(rows[6]["changed"], json!(["ja"]));
     drop_slot(&mut c, "f3_jsonnull");
 }
+
+/// Intervals are ISO 8601 durations whatever the session's IntervalStyle,
+/// set in the session that calls the SQL functions or through a
+/// walsender's connection options (what PGOPTIONS sets).
+#[test]
+fn intervals_do_not_depend_on_interval_style() {
+    let (dbname, mut c) = database("interval");
+    exec(
+        &mut c,
+        "create table ti (id int primary key, v interval, va interval[])",
+    );
+    slot(&mut c, "f3_interval", "pubjson", false);
+    let mut values = vec![
+        "-1 days -02:03:04",
+        "1 year 2 mons 3 days 04:05:06.5",
+        "0",
+        "-0.5 s",
+        "-1 year +2 mons -3 days +04:05:06.000001",
+        "178956970 years 7 months 2562047788 hours 54.775806 seconds",
+    ];
+    if server_major(&mut c) >= 17 {
+        values.extend(["infinity", "-infinity"]);
+    }
+    for (i, v) in values.iter().enumerate() {
+        c.execute(
+            "insert into ti values ($1, $2::text::interval, array[$2::text::interval, null])",
+            &[&(i as i32), v],
+        )
+        .unwrap_or_else(|e| panic!("{v}: {}", pubjson_e2e::describe_error(&e)));
+    }
+    exec(&mut c, "select txid_current()");
+    // What PostgreSQL prints in the iso_8601 style.
+    exec(&mut c, "set intervalstyle = iso_8601");
+    let expected: BTreeMap<i64, Value> = c
+        .query("select id, v::text from ti", &[])
+        .expect("ti")
+        .iter()
+        .map(|r| {
+            let id: i32 = r.get(0);
+            let text: String = r.get(1);
+            (id as i64, Value::String(text))
+        })
+        .collect();
+    assert_eq!(expected[&0], json!("P-1DT-2H-3M-4S"));
+    let check = |lines: &[String], how: &str| {
+        let mut got = BTreeMap::new();
+        for line in lines {
+            let o: Value = serde_json::from_str(line).expect("JSON");
+            if action(&o) == "I" {
+                let new = &o["new"];
+                assert_eq!(new["va"], json!([new["v"], null]), "{how}");
+                got.insert(new["id"].as_i64().expect("id"), new["v"].clone());
+            }
+        }
+        assert_eq!(got, expected, "{how}");
+    };
+    for style in ["postgres", "sql_standard", "postgres_verbose", "iso_8601"] {
+        exec(&mut c, &format!("set intervalstyle = {style}"));
+        let lines: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('f3_interval', null, null, \
+                 'format-version', '3')",
+                &[],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        check(&lines, style);
+    }
+    exec(&mut c, "reset intervalstyle");
+    let count = expected.len();
+    for style in ["sql_standard", "postgres_verbose"] {
+        let dir = scratch_dir(&format!("format3_interval_{style}"));
+        let file = dir.join("out.jsonl");
+        let conninfo = format!("dbname={dbname} options='-c intervalstyle={style}'");
+        let mut recv = RecvLogical::start_in(
+            &conninfo,
+            "f3_interval",
+            &file,
+            &[("format-version", Some("3"))],
+            &[],
+        );
+        let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
+            let lines = complete_lines(&file);
+            let commits = lines.iter().filter(|l| l.contains(r#""action":"C""#));
+            (commits.count() >= count).then_some(lines)
+        });
+        recv.stop();
+        check(&lines, style);
+        drop(recv);
+    }
+    drop_slot(&mut c, "f3_interval");
+}

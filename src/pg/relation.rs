@@ -71,6 +71,7 @@ pub enum TypedPath {
     Timestamp,
     TimestampTz,
     Date,
+    Interval,
     /// An array: its elements are read one by one.
     Array(Box<ArrayElement>),
     /// Any other type: the output function's text, as a string.
@@ -112,6 +113,7 @@ impl TypedPath {
             pg_sys::TIMESTAMPOID => TypedPath::Timestamp,
             pg_sys::TIMESTAMPTZOID => TypedPath::TimestampTz,
             pg_sys::DATEOID => TypedPath::Date,
+            pg_sys::INTERVALOID => TypedPath::Interval,
             _ if nested => TypedPath::OutputFunction,
             // SAFETY: as above; the element's output function is resolved
             // into `memory`, which outlives the path.

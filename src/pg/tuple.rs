@@ -237,6 +237,15 @@ unsafe fn write_typed_datum(
         TypedPath::Timestamp => Value::Timestamp(raw as i64),
         TypedPath::TimestampTz => Value::TimestampTz(raw as i64),
         TypedPath::Date => Value::Date(raw as i32),
+        TypedPath::Interval => {
+            // SAFETY: a non-null interval datum points to an Interval.
+            let interval = unsafe { &*datum.cast_mut_ptr::<pg_sys::Interval>() };
+            Value::Interval {
+                months: interval.month,
+                days: interval.day,
+                micros: interval.time,
+            }
+        }
         TypedPath::Numeric => Value::Numeric(unsafe { varlena_bytes(datum) }),
         TypedPath::Text => Value::Text(unsafe { varlena_bytes(datum) }),
         TypedPath::Json => json_value(unsafe { varlena_bytes(datum) }),

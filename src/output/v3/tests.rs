@@ -145,6 +145,22 @@ fn json_null_and_wrapper_objects_are_wrapped() {
 }
 
 #[test]
+fn intervals_are_iso8601_strings() {
+    let v = Value::Interval {
+        months: 0,
+        days: -1,
+        micros: -7_384_000_000,
+    };
+    assert_eq!(value(v), r#""P-1DT-2H-3M-4S""#);
+    let zero = Value::Interval {
+        months: 0,
+        days: 0,
+        micros: 0,
+    };
+    assert_eq!(value(zero), r#""PT0S""#);
+}
+
+#[test]
 fn jsonb_is_embedded_compact() {
     let doc = V::Obj(vec![
         (

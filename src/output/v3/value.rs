@@ -14,6 +14,7 @@
 //! | timestamptz | `"2026-12-02T11:12:50.120197Z"` (UTC) |
 //! | timestamp | `"2026-12-02T11:12:50.120197"` |
 //! | date | `"2026-12-02"` |
+//! | interval | ISO 8601 duration `"P1Y2M3DT4H5M6.5S"` (IntervalStyle `iso_8601`) |
 //! | bytea | base64 (RFC 4648, with padding) string |
 //! | anything else | its output function's text as a string |
 //!
@@ -22,11 +23,12 @@
 //! columns and array elements alike): SQL NULL is `null`, and a consumer
 //! unwraps every json/jsonb value that is an object with a `$json` member.
 //!
-//! Timestamps and dates ignore DateStyle and TimeZone; BC years are
+//! Timestamps, dates and intervals ignore DateStyle, TimeZone and
+//! IntervalStyle; BC years are
 //! astronomical (`0000` is 1 BC, then `-000001`); the infinities are the
 //! strings `"infinity"` and `"-infinity"`.
 
-use crate::output::datetime::{push_iso8601_date, push_iso8601_timestamp};
+use crate::output::datetime::{push_iso8601_date, push_iso8601_interval, push_iso8601_timestamp};
 use crate::output::encoding::VALUE_BACKSLASH;
 use crate::output::json::{push_i64, push_json_string};
 use crate::output::jsonb::jsonb_compact;
@@ -63,6 +65,12 @@ pub enum Value<'a> {
     TimestampTz(i64),
     /// Days since 2000-01-01.
     Date(i32),
+    /// An interval as stored: months, days, microseconds.
+    Interval {
+        months: i32,
+        days: i32,
+        micros: i64,
+    },
 }
 
 /// The binary form could not be read: the caller writes the output
@@ -132,6 +140,15 @@ pub fn push_value(
                 out.pop();
                 return Err(NeedsText);
             }
+            out.push(b'"');
+        }
+        Value::Interval {
+            months,
+            days,
+            micros,
+        } => {
+            out.push(b'"');
+            push_iso8601_interval(out, months, days, micros);
             out.push(b'"');
         }
         Value::Date(days) => {
