@@ -46,6 +46,9 @@ pub struct ColumnMeta {
     pub in_identity_key: bool,
     /// Variable-length type (`attlen = -1`): may hold an unchanged TOAST pointer.
     pub is_varlena: bool,
+    /// For a domain column (with type names): its base type (the first
+    /// that is not a domain) as a JSON string with its modifier, and its OID.
+    pub domain_base: Option<(Vec<u8>, u32)>,
     /// `attlen` and `attbyval`: how a value is stored (see [`Image`]).
     pub attlen: i16,
     pub byval: bool,

@@ -144,12 +144,15 @@ fn relation_objects_are_sent_exactly_when_the_description_changes() {
     assert_eq!(rs[0]["identity"], "default");
     assert_eq!(
         rs[0]["columns"][0],
-        json!({"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false})
+        json!({"name":"id","attnum":1,"type":"integer","typeoid":23,"key":true,"nullable":false})
     );
     assert_eq!(column_names(&rs[1]), ["id", "a", "b", "c"]);
     assert_eq!(rs[1]["columns"][3]["type"], "numeric(5,2)");
     assert_eq!(column_names(&rs[2]), ["id", "a2", "b", "c"]);
+    // A renamed or retyped column keeps its attnum.
+    assert_eq!(rs[2]["columns"][1]["attnum"], 2);
     assert_eq!(rs[3]["columns"][2]["type"], "bigint");
+    assert_eq!(rs[3]["columns"][2]["attnum"], 3);
     assert_eq!(column_names(&rs[4]), ["id", "a2", "b"]);
     assert_eq!(rs[5]["identity"], "full");
     assert!(rs[5]["columns"]
@@ -752,4 +755,81 @@ fn intervals_do_not_depend_on_interval_style() {
         drop(recv);
     }
     drop_slot(&mut c, "f3_interval");
+}
+
+/// `R` columns carry `attnum` (kept by a rename, new for a column dropped
+/// and added again) and, for domains, the base type (the first that is
+/// not a domain) with its OID.
+#[test]
+fn r_columns_have_attnum_and_domain_base_types() {
+    let (_db, mut c) = database("attnum");
+    exec(
+        &mut c,
+        "create domain short_text as varchar(64);
+         create domain email as short_text check (value like '%@%');
+         create domain doc as jsonb;
+         create table ta (id int primary key, a text, gone int, e email, d doc)",
+    );
+    slot(&mut c, "f3_attnum", "pubjson", false);
+    exec(
+        &mut c,
+        r#"insert into ta values (1, 'x', 1, 'a@b', '{"k": null}');
+           alter table ta rename column a to a2;
+           insert into ta values (2, 'y', 2, 'c@d', 'null');
+           alter table ta drop column a2;
+           alter table ta add column a2 text;
+           insert into ta values (3, 3, 'e@f', '[1]', 'z');"#,
+    );
+    let objects = get(&mut c, "f3_attnum", &[]);
+    let rs: Vec<&Value> = objects.iter().filter(|o| action(o) == "R").collect();
+    assert_eq!(rs.len(), 3, "{}", actions(&objects));
+    let attnums = |r: &Value| -> Vec<(String, i64)> {
+        r["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().expect("name").to_string(),
+                    c["attnum"].as_i64().expect("attnum"),
+                )
+            })
+            .collect()
+    };
+    let named = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+        v.iter().map(|(n, a)| (n.to_string(), *a)).collect()
+    };
+    assert_eq!(
+        attnums(rs[0]),
+        named(&[("id", 1), ("a", 2), ("gone", 3), ("e", 4), ("d", 5)])
+    );
+    assert_eq!(
+        attnums(rs[1]),
+        named(&[("id", 1), ("a2", 2), ("gone", 3), ("e", 4), ("d", 5)])
+    );
+    assert_eq!(
+        attnums(rs[2]),
+        named(&[("id", 1), ("gone", 3), ("e", 4), ("d", 5), ("a2", 6)])
+    );
+    let mut oid = |sql: &str| -> i64 { c.query_one(sql, &[]).expect(sql).get(0) };
+    let email = oid("select 'email'::regtype::oid::int8");
+    let doc = oid("select 'doc'::regtype::oid::int8");
+    let columns = rs[2]["columns"].as_array().expect("columns");
+    assert_eq!(
+        columns[2],
+        json!({"name": "e", "attnum": 4, "type": "email", "typeoid": email,
+               "basetype": "character varying(64)", "basetypeoid": 1043,
+               "key": false, "nullable": true})
+    );
+    assert_eq!(
+        columns[3],
+        json!({"name": "d", "attnum": 5, "type": "doc", "typeoid": doc,
+               "basetype": "jsonb", "basetypeoid": 3802, "key": false, "nullable": true})
+    );
+    assert!(columns[0].get("basetype").is_none() && columns[4].get("basetypeoid").is_none());
+    // Values are the base type's (a jsonb domain's JSON null is wrapped).
+    let inserts: Vec<&Value> = objects.iter().filter(|o| action(o) == "I").collect();
+    assert_eq!(inserts[0]["new"]["d"], json!({"k": null}));
+    assert_eq!(inserts[1]["new"]["d"], json!({"$json": null}));
+    drop_slot(&mut c, "f3_attnum");
 }

@@ -537,6 +537,19 @@ unsafe fn build_entry(
                 ),
             };
 
+            let domain_base = match &info {
+                Some(t) if t.is_domain => {
+                    let mut typmod = attr.atttypmod;
+                    let base = pg_sys::getBaseTypeAndTypmod(column_type, &mut typmod);
+                    let name = match types.name {
+                        TypeName::WithTypmod => format_type(base, typmod),
+                        TypeName::Plain => type_info(base).name,
+                    };
+                    Some((type_name_json_in(&name, server_encoding()), base.to_u32()))
+                }
+                _ => None,
+            };
+
             let value_type = match &info {
                 Some(t) if domain_as_base && types.classify_domain_base => t.base_type,
                 _ => column_type,
@@ -571,6 +584,7 @@ unsafe fn build_entry(
                 in_primary_key: bms_contains(pk_attrs, attr.attnum),
                 in_identity_key: bms_contains(identity_attrs, attr.attnum),
                 is_varlena: attr.attlen == -1,
+                domain_base,
                 attlen: attr.attlen,
                 byval: attr.attbyval,
             });

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `B` | `xid`, `lsn` (commit), `timestamp` [, `origin`] |
 //! | `C` | `xid`, `lsn`, `nextlsn`, `timestamp`, `changes` [, `streamed`] |
-//! | `R` | `relid`, `schema`, `table`, `identity`, `columns` (`name`, `type`, `typeoid`, `key`, `nullable`) |
+//! | `R` | `relid`, `schema`, `table`, `identity`, `columns` (`name`, `attnum`, `type`, `typeoid` [, `basetype`, `basetypeoid`], `key`, `nullable`) |
 //! | `I`/`U`/`D` | [`xid` in a streamed block,] [`transformedfrom`,] `relid`, `schema`, `table`, `new`, `old`, `unchanged`, `changed` |
 //! | `T` | [`xid`,] `relid`, `schema`, `table` |
 //! | `M` | [`xid`,] `transactional`, `lsn`, `prefix`, `content` |
@@ -34,7 +34,7 @@ use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
     OutputFormat, PreparedTxn, RelationRender, Sink, TypeName, TypeRendering,
 };
-use crate::output::json::{push_json_string, push_lsn, push_u64};
+use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
 use crate::output::wal2json::qualified_name;
 
 /// What format 3 renders once per relation (see [`RelationRender`]).
@@ -176,10 +176,18 @@ pub fn relation_object(out: &mut Vec<u8>, rel: &RelationMeta, visible: &[bool]) 
         first = false;
         out.extend_from_slice(b"{\"name\":");
         out.extend_from_slice(&col.name_json);
+        out.extend_from_slice(b",\"attnum\":");
+        push_i64(out, col.attnum as i64);
         out.extend_from_slice(b",\"type\":");
         out.extend_from_slice(&col.type_json);
         out.extend_from_slice(b",\"typeoid\":");
         out.extend_from_slice(&col.type_oid_text);
+        if let Some((base_json, base_oid)) = &col.domain_base {
+            out.extend_from_slice(b",\"basetype\":");
+            out.extend_from_slice(base_json);
+            out.extend_from_slice(b",\"basetypeoid\":");
+            push_u64(out, *base_oid as u64);
+        }
         out.extend_from_slice(if is_key(rel, col) {
             b",\"key\":true"
         } else {

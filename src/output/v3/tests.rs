@@ -326,6 +326,7 @@ fn column(i: usize, name: &[u8], ty: &str, oid: u32, key: bool) -> ColumnMeta {
         in_identity_key: key,
         // Every test column may hold an unchanged TOAST value.
         is_varlena: true,
+        domain_base: None,
         attlen: -1,
         byval: false,
     }
@@ -416,7 +417,7 @@ fn row(id: i64, name: &str, body: T) -> Row {
     Row::new(vec![T::Int(id), T::Text(name.as_bytes().to_vec()), body])
 }
 
-const R_DEFAULT: &str = r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"name","type":"text","typeoid":25,"key":false,"nullable":true},{"name":"body","type":"text","typeoid":25,"key":false,"nullable":true}]}"#;
+const R_DEFAULT: &str = r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","attnum":1,"type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"name","attnum":2,"type":"text","typeoid":25,"key":false,"nullable":true},{"name":"body","attnum":3,"type":"text","typeoid":25,"key":false,"nullable":true}]}"#;
 
 #[test]
 fn a_transaction_with_r_once_and_every_change_kind() {
@@ -552,6 +553,28 @@ fn changed_compares_values_not_what_they_render_as() {
 }
 
 #[test]
+fn r_columns_have_attnum_and_a_domains_base_type() {
+    let mut rel = relation(ReplicaIdentity::Default);
+    // A dropped column before "body": attnums are not positions.
+    rel.columns[2].attnum = 5;
+    rel.columns[1].type_json = json_string(b"public.email");
+    rel.columns[1].type_oid_text = b"16390".to_vec();
+    rel.columns[1].domain_base = Some((json_string(b"character varying(64)"), 1043));
+    let mut out = Vec::new();
+    relation_object(&mut out, &rel, &[true, true, true]);
+    let r: Json = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        r["columns"],
+        json!([
+            {"name": "id", "attnum": 1, "type": "integer", "typeoid": 23, "key": true, "nullable": false},
+            {"name": "name", "attnum": 2, "type": "public.email", "typeoid": 16390,
+             "basetype": "character varying(64)", "basetypeoid": 1043, "key": false, "nullable": true},
+            {"name": "body", "attnum": 5, "type": "text", "typeoid": 25, "key": false, "nullable": true}
+        ])
+    );
+}
+
+#[test]
 fn full_identity_completes_toast_and_lists_changed_columns() {
     let mut f = Format3::new(&Options::default());
     let mut sink = Messages::default();
@@ -569,8 +592,9 @@ fn full_identity_completes_toast_and_lists_changed_columns() {
         Some(&mut old),
     );
     assert!(sink.written[0].contains(r#""identity":"full""#));
-    assert!(sink.written[0]
-        .contains(r#"{"name":"name","type":"text","typeoid":25,"key":true,"nullable":true}"#));
+    assert!(sink.written[0].contains(
+        r#"{"name":"name","attnum":2,"type":"text","typeoid":25,"key":true,"nullable":true}"#
+    ));
     assert_eq!(
         sink.written[1],
         r#"{"action":"U","relid":16384,"schema":"public","table":"t","new":{"id":1,"name":"b","body":"big"},"old":{"id":1,"name":"a","body":"big"},"changed":["name"]}"#
@@ -689,7 +713,7 @@ fn r_is_resent_exactly_when_the_description_changes() {
     );
     assert_eq!(
         sink.written[7],
-        r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"body","type":"text","typeoid":25,"key":false,"nullable":true}]}"#
+        r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","attnum":1,"type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"body","attnum":3,"type":"text","typeoid":25,"key":false,"nullable":true}]}"#
     );
     assert_eq!(
         sink.written[8],
