@@ -182,7 +182,7 @@ fn push_iso8601_year(text: &mut Text, year: i64) {
         v /= 10;
     }
     if v > 0 {
-        // More than six digits (not reachable from PostgreSQL's range).
+        // More than six digits: dates reach 5874897.
         text.year(year.unsigned_abs());
     } else {
         text.push_slice(&digits);
