@@ -1031,7 +1031,7 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
     let seed = std::env::var("PUBJSON_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_f3u64);
+        .unwrap_or(0x005e_edf3_u64);
     eprintln!("seed {seed} (PUBJSON_SEED)");
     let mut rng = Rng(seed | 1);
     let mut consumer = DocConsumer::default();
