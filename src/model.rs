@@ -46,6 +46,22 @@ pub struct ColumnMeta {
     pub in_identity_key: bool,
     /// Variable-length type (`attlen = -1`): may hold an unchanged TOAST pointer.
     pub is_varlena: bool,
+    /// For a domain column (with type names): its base type (the first
+    /// that is not a domain) as a JSON string with its modifier, and its OID.
+    pub domain_base: Option<(Vec<u8>, u32)>,
+    /// `attlen` and `attbyval`: how a value is stored (see [`Image`]).
+    pub attlen: i16,
+    pub byval: bool,
+}
+
+/// A non-null value as stored, for telling whether two values of a column
+/// are the same (what `datum_image_eq` compares): equal images, same value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Image<'a> {
+    /// A pass-by-value datum.
+    Word(u64),
+    /// A pass-by-reference value's bytes (a varlena's data, detoasted).
+    Bytes(&'a [u8]),
 }
 
 /// `pg_class.relreplident`: which old values a change's WAL record keeps.
@@ -129,6 +145,11 @@ pub trait TupleValues {
         numbers_as_strings: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), EncodeError>;
+    /// The stored form of a non-null value, `None` when it cannot be read
+    /// (an unchanged TOAST value; by default).
+    fn image(&self, _column: &ColumnMeta) -> Option<Image<'_>> {
+        None
+    }
     /// Appends format 3's typed JSON of a non-null value
     /// (`output::v3::value`); by default wal2json's encoding.
     fn write_typed(

@@ -380,3 +380,155 @@ fn conversion_routines_match_pg_conversion() {
         }
     }
 }
+
+/// json documents whose strings hold escapes of every code point of the
+/// BMP (lower and upper case hex, each twice, between characters of the
+/// sample) and surrogate pairs, as `rows` documents.
+fn escape_documents(s: &Sample, rows: usize) -> Vec<String> {
+    let text = s.texts[0];
+    let points: Vec<u32> = (0u32..=0xffff)
+        .filter(|cp| !(0xd800..0xe000).contains(cp))
+        .collect();
+    let per_row = points.len().div_ceil(rows);
+    let mut docs: Vec<String> = points
+        .chunks(per_row)
+        .map(|chunk| {
+            let strings: Vec<String> = chunk
+                .chunks(32)
+                .enumerate()
+                .map(|(n, group)| {
+                    let escapes: String = group
+                        .iter()
+                        .map(|cp| {
+                            let e = if n % 2 == 0 {
+                                format!("\\u{cp:04x}")
+                            } else {
+                                format!("\\u{cp:04X}")
+                            };
+                            e.repeat(2)
+                        })
+                        .collect();
+                    format!("\"{text}{escapes}{text}\"")
+                })
+                .collect();
+            format!("{{\"k\": [{}]}}", strings.join(", "))
+        })
+        .collect();
+    docs.push(format!(
+        "[\"\\ud83d\\ude00{text}\\ud800\\udc00\", \"\\udbff\\udfff\", \"\\\\u00e9\\\"\"]"
+    ));
+    docs
+}
+
+/// json[] elements: one per escape of U+0080..U+00FF (the escapes a
+/// database byte was once taken for), next to the sample's text.
+fn escape_elements(s: &Sample) -> Vec<String> {
+    (0x80u32..=0xff)
+        .map(|cp| format!("{{\"e\":\"\\u{cp:04x}{}\\u{cp:04X}\"}}", s.texts[0]))
+        .chain(["\"\\ud83d\\ude00\"".to_string()])
+        .collect()
+}
+
+/// Format 3 embeds json text as it is: in every encoding, a json (and
+/// json[]) value's escapes mean their characters, through the SQL
+/// functions and pg_recvlogical alike, and the output is ASCII.
+#[test]
+fn format_3_json_escapes_mean_their_characters() {
+    let _serial = serialize();
+    let mut admin = connect();
+    for s in SAMPLES {
+        let name = format!("pubjson_enc3_{}", s.encoding.to_ascii_lowercase());
+        let mut db = fresh_database(&mut admin, &name, s.encoding);
+        exec(
+            &mut db,
+            "create table j3 (id int primary key, j json, ja json[])",
+        );
+        db.client
+            .execute(
+                "select pg_create_logical_replication_slot($1, 'pubjson')",
+                &[&name],
+            )
+            .unwrap_or_else(|e| panic!("create slot: {}", describe_error(&e)));
+        let docs = escape_documents(s, 8);
+        let elements = escape_elements(s);
+        for (i, doc) in docs.iter().enumerate() {
+            db.client
+                .execute(
+                    "insert into j3 values ($1, $2::text::json, $3::text[]::json[])",
+                    &[&(i as i32), doc, &elements],
+                )
+                .unwrap_or_else(|e| panic!("{} insert: {}", s.encoding, describe_error(&e)));
+        }
+        // What the database holds, rendered by it and converted to UTF-8.
+        let expected: BTreeMap<i64, (Value, Value)> = db
+            .client
+            .query("select id, j::text, to_json(ja)::text from j3", &[])
+            .expect("read j3")
+            .iter()
+            .map(|r| {
+                let id: i32 = r.get(0);
+                let j: String = r.get(1);
+                let ja: String = r.get(2);
+                let parse = |t: &str| -> Value {
+                    serde_json::from_str(t).unwrap_or_else(|e| panic!("{e}: {t}"))
+                };
+                (id as i64, (parse(&j), parse(&ja)))
+            })
+            .collect();
+        assert_eq!(expected.len(), docs.len());
+        assert_eq!(expected[&0].1.as_array().map(Vec::len), Some(129));
+
+        let rows: Vec<String> = db
+            .client
+            .query(
+                "select data from pg_logical_slot_peek_changes($1, null, null, \
+                 'format-version', '3')",
+                &[&name],
+            )
+            .unwrap_or_else(|e| panic!("peek: {}", describe_error(&e)))
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let check = |rows: &[String], how: &str| {
+            let mut got = BTreeMap::new();
+            for row in rows {
+                assert!(row.is_ascii(), "{} {how}: not ASCII", s.encoding);
+                let v: Value = serde_json::from_str(row)
+                    .unwrap_or_else(|e| panic!("{} {how}: not JSON ({e})", s.encoding));
+                if v["action"] == "I" {
+                    let new = &v["new"];
+                    got.insert(
+                        new["id"].as_i64().expect("id"),
+                        (new["j"].clone(), new["ja"].clone()),
+                    );
+                }
+            }
+            assert_eq!(got.len(), expected.len(), "{} {how}", s.encoding);
+            for (id, value) in &expected {
+                assert!(got[id] == *value, "{} {how}: row {id} differs", s.encoding);
+            }
+        };
+        check(&rows, "SQL");
+
+        let dir = scratch_dir(&format!("enc3-{}", s.encoding.to_lowercase()));
+        let file = dir.join("out.json");
+        let mut recv =
+            RecvLogical::start_in(&name, &name, &file, &[("format-version", Some("3"))], &[]);
+        wait_for(
+            &format!("{} format 3 through pg_recvlogical", s.encoding),
+            Duration::from_secs(60),
+            || complete_lines(&file).len() >= rows.len(),
+        );
+        recv.stop();
+        let received = complete_lines(&file);
+        check(&received, "pg_recvlogical");
+        assert!(
+            received == rows,
+            "{}: pg_recvlogical differs from the SQL functions",
+            s.encoding
+        );
+        drop(recv);
+        drop(db);
+        drop_database(&name);
+    }
+}

@@ -144,12 +144,15 @@ fn relation_objects_are_sent_exactly_when_the_description_changes() {
     assert_eq!(rs[0]["identity"], "default");
     assert_eq!(
         rs[0]["columns"][0],
-        json!({"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false})
+        json!({"name":"id","attnum":1,"type":"integer","typeoid":23,"key":true,"nullable":false})
     );
     assert_eq!(column_names(&rs[1]), ["id", "a", "b", "c"]);
     assert_eq!(rs[1]["columns"][3]["type"], "numeric(5,2)");
     assert_eq!(column_names(&rs[2]), ["id", "a2", "b", "c"]);
+    // A renamed or retyped column keeps its attnum.
+    assert_eq!(rs[2]["columns"][1]["attnum"], 2);
     assert_eq!(rs[3]["columns"][2]["type"], "bigint");
+    assert_eq!(rs[3]["columns"][2]["attnum"], 3);
     assert_eq!(column_names(&rs[4]), ["id", "a2", "b"]);
     assert_eq!(rs[5]["identity"], "full");
     assert!(rs[5]["columns"]
@@ -598,4 +601,625 @@ fn pg_recvlogical_streams_format_3() {
     assert_eq!(objects[3]["new"]["doc"], "s");
     drop(recv);
     drop_slot(&mut c, "f3_recv");
+}
+
+/// The JSON `null` document is not SQL NULL, in columns and array
+/// elements; objects that look like the wrapper are wrapped; `changed`
+/// compares values (an update from `'null'` to NULL, and json text that
+/// differs only in blanks, are changes).
+#[test]
+fn json_null_is_not_sql_null() {
+    let (_db, mut c) = database("jsonnull");
+    exec(
+        &mut c,
+        "create table jn (id int primary key, j json, b jsonb, ja json[], ba jsonb[]);
+         alter table jn replica identity full",
+    );
+    slot(&mut c, "f3_jsonnull", "pubjson", false);
+    exec(
+        &mut c,
+        r#"insert into jn values (1, 'null', 'null', array['null', null]::json[], array['null', null]::jsonb[]);
+           insert into jn values (2, null, null, array[null, 'null']::json[], array[null, 'null']::jsonb[]);
+           insert into jn values (3, '{"$json": 1}', '{"$json": null, "a": 2}', array['{"$json": [null]}']::json[], array['[null]', '{"x": null}']::jsonb[]);
+           update jn set j = null, b = null where id = 1;
+           update jn set j = '{"a": 1}', b = '{"a": 1}' where id = 2;
+           update jn set j = '{"a":1}', b = '{"a":1}' where id = 2;
+           update jn set ja = array[null]::json[] where id = 2;"#,
+    );
+    let objects = get(&mut c, "f3_jsonnull", &[]);
+    let rows: Vec<&Value> = objects
+        .iter()
+        .filter(|o| matches!(action(o), "I" | "U"))
+        .collect();
+    assert_eq!(rows.len(), 7, "{}", actions(&objects));
+    let wrapped_null = json!({"$json": null});
+    assert_eq!(
+        rows[0]["new"],
+        json!({"id": 1, "j": wrapped_null, "b": wrapped_null,
+               "ja": [wrapped_null, null], "ba": [wrapped_null, null]})
+    );
+    assert_eq!(
+        rows[1]["new"],
+        json!({"id": 2, "j": null, "b": null,
+               "ja": [null, wrapped_null], "ba": [null, wrapped_null]})
+    );
+    assert_eq!(
+        rows[2]["new"],
+        json!({"id": 3, "j": {"$json": {"$json": 1}}, "b": {"$json": {"$json": null, "a": 2}},
+               "ja": [{"$json": {"$json": [null]}}], "ba": [[null], {"x": null}]})
+    );
+    // From the JSON null to SQL NULL: both columns changed.
+    assert_eq!(rows[3]["old"]["j"], wrapped_null);
+    assert_eq!(rows[3]["new"]["j"], Value::Null);
+    assert_eq!(rows[3]["changed"], json!(["j", "b"]));
+    assert_eq!(rows[4]["changed"], json!(["j", "b"]));
+    // json keeps its text (blanks matter to the value), jsonb does not.
+    assert_eq!(rows[5]["new"]["j"], rows[5]["old"]["j"]);
+    assert_eq!(rows[5]["changed"], json!(["j"]));
+    // An array element from JSON null to NULL.
+    assert_eq!(rows[6]["old"]["ja"], json!([null, wrapped_null]));
+    assert_eq!(rows[6]["new"]["ja"], json!([null]));
+    assert_eq!(rows[6]["changed"], json!(["ja"]));
+    drop_slot(&mut c, "f3_jsonnull");
+}
+
+/// Intervals are ISO 8601 durations whatever the session's IntervalStyle,
+/// set in the session that calls the SQL functions or through a
+/// walsender's connection options (what PGOPTIONS sets).
+#[test]
+fn intervals_do_not_depend_on_interval_style() {
+    let (dbname, mut c) = database("interval");
+    exec(
+        &mut c,
+        "create table ti (id int primary key, v interval, va interval[])",
+    );
+    slot(&mut c, "f3_interval", "pubjson", false);
+    let mut values = vec![
+        "-1 days -02:03:04",
+        "1 year 2 mons 3 days 04:05:06.5",
+        "0",
+        "-0.5 s",
+        "-1 year +2 mons -3 days +04:05:06.000001",
+        "178956970 years 7 months 2562047788 hours 54.775806 seconds",
+    ];
+    if server_major(&mut c) >= 17 {
+        values.extend(["infinity", "-infinity"]);
+    }
+    for (i, v) in values.iter().enumerate() {
+        c.execute(
+            "insert into ti values ($1, $2::text::interval, array[$2::text::interval, null])",
+            &[&(i as i32), v],
+        )
+        .unwrap_or_else(|e| panic!("{v}: {}", pubjson_e2e::describe_error(&e)));
+    }
+    exec(&mut c, "select txid_current()");
+    // What PostgreSQL prints in the iso_8601 style.
+    exec(&mut c, "set intervalstyle = iso_8601");
+    let expected: BTreeMap<i64, Value> = c
+        .query("select id, v::text from ti", &[])
+        .expect("ti")
+        .iter()
+        .map(|r| {
+            let id: i32 = r.get(0);
+            let text: String = r.get(1);
+            (id as i64, Value::String(text))
+        })
+        .collect();
+    assert_eq!(expected[&0], json!("P-1DT-2H-3M-4S"));
+    let check = |lines: &[String], how: &str| {
+        let mut got = BTreeMap::new();
+        for line in lines {
+            let o: Value = serde_json::from_str(line).expect("JSON");
+            if action(&o) == "I" {
+                let new = &o["new"];
+                assert_eq!(new["va"], json!([new["v"], null]), "{how}");
+                got.insert(new["id"].as_i64().expect("id"), new["v"].clone());
+            }
+        }
+        assert_eq!(got, expected, "{how}");
+    };
+    for style in ["postgres", "sql_standard", "postgres_verbose", "iso_8601"] {
+        exec(&mut c, &format!("set intervalstyle = {style}"));
+        let lines: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('f3_interval', null, null, \
+                 'format-version', '3')",
+                &[],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        check(&lines, style);
+    }
+    exec(&mut c, "reset intervalstyle");
+    let count = expected.len();
+    for style in ["sql_standard", "postgres_verbose"] {
+        let dir = scratch_dir(&format!("format3_interval_{style}"));
+        let file = dir.join("out.jsonl");
+        let conninfo = format!("dbname={dbname} options='-c intervalstyle={style}'");
+        let mut recv = RecvLogical::start_in(
+            &conninfo,
+            "f3_interval",
+            &file,
+            &[("format-version", Some("3"))],
+            &[],
+        );
+        let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
+            let lines = complete_lines(&file);
+            let commits = lines.iter().filter(|l| l.contains(r#""action":"C""#));
+            (commits.count() >= count).then_some(lines)
+        });
+        recv.stop();
+        check(&lines, style);
+        drop(recv);
+    }
+    drop_slot(&mut c, "f3_interval");
+}
+
+/// `R` columns carry `attnum` (kept by a rename, new for a column dropped
+/// and added again) and, for domains, the base type (the first that is
+/// not a domain) with its OID.
+#[test]
+fn r_columns_have_attnum_and_domain_base_types() {
+    let (_db, mut c) = database("attnum");
+    exec(
+        &mut c,
+        "create domain short_text as varchar(64);
+         create domain email as short_text check (value like '%@%');
+         create domain doc as jsonb;
+         create table ta (id int primary key, a text, gone int, e email, d doc)",
+    );
+    slot(&mut c, "f3_attnum", "pubjson", false);
+    exec(
+        &mut c,
+        r#"insert into ta values (1, 'x', 1, 'a@b', '{"k": null}');
+           alter table ta rename column a to a2;
+           insert into ta values (2, 'y', 2, 'c@d', 'null');
+           alter table ta drop column a2;
+           alter table ta add column a2 text;
+           insert into ta values (3, 3, 'e@f', '[1]', 'z');"#,
+    );
+    let objects = get(&mut c, "f3_attnum", &[]);
+    let rs: Vec<&Value> = objects.iter().filter(|o| action(o) == "R").collect();
+    assert_eq!(rs.len(), 3, "{}", actions(&objects));
+    let attnums = |r: &Value| -> Vec<(String, i64)> {
+        r["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().expect("name").to_string(),
+                    c["attnum"].as_i64().expect("attnum"),
+                )
+            })
+            .collect()
+    };
+    let named = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+        v.iter().map(|(n, a)| (n.to_string(), *a)).collect()
+    };
+    assert_eq!(
+        attnums(rs[0]),
+        named(&[("id", 1), ("a", 2), ("gone", 3), ("e", 4), ("d", 5)])
+    );
+    assert_eq!(
+        attnums(rs[1]),
+        named(&[("id", 1), ("a2", 2), ("gone", 3), ("e", 4), ("d", 5)])
+    );
+    assert_eq!(
+        attnums(rs[2]),
+        named(&[("id", 1), ("gone", 3), ("e", 4), ("d", 5), ("a2", 6)])
+    );
+    let mut oid = |sql: &str| -> i64 { c.query_one(sql, &[]).expect(sql).get(0) };
+    let email = oid("select 'email'::regtype::oid::int8");
+    let doc = oid("select 'doc'::regtype::oid::int8");
+    let columns = rs[2]["columns"].as_array().expect("columns");
+    assert_eq!(
+        columns[2],
+        json!({"name": "e", "attnum": 4, "type": "email", "typeoid": email,
+               "basetype": "character varying(64)", "basetypeoid": 1043,
+               "key": false, "nullable": true})
+    );
+    assert_eq!(
+        columns[3],
+        json!({"name": "d", "attnum": 5, "type": "doc", "typeoid": doc,
+               "basetype": "jsonb", "basetypeoid": 3802, "key": false, "nullable": true})
+    );
+    assert!(columns[0].get("basetype").is_none() && columns[4].get("basetypeoid").is_none());
+    // Values are the base type's (a jsonb domain's JSON null is wrapped).
+    let inserts: Vec<&Value> = objects.iter().filter(|o| action(o) == "I").collect();
+    assert_eq!(inserts[0]["new"]["d"], json!({"k": null}));
+    assert_eq!(inserts[1]["new"]["d"], json!({"$json": null}));
+    drop_slot(&mut c, "f3_attnum");
+}
+
+/// docs/format3.md's "A consumer's algorithm", line by line, as code: it
+/// keeps its state across decoding sessions (reconnects).
+#[derive(Default)]
+struct DocConsumer {
+    relations: BTreeMap<u64, Value>,
+    applied: u64,
+    txn: Vec<Value>,
+    skip: bool,
+    /// top-level xid -> (count, changes).
+    streams: BTreeMap<u64, (u64, Vec<Value>)>,
+    block: Option<u64>,
+    prepared: BTreeMap<String, Vec<Value>>,
+    /// The replica: id -> row (column -> value as written).
+    table: BTreeMap<i64, serde_json::Map<String, Value>>,
+    /// Contents of the transactional messages applied.
+    messages: Vec<String>,
+    /// Every action seen.
+    seen: std::collections::BTreeSet<String>,
+}
+
+impl DocConsumer {
+    fn lsn(o: &Value) -> u64 {
+        pubjson_e2e::lsn(o["lsn"].as_str().expect("lsn"))
+    }
+
+    /// A new session: nothing of the old one's position is kept (the
+    /// replica, `applied`, buffers of streamed and prepared transactions are).
+    fn reconnect(&mut self) {
+        self.block = None;
+        self.txn.clear();
+    }
+
+    fn feed(&mut self, o: &Value) {
+        self.seen.insert(action(o).to_string());
+        match action(o) {
+            "R" => {
+                self.relations
+                    .insert(o["relid"].as_u64().expect("relid"), o.clone());
+            }
+            "B" => {
+                self.txn.clear();
+                self.skip = Self::lsn(o) < self.applied;
+            }
+            "I" | "U" | "D" | "T" => self.add(o),
+            "M" if o["transactional"] == true => self.add(o),
+            "M" => {}
+            "C" if o["streamed"] != true => {
+                assert_eq!(o["changes"].as_u64(), Some(self.txn.len() as u64), "{o}");
+                let txn = std::mem::take(&mut self.txn);
+                if !self.skip {
+                    txn.iter().for_each(|ch| self.apply(ch));
+                    self.applied = pubjson_e2e::lsn(o["nextlsn"].as_str().expect("nextlsn"));
+                }
+            }
+            "S" => {
+                let xid = o["xid"].as_u64().expect("xid");
+                self.block = Some(xid);
+                if o["first"] == true || !self.streams.contains_key(&xid) {
+                    self.streams.insert(xid, (0, Vec::new()));
+                }
+            }
+            "E" => self.block = None,
+            "A" => {
+                let (xid, sub) = (o["xid"].as_u64(), o["subxid"].as_u64());
+                if xid == sub {
+                    self.streams.remove(&xid.expect("xid"));
+                } else if let Some((_, changes)) = self.streams.get_mut(&xid.expect("xid")) {
+                    changes.retain(|c| c["xid"].as_u64() != sub);
+                }
+            }
+            "C" => {
+                let xid = o["xid"].as_u64().expect("xid");
+                let (count, changes) = self.streams.remove(&xid).expect("streamed C");
+                assert_eq!(o["changes"].as_u64(), Some(count), "{o}");
+                if Self::lsn(o) >= self.applied {
+                    changes.iter().for_each(|ch| self.apply(ch));
+                    self.applied = pubjson_e2e::lsn(o["nextlsn"].as_str().expect("nextlsn"));
+                }
+            }
+            "P" => {
+                let (count, changes) = if o["streamed"] == true {
+                    self.streams
+                        .remove(&o["xid"].as_u64().expect("xid"))
+                        .expect("streamed P")
+                } else {
+                    let txn = std::mem::take(&mut self.txn);
+                    (txn.len() as u64, txn)
+                };
+                assert_eq!(o["changes"].as_u64(), Some(count), "{o}");
+                self.prepared
+                    .insert(o["gid"].as_str().expect("gid").to_string(), changes);
+            }
+            "CP" => {
+                let changes = self.prepared.remove(o["gid"].as_str().expect("gid"));
+                if Self::lsn(o) >= self.applied {
+                    changes
+                        .expect("prepared")
+                        .iter()
+                        .for_each(|ch| self.apply(ch));
+                    self.applied = pubjson_e2e::lsn(o["nextlsn"].as_str().expect("nextlsn"));
+                }
+            }
+            "RP" => {
+                self.prepared.remove(o["gid"].as_str().expect("gid"));
+            }
+            other => panic!("unknown action {other}: {o}"),
+        }
+    }
+
+    fn add(&mut self, o: &Value) {
+        match self.block {
+            Some(top) => {
+                let (count, changes) = self.streams.get_mut(&top).expect("S before");
+                *count += 1;
+                changes.push(o.clone());
+            }
+            None => self.txn.push(o.clone()),
+        }
+    }
+
+    fn apply(&mut self, o: &Value) {
+        match action(o) {
+            "I" | "U" | "D" => {
+                let rel = &self.relations[&o["relid"].as_u64().expect("relid")];
+                let keys: Vec<String> = rel["columns"]
+                    .as_array()
+                    .expect("columns")
+                    .iter()
+                    .filter(|c| c["key"] == true)
+                    .map(|c| c["name"].as_str().expect("name").to_string())
+                    .collect();
+                assert_eq!(keys, ["id"]);
+                let key = |row: &Value| row["id"].as_i64().expect("key");
+                let kind = action(o);
+                if kind == "D" {
+                    self.table.remove(&key(&o["old"]));
+                    return;
+                }
+                let new = o["new"].as_object().expect("new");
+                let mut row = if kind == "U" {
+                    let stored_at = if o["old"].is_object() {
+                        key(&o["old"])
+                    } else {
+                        key(&o["new"])
+                    };
+                    self.table.remove(&stored_at).expect("stored row")
+                } else {
+                    serde_json::Map::new()
+                };
+                let unchanged: Vec<&str> = o["unchanged"]
+                    .as_array()
+                    .map(|u| u.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                for (column, value) in new {
+                    assert!(!unchanged.contains(&column.as_str()));
+                    row.insert(column.clone(), value.clone());
+                }
+                self.table.insert(key(&o["new"]), row);
+            }
+            "T" => self.table.clear(),
+            "M" => self
+                .messages
+                .push(o["content"].as_str().expect("content").to_string()),
+            other => panic!("{other} in a transaction"),
+        }
+    }
+}
+
+/// A tiny seeded generator (xorshift64*), so a failure can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) % n
+    }
+}
+
+/// A consumer written from docs/format3.md's algorithm replays a random
+/// workload (savepoints, truncates inside savepoints, transactional and
+/// other messages, prepared transactions finished later, streaming) into
+/// a replica that matches the table after every round, with every
+/// session cut short once (a reconnect in the middle of the stream) and
+/// decoded again from the slot's position.
+#[test]
+fn a_consumer_following_the_docs_replicates_a_random_workload() {
+    let (_db, mut c) = database("consumer");
+    exec(
+        &mut c,
+        "create table rt (id int primary key, v text, j jsonb, iv interval)",
+    );
+    slot(&mut c, "f3_consumer", "pubjson", true);
+    let seed = std::env::var("PUBJSON_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x005e_edf3_u64);
+    eprintln!("seed {seed} (PUBJSON_SEED)");
+    let mut rng = Rng(seed | 1);
+    let mut consumer = DocConsumer::default();
+    let mut messages_committed: Vec<String> = Vec::new();
+    let docs = [
+        "null",
+        r#"{"a": null}"#,
+        r#"{"$json": 1}"#,
+        "[1, null]",
+        r#""s""#,
+    ];
+    let intervals = ["-1 days -02:03:04", "1 year 2 mons", "0", "00:00:00.5"];
+    let mut pending_prepared: Vec<(String, Vec<String>)> = Vec::new();
+    let mut next_gid = 0;
+    let force_streaming = if server_major(&mut c) >= 16 {
+        "set debug_logical_replication_streaming = immediate"
+    } else {
+        "set logical_decoding_work_mem = '64kB'"
+    };
+    for round in 0..6 {
+        for t in 0..8 {
+            let mut sql = String::from("begin;");
+            let mut messages = Vec::new();
+            // A transaction to be prepared touches only rows of its own
+            // (nothing waits for it while it is pending); nothing truncates
+            // while one is pending.
+            let fate = rng.below(6);
+            let own = (fate == 1).then(|| 100_000 + next_gid * 1000);
+            for step in 0..(1 + rng.below(6)) {
+                let id = match own {
+                    Some(base) => (base / 1000) as i64,
+                    None => rng.below(40) as i64,
+                };
+                let range = match own {
+                    Some(base) => format!("id >= {base} and id < {} and", base + 1000),
+                    None => String::new(),
+                };
+                let statement = match rng.below(8) {
+                    0..=2 => {
+                        let large = rng.below(4) == 0;
+                        let rows = 1 + rng.below(if large { 300 } else { 3 });
+                        format!(
+                            "insert into rt select {id} * 1000 + g, repeat('x', {len}) || g, \
+                             $j${}$j$, '{}' from generate_series(1, {rows}) g on conflict do nothing;",
+                            docs[rng.below(5) as usize],
+                            intervals[rng.below(4) as usize],
+                            len = 1 + rng.below(3000),
+                        )
+                    }
+                    3 => format!(
+                        "update rt set j = {}, v = v || 'u' where {range} id % 7 = {};",
+                        if rng.below(3) == 0 {
+                            "null".to_string()
+                        } else {
+                            format!("$j${}$j$", docs[rng.below(5) as usize])
+                        },
+                        rng.below(7)
+                    ),
+                    4 => format!("delete from rt where {range} id % 5 = {};", rng.below(5)),
+                    5 if own.is_none() && pending_prepared.is_empty() => "truncate rt;".to_string(),
+                    5 => format!("delete from rt where {range} id % 3 = 0;"),
+                    6 => {
+                        let content = format!("m{round}.{t}.{step}");
+                        messages.push(content.clone());
+                        format!("select pg_logical_emit_message(true, 'p', '{content}');")
+                    }
+                    _ => format!(
+                        "select pg_logical_emit_message(false, 'n', 'r{round}.{t}.{step}');"
+                    ),
+                };
+                // Some statements inside a savepoint that is rolled back
+                // (not transactional messages: see docs/format3.md, a
+                // streamed one carries its top-level transaction's xid).
+                if rng.below(4) == 0 && !statement.contains("(true,") {
+                    sql.push_str(&format!("savepoint s; {statement} rollback to s;"));
+                    messages.retain(|m| !statement.contains(m.as_str()));
+                } else {
+                    sql.push_str(&statement);
+                }
+            }
+            match fate {
+                0 => {
+                    sql.push_str("rollback;");
+                    exec(&mut c, &sql);
+                }
+                1 => {
+                    let gid = format!("g{next_gid}");
+                    next_gid += 1;
+                    sql.push_str(&format!("prepare transaction '{gid}';"));
+                    exec(&mut c, &sql);
+                    pending_prepared.push((gid, messages));
+                }
+                _ => {
+                    sql.push_str("commit;");
+                    exec(&mut c, &sql);
+                    messages_committed.extend(messages);
+                }
+            }
+            // Finish some prepared transactions, possibly of an earlier round.
+            if !pending_prepared.is_empty() && rng.below(3) == 0 {
+                let which = rng.below(pending_prepared.len() as u64) as usize;
+                let (gid, messages) = pending_prepared.remove(which);
+                if rng.below(3) == 0 {
+                    exec(&mut c, &format!("rollback prepared '{gid}'"));
+                } else {
+                    exec(&mut c, &format!("commit prepared '{gid}'"));
+                    messages_committed.extend(messages);
+                }
+            }
+        }
+        exec(&mut c, "select txid_current()");
+        exec(&mut c, force_streaming);
+        let decode = |c: &mut Client, function: &str, upto: Option<i32>| -> Vec<Value> {
+            c.query(
+                &format!(
+                    "select data from {function}('f3_consumer', null, $1, \
+                     'format-version', '3', 'streaming', 'on', 'two_phase', 'on')"
+                ),
+                &[&upto],
+            )
+            .unwrap_or_else(|e| panic!("{function}: {}", pubjson_e2e::describe_error(&e)))
+            .iter()
+            .map(|r| serde_json::from_str(&r.get::<_, String>(0)).expect("JSON"))
+            .collect()
+        };
+        // A session cut short, then the whole of it again.
+        let cut = 1 + rng.below(200) as i32;
+        consumer.reconnect();
+        for o in decode(&mut c, "pg_logical_slot_peek_changes", Some(cut)) {
+            consumer.feed(&o);
+        }
+        consumer.reconnect();
+        let objects = decode(&mut c, "pg_logical_slot_get_changes", None);
+        for o in &objects {
+            consumer.feed(o);
+        }
+        exec(&mut c, "reset all");
+        // The replica is the table.
+        exec(&mut c, "set intervalstyle = iso_8601");
+        let want: BTreeMap<i64, (Value, Option<Value>, Value)> = c
+            .query("select id, v, j::text, iv::text from rt", &[])
+            .expect("rt")
+            .iter()
+            .map(|r| {
+                let j: Option<String> = r.get(2);
+                let iv: Option<String> = r.get(3);
+                (
+                    r.get::<_, i32>(0) as i64,
+                    (
+                        json!(r.get::<_, Option<String>>(1)),
+                        j.map(|t| serde_json::from_str(&t).expect("jsonb")),
+                        json!(iv),
+                    ),
+                )
+            })
+            .collect();
+        exec(&mut c, "reset intervalstyle");
+        let got: BTreeMap<i64, (Value, Option<Value>, Value)> = consumer
+            .table
+            .iter()
+            .map(|(id, row)| {
+                // json and jsonb values as docs/format3.md says.
+                let j = match &row["j"] {
+                    Value::Null => None,
+                    Value::Object(o) if o.contains_key("$json") => Some(o["$json"].clone()),
+                    doc => Some(doc.clone()),
+                };
+                (*id, (row["v"].clone(), j, row["iv"].clone()))
+            })
+            .collect();
+        assert!(
+            got == want,
+            "round {round} (seed {seed}): the replica differs from the table: \
+             {} rows vs {}",
+            got.len(),
+            want.len()
+        );
+        assert_eq!(consumer.messages, messages_committed, "round {round}");
+        assert!(consumer.streams.is_empty(), "round {round}");
+        let held: Vec<&String> = consumer.prepared.keys().collect();
+        let pending: Vec<&String> = pending_prepared.iter().map(|(g, _)| g).collect();
+        assert_eq!(held, pending, "round {round}");
+    }
+    for (gid, _) in &pending_prepared {
+        exec(&mut c, &format!("rollback prepared '{gid}'"));
+    }
+    for a in ["S", "A", "T", "M", "P", "CP", "RP"] {
+        assert!(consumer.seen.contains(a), "no {a}: {:?}", consumer.seen);
+    }
+    drop_slot(&mut c, "f3_consumer");
 }

@@ -182,7 +182,7 @@ fn push_iso8601_year(text: &mut Text, year: i64) {
         v /= 10;
     }
     if v > 0 {
-        // More than six digits (not reachable from PostgreSQL's range).
+        // More than six digits: dates reach 5874897.
         text.year(year.unsigned_abs());
     } else {
         text.push_slice(&digits);
@@ -282,6 +282,60 @@ pub fn push_iso8601_date(out: &mut Vec<u8>, days: i32) -> bool {
     push_iso8601_ymd(&mut text, jd);
     out.extend_from_slice(&text.bytes[..text.len]);
     true
+}
+
+/// Appends an `interval` (months, days, microseconds, as stored) as an
+/// ISO 8601 duration, exactly what PostgreSQL prints with IntervalStyle
+/// `iso_8601` (whatever the session's style): `P1Y2M3DT4H5M6.5S`, each
+/// field with its own sign (`P-1DT-2H-3M-4S`), zero fields left out,
+/// `PT0S` for zero. PostgreSQL 17's infinite intervals are `infinity` and
+/// `-infinity`. No quotes.
+pub fn push_iso8601_interval(out: &mut Vec<u8>, months: i32, days: i32, micros: i64) {
+    if (months, days, micros) == (i32::MAX, i32::MAX, i64::MAX) {
+        out.extend_from_slice(b"infinity");
+        return;
+    }
+    if (months, days, micros) == (i32::MIN, i32::MIN, i64::MIN) {
+        out.extend_from_slice(b"-infinity");
+        return;
+    }
+    // interval2itm: C's truncating division, every field keeps its sign.
+    let (years, months) = (months / 12, months % 12);
+    let hours = micros / 3_600_000_000;
+    let rest = micros % 3_600_000_000;
+    let (minutes, rest) = (rest / 60_000_000, rest % 60_000_000);
+    let (seconds, fraction) = (rest / 1_000_000, rest % 1_000_000);
+    if (years, months, days, hours, minutes, seconds, fraction) == (0, 0, 0, 0, 0, 0, 0) {
+        out.extend_from_slice(b"PT0S");
+        return;
+    }
+    let part = |out: &mut Vec<u8>, value: i64, unit: u8| {
+        if value != 0 {
+            out.extend_from_slice(value.to_string().as_bytes());
+            out.push(unit);
+        }
+    };
+    out.push(b'P');
+    part(out, years as i64, b'Y');
+    part(out, months as i64, b'M');
+    part(out, days as i64, b'D');
+    if hours != 0 || minutes != 0 || seconds != 0 || fraction != 0 {
+        out.push(b'T');
+    }
+    part(out, hours, b'H');
+    part(out, minutes, b'M');
+    if seconds != 0 || fraction != 0 {
+        if seconds < 0 || fraction < 0 {
+            out.push(b'-');
+        }
+        out.extend_from_slice(seconds.unsigned_abs().to_string().as_bytes());
+        if fraction != 0 {
+            let digits = format!("{:06}", fraction.unsigned_abs());
+            out.push(b'.');
+            out.extend_from_slice(digits.trim_end_matches('0').as_bytes());
+        }
+        out.push(b'S');
+    }
 }
 
 #[cfg(test)]
@@ -404,5 +458,44 @@ mod tests {
             }
             prop_assert_eq!(iso(days * USECS_PER_DAY + time, true), want);
         }
+    }
+
+    fn interval(months: i32, days: i32, micros: i64) -> String {
+        let mut out = Vec::new();
+        push_iso8601_interval(&mut out, months, days, micros);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn intervals_are_iso8601_durations() {
+        let s = 1_000_000i64;
+        assert_eq!(interval(0, 0, 0), "PT0S");
+        // The '-1 days -02:03:04'.
+        assert_eq!(
+            interval(0, -1, -(2 * 3600 + 3 * 60 + 4) * s),
+            "P-1DT-2H-3M-4S"
+        );
+        assert_eq!(
+            interval(14, 3, (4 * 3600 + 5 * 60 + 6) * s + 500_000),
+            "P1Y2MT4H5M6.5S".replace("MT", "M3DT")
+        );
+        assert_eq!(interval(-14, 0, 0), "P-1Y-2M");
+        assert_eq!(interval(12, 0, 0), "P1Y");
+        assert_eq!(interval(0, 0, -1_500_000), "PT-1.5S");
+        assert_eq!(interval(0, 0, -500_000), "PT-0.5S");
+        assert_eq!(interval(0, 0, 1), "PT0.000001S");
+        assert_eq!(interval(0, 0, 60 * s), "PT1M");
+        assert_eq!(interval(0, 1, -s), "P1DT-1S");
+        assert_eq!(interval(i32::MAX, i32::MAX, i64::MAX), "infinity");
+        assert_eq!(interval(i32::MIN, i32::MIN, i64::MIN), "-infinity");
+        // The extremes of finite intervals.
+        assert_eq!(
+            interval(i32::MIN, i32::MIN, i64::MIN + 1),
+            "P-178956970Y-8M-2147483648DT-2562047788H-54.775807S"
+        );
+        assert_eq!(
+            interval(i32::MAX, 0, i64::MAX - 1),
+            "P178956970Y7MT2562047788H54.775806S"
+        );
     }
 }

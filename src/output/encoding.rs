@@ -19,9 +19,22 @@
 //! functions) and JSON that decodes to the right characters (a walsender
 //! sends the bytes as they are). In every server encoding, all bytes of a
 //! multibyte character are >= 0x80, so ASCII bytes always end a run.
+//!
+//! JSON text embedded as it is (format 3's `json` values) has escapes of
+//! its own, and a user's `\u00b0` is the character U+00B0, not a database
+//! byte. Such text is written with [`VALUE_BACKSLASH`] instead of each of
+//! its backslashes ([`Value::JsonForAscii`](super::v3::value::Value)):
+//! that byte is never in what the encoders write otherwise (database text
+//! holds no NUL, and the encoders escape one as `\u0000`), so the rewrite
+//! turns it back into a backslash and never reads what follows as an
+//! escaped byte. A backslash in the message is always the encoders'.
 
 pub use super::conversions::{to_utf8_routine, ConversionRoutine};
 use super::json::{push_u16_escape, push_u_escape};
+
+/// What a backslash of embedded JSON text is written as before the ASCII
+/// rewrite (see the module comment): NUL, which the encoders never write.
+pub const VALUE_BACKSLASH: u8 = 0;
 
 /// How the database's text becomes output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +86,12 @@ pub fn push_ascii_json(
             }
         }
         flush_run(out, &mut run, converter, scratch);
+        if b == VALUE_BACKSLASH {
+            // A value's own backslash: what follows is its escape, ASCII.
+            out.push(b'\\');
+            i += 1;
+            continue;
+        }
         // An escape other than `\u00XX` (XX >= 0x80) is copied whole, so
         // its second character is never taken for the start of another.
         let len = if b == b'\\' { 2 } else { 1 };
@@ -162,6 +181,7 @@ pub fn message_name(name: &[u8], encoding: ServerEncoding) -> String {
 mod tests {
     use super::*;
     use crate::output::json::json_string;
+    use crate::output::v3::value::{push_value, Value};
 
     /// LATIN1: every byte is the code point of the same number.
     struct Latin1;
@@ -290,6 +310,90 @@ mod tests {
                 assert_eq!(round_trip(&text, &mut Latin1), expected, "{text:?}");
             }
         }
+    }
+
+    /// What a JSON parser reads from the ASCII output of a message that
+    /// embeds `doc` (json text in the database encoding) as format 3 does.
+    fn embedded(doc: &[u8], converter: &mut impl ToUtf8) -> serde_json::Value {
+        let mut message = b"{\"t\":".to_vec();
+        message.extend_from_slice(&json_string(b"\xc6\xfc\xe9"));
+        message.extend_from_slice(b",\"j\":");
+        push_value(&mut message, Value::JsonForAscii(doc), false).unwrap();
+        message.push(b'}');
+        let out = ascii(&message, converter);
+        let mut value: serde_json::Value = serde_json::from_str(&out).unwrap();
+        value["j"].take()
+    }
+
+    #[test]
+    fn escapes_of_embedded_json_are_not_database_bytes() {
+        // The issue's EUC_KR case: \u00b0\u00a1 is "°¡", not the bytes B0 A1
+        // (and \u00a1\u00a1 not the bytes of U+3000).
+        assert_eq!(
+            embedded(
+                br#"{"k":"\u00b0\u00a1","l":"\u00a1\u00a1"}"#,
+                &mut TinyEucJp
+            ),
+            serde_json::json!({"k": "°¡", "l": "¡¡"})
+        );
+        // Next to a database character, upper-case, and after \\.
+        assert_eq!(
+            embedded(
+                b"[\"\\u00a4\xc6\xfc\",\"\\u00C6\\u00FC\",\"\\\\u00e9\"]",
+                &mut TinyEucJp
+            ),
+            serde_json::json!(["¤日", "Æü", "\\u00e9"])
+        );
+        assert_eq!(
+            embedded(br#""\u0080\u00ff\ud83d\ude00\"\/""#, &mut Latin1),
+            serde_json::json!("\u{80}\u{ff}😀\"/")
+        );
+        // The marker never reaches the output.
+        let mut message = Vec::new();
+        push_value(
+            &mut message,
+            Value::JsonForAscii(br#"["\\","\u00e9"]"#),
+            false,
+        )
+        .unwrap();
+        assert!(!message.contains(&b'\\'));
+        assert_eq!(ascii(&message, &mut Latin1), r#"["\\","\u00e9"]"#);
+    }
+
+    #[test]
+    fn every_escape_of_the_bmp_means_its_character() {
+        // Every code point as an escape (lower and upper case hex, twice), between
+        // database characters, and every character beyond the BMP as a
+        // surrogate pair: what serde_json reads from the document itself.
+        let mut doc = b"[".to_vec();
+        let mut expected = Vec::new();
+        for cp in (0u32..=0xffff).filter(|cp| !(0xd800..0xe000).contains(cp)) {
+            for escape in [format!("\\u{cp:04x}"), format!("\\u{cp:04X}")] {
+                if doc.len() > 1 {
+                    doc.push(b',');
+                }
+                doc.extend_from_slice(b"\"\xc6\xfc");
+                doc.extend_from_slice(escape.repeat(2).as_bytes());
+                doc.extend_from_slice(b"\xcb\xdc\"");
+                let c = char::from_u32(cp).unwrap();
+                expected.push(serde_json::Value::String(format!("日{c}{c}本")));
+            }
+        }
+        for c in ['\u{10000}', '😀', '\u{10ffff}'] {
+            let mut units = [0u16; 2];
+            let pair: String = c
+                .encode_utf16(&mut units)
+                .iter()
+                .map(|u| format!("\\u{u:04x}"))
+                .collect();
+            doc.extend_from_slice(format!(",\"{pair}\"").as_bytes());
+            expected.push(serde_json::Value::String(c.to_string()));
+        }
+        doc.push(b']');
+        assert_eq!(
+            embedded(&doc, &mut TinyEucJp),
+            serde_json::Value::Array(expected)
+        );
     }
 
     #[test]

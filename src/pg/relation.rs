@@ -71,6 +71,7 @@ pub enum TypedPath {
     Timestamp,
     TimestampTz,
     Date,
+    Interval,
     /// An array: its elements are read one by one.
     Array(Box<ArrayElement>),
     /// Any other type: the output function's text, as a string.
@@ -112,6 +113,7 @@ impl TypedPath {
             pg_sys::TIMESTAMPOID => TypedPath::Timestamp,
             pg_sys::TIMESTAMPTZOID => TypedPath::TimestampTz,
             pg_sys::DATEOID => TypedPath::Date,
+            pg_sys::INTERVALOID => TypedPath::Interval,
             _ if nested => TypedPath::OutputFunction,
             // SAFETY: as above; the element's output function is resolved
             // into `memory`, which outlives the path.
@@ -535,6 +537,19 @@ unsafe fn build_entry(
                 ),
             };
 
+            let domain_base = match &info {
+                Some(t) if t.is_domain => {
+                    let mut typmod = attr.atttypmod;
+                    let base = pg_sys::getBaseTypeAndTypmod(column_type, &mut typmod);
+                    let name = match types.name {
+                        TypeName::WithTypmod => format_type(base, typmod),
+                        TypeName::Plain => type_info(base).name,
+                    };
+                    Some((type_name_json_in(&name, server_encoding()), base.to_u32()))
+                }
+                _ => None,
+            };
+
             let value_type = match &info {
                 Some(t) if domain_as_base && types.classify_domain_base => t.base_type,
                 _ => column_type,
@@ -569,6 +584,9 @@ unsafe fn build_entry(
                 in_primary_key: bms_contains(pk_attrs, attr.attnum),
                 in_identity_key: bms_contains(identity_attrs, attr.attnum),
                 is_varlena: attr.attlen == -1,
+                domain_base,
+                attlen: attr.attlen,
+                byval: attr.attbyval,
             });
             outputs.push(Some(ColumnOutput {
                 fast_path: fast_path(value_type, dates),

@@ -6,16 +6,18 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 
 use crate::output::datetime::push_iso_timestamp;
+use crate::output::encoding::ServerEncoding;
 use crate::output::json::{push_i64, push_json_string, push_u64};
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
 
-use crate::model::{Cell, ColumnMeta, EncodeError, TupleValues};
+use crate::model::{Cell, ColumnMeta, EncodeError, Image, TupleValues};
 use crate::output::v3::value::{push_array, push_value, Value};
 use crate::output::wal2json::push_text_value;
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
 use crate::pg::relation::{ArrayElement, ColumnOutput, FastPath, RelationEntry, TypedPath};
+use crate::pg::server_encoding::server_encoding;
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -200,6 +202,16 @@ unsafe fn output_text<'t>(
     }
 }
 
+/// JSON text to embed: marked for the ASCII rewrite of the output where
+/// there is one (see `output::encoding`).
+fn json_value(text: &[u8]) -> Value<'_> {
+    if server_encoding() == ServerEncoding::Other {
+        Value::JsonForAscii(text)
+    } else {
+        Value::Json(text)
+    }
+}
+
 /// Format 3's typed JSON of a non-null value read along `path`.
 ///
 /// # Safety
@@ -225,9 +237,18 @@ unsafe fn write_typed_datum(
         TypedPath::Timestamp => Value::Timestamp(raw as i64),
         TypedPath::TimestampTz => Value::TimestampTz(raw as i64),
         TypedPath::Date => Value::Date(raw as i32),
+        TypedPath::Interval => {
+            // SAFETY: a non-null interval datum points to an Interval.
+            let interval = unsafe { &*datum.cast_mut_ptr::<pg_sys::Interval>() };
+            Value::Interval {
+                months: interval.month,
+                days: interval.day,
+                micros: interval.time,
+            }
+        }
         TypedPath::Numeric => Value::Numeric(unsafe { varlena_bytes(datum) }),
         TypedPath::Text => Value::Text(unsafe { varlena_bytes(datum) }),
-        TypedPath::Json => Value::Json(unsafe { varlena_bytes(datum) }),
+        TypedPath::Json => json_value(unsafe { varlena_bytes(datum) }),
         TypedPath::Jsonb => Value::Jsonb(unsafe { varlena_bytes(datum) }),
         TypedPath::Bytea => Value::Bytea(unsafe { varlena_bytes(datum) }),
         // SAFETY: per the contract.
@@ -248,7 +269,7 @@ unsafe fn write_typed_datum(
         let text = unsafe { output_text(finfo, datum, is_varlena) };
         let fallback = match path {
             TypedPath::Numeric => Value::NumberText(text),
-            TypedPath::Jsonb => Value::Json(text),
+            TypedPath::Jsonb => json_value(text),
             _ => Value::Text(text),
         };
         // Text forms are always written.
@@ -350,6 +371,34 @@ impl TupleValues for DeformedTuple<'_> {
             )
         };
         Ok(())
+    }
+
+    fn image(&self, column: &ColumnMeta) -> Option<Image<'_>> {
+        let i = column.attr_index;
+        if self.nulls[i] {
+            return None;
+        }
+        let datum = self.values[i];
+        if column.byval {
+            return Some(Image::Word(datum.value() as u64));
+        }
+        // SAFETY: a non-null pass-by-reference datum points to its value:
+        // a varlena (detoasted by varlena_bytes, unless it is an unchanged
+        // TOAST pointer, which has no value here), a NUL-terminated string
+        // (attlen -2) or attlen bytes. The tuple outlives the borrow.
+        unsafe {
+            match column.attlen {
+                -1 if is_external_ondisk(datum) => None,
+                -1 => Some(Image::Bytes(varlena_bytes(datum))),
+                -2 => Some(Image::Bytes(
+                    CStr::from_ptr(datum.cast_mut_ptr()).to_bytes(),
+                )),
+                len => Some(Image::Bytes(std::slice::from_raw_parts(
+                    datum.cast_mut_ptr::<u8>(),
+                    len.max(0) as usize,
+                ))),
+            }
+        }
     }
 
     fn is_visible(&self, column: &ColumnMeta) -> bool {

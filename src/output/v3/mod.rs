@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `B` | `xid`, `lsn` (commit), `timestamp` [, `origin`] |
 //! | `C` | `xid`, `lsn`, `nextlsn`, `timestamp`, `changes` [, `streamed`] |
-//! | `R` | `relid`, `schema`, `table`, `identity`, `columns` (`name`, `type`, `typeoid`, `key`, `nullable`) |
+//! | `R` | `relid`, `schema`, `table`, `identity`, `columns` (`name`, `attnum`, `type`, `typeoid` [, `basetype`, `basetypeoid`], `key`, `nullable`) |
 //! | `I`/`U`/`D` | [`xid` in a streamed block,] [`transformedfrom`,] `relid`, `schema`, `table`, `new`, `old`, `unchanged`, `changed` |
 //! | `T` | [`xid`,] `relid`, `schema`, `table` |
 //! | `M` | [`xid`,] `transactional`, `lsn`, `prefix`, `content` |
@@ -34,7 +34,7 @@ use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
     OutputFormat, PreparedTxn, RelationRender, Sink, TypeName, TypeRendering,
 };
-use crate::output::json::{push_json_string, push_lsn, push_u64};
+use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
 use crate::output::wal2json::qualified_name;
 
 /// What format 3 renders once per relation (see [`RelationRender`]).
@@ -176,10 +176,18 @@ pub fn relation_object(out: &mut Vec<u8>, rel: &RelationMeta, visible: &[bool]) 
         first = false;
         out.extend_from_slice(b"{\"name\":");
         out.extend_from_slice(&col.name_json);
+        out.extend_from_slice(b",\"attnum\":");
+        push_i64(out, col.attnum as i64);
         out.extend_from_slice(b",\"type\":");
         out.extend_from_slice(&col.type_json);
         out.extend_from_slice(b",\"typeoid\":");
         out.extend_from_slice(&col.type_oid_text);
+        if let Some((base_json, base_oid)) = &col.domain_base {
+            out.extend_from_slice(b",\"basetype\":");
+            out.extend_from_slice(base_json);
+            out.extend_from_slice(b",\"basetypeoid\":");
+            push_u64(out, *base_oid as u64);
+        }
         out.extend_from_slice(if is_key(rel, col) {
             b",\"key\":true"
         } else {
@@ -357,6 +365,28 @@ impl Format3 {
     }
 }
 
+/// Whether an UPDATE changed a column both rows have, by value: two NULLs
+/// are the same, a NULL and a value differ (even the JSON `null`), and
+/// two values are compared as stored (two json texts that render alike
+/// can differ). Only values whose stored form cannot be read are compared
+/// as rendered. An unchanged TOAST value is the old row's.
+fn value_changed(
+    col: &ColumnMeta,
+    new: &dyn TupleValues,
+    old: &dyn TupleValues,
+    rendered_differ: impl FnOnce() -> bool,
+) -> bool {
+    match (new.cell(col), old.cell(col)) {
+        (Cell::UnchangedToast, _) => false,
+        (Cell::Null, Cell::Null) => false,
+        (Cell::Null, _) | (_, Cell::Null) => true,
+        _ => match (new.image(col), old.image(col)) {
+            (Some(n), Some(o)) => n != o,
+            _ => rendered_differ(),
+        },
+    }
+}
+
 fn column_list(out: &mut Vec<u8>, key: &[u8], rel: &RelationMeta, columns: &[usize]) {
     out.extend_from_slice(b",\"");
     out.extend_from_slice(key);
@@ -438,7 +468,7 @@ impl OutputFormat for Format3 {
         rel: &RelationMeta,
         render: &RelationRender,
         mut new: Option<&mut dyn TupleValues>,
-        old: Option<&mut dyn TupleValues>,
+        mut old: Option<&mut dyn TupleValues>,
     ) -> Result<Option<String>, EncodeError> {
         let fresh;
         let render = match render.get::<V3Render>() {
@@ -489,7 +519,7 @@ impl OutputFormat for Format3 {
             rel,
             keys,
             new.as_deref_mut(),
-            old,
+            old.as_deref_mut(),
             old_complete,
             &mut unchanged,
         );
@@ -501,13 +531,18 @@ impl OutputFormat for Format3 {
         if !unchanged.is_empty() {
             column_list(&mut out, b"unchanged", rel, &unchanged);
         }
-        if header.kind == ChangeKind::Update && old_complete && new.is_some() {
+        if let (ChangeKind::Update, true, Some(new), Some(old)) =
+            (header.kind, old_complete, new.as_deref(), old.as_deref())
+        {
             let changed: Vec<usize> = self
                 .spans
                 .iter()
                 .enumerate()
-                .filter(|(_, (n, o))| match (n, o) {
-                    (Some(n), Some(o)) => out[n.0..n.1] != out[o.0..o.1],
+                .filter(|(i, (n, o))| match (n, o) {
+                    (Some(n), Some(o)) => {
+                        let rendered_differ = || out[n.0..n.1] != out[o.0..o.1];
+                        value_changed(&rel.columns[*i], new, old, rendered_differ)
+                    }
                     (None, None) => false,
                     _ => true,
                 })

@@ -96,6 +96,71 @@ fn json_is_embedded_on_one_line() {
 }
 
 #[test]
+fn json_null_and_wrapper_objects_are_wrapped() {
+    // The JSON null document is not SQL NULL (written `null`).
+    assert_eq!(value(Value::Json(b" null ")), r#"{"$json":null}"#);
+    let mut body = Vec::new();
+    encode_jsonb(&V::Null, &mut body, 32);
+    assert_eq!(value(Value::Jsonb(&body)), r#"{"$json":null}"#);
+    // An object with a $json member (however its name is escaped) would
+    // read as a wrapper: wrapped too.
+    for doc in [
+        r#"{"$json":1}"#,
+        r#"{"a":[{"$json":2}],"$json":{"x":null}}"#,
+        r#"{"\u0024js\u006fn":3}"#,
+        r#"{"$json":1,"$json":2}"#,
+    ] {
+        assert_eq!(
+            value(Value::Json(doc.as_bytes())),
+            format!(r#"{{"$json":{doc}}}"#),
+            "{doc}"
+        );
+    }
+    let mut body = Vec::new();
+    encode_jsonb(&V::Obj(vec![(b"$json".to_vec(), V::Null)]), &mut body, 32);
+    assert_eq!(value(Value::Jsonb(&body)), r#"{"$json":{"$json":null}}"#);
+    // Everything else is as it is: nested nulls, other names, strings.
+    for doc in [
+        "[null]",
+        r#"{"a":null}"#,
+        r#"{"a":{"$json":1}}"#,
+        r#"["$json",{"b":"$json"}]"#,
+        r#"{"$jso\n":1}"#,
+        r#"{"$JSON":1}"#,
+        r#"{"x":"\"$json\""}"#,
+        r#""null""#,
+        "0",
+    ] {
+        assert_eq!(value(Value::Json(doc.as_bytes())), doc, "{doc}");
+    }
+    // Marked for the ASCII rewrite: the same decisions.
+    let mut out = Vec::new();
+    push_value(
+        &mut out,
+        Value::JsonForAscii(br#"{"\u0024json":"\\"}"#),
+        false,
+    )
+    .unwrap();
+    assert_eq!(out, b"{\"$json\":{\"\0u0024json\":\"\0\0\"}}");
+}
+
+#[test]
+fn intervals_are_iso8601_strings() {
+    let v = Value::Interval {
+        months: 0,
+        days: -1,
+        micros: -7_384_000_000,
+    };
+    assert_eq!(value(v), r#""P-1DT-2H-3M-4S""#);
+    let zero = Value::Interval {
+        months: 0,
+        days: 0,
+        micros: 0,
+    };
+    assert_eq!(value(zero), r#""PT0S""#);
+}
+
+#[test]
 fn jsonb_is_embedded_compact() {
     let doc = V::Obj(vec![
         (
@@ -217,6 +282,14 @@ impl TupleValues for Row {
     fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
         matches!(self.values[c.attr_index], T::Toast)
     }
+    fn image(&self, c: &ColumnMeta) -> Option<crate::model::Image<'_>> {
+        use crate::model::Image;
+        match &self.values[c.attr_index] {
+            T::Int(i) | T::Ts(i) => Some(Image::Word(*i as u64)),
+            T::Text(b) | T::Json(b) | T::Bytea(b) | T::Num(b) => Some(Image::Bytes(b)),
+            T::Null | T::Toast => None,
+        }
+    }
     fn write_value(&mut self, _: &ColumnMeta, _: bool, _: &mut Vec<u8>) -> Result<(), EncodeError> {
         unreachable!("format 3 writes typed values")
     }
@@ -253,6 +326,9 @@ fn column(i: usize, name: &[u8], ty: &str, oid: u32, key: bool) -> ColumnMeta {
         in_identity_key: key,
         // Every test column may hold an unchanged TOAST value.
         is_varlena: true,
+        domain_base: None,
+        attlen: -1,
+        byval: false,
     }
 }
 
@@ -341,7 +417,7 @@ fn row(id: i64, name: &str, body: T) -> Row {
     Row::new(vec![T::Int(id), T::Text(name.as_bytes().to_vec()), body])
 }
 
-const R_DEFAULT: &str = r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"name","type":"text","typeoid":25,"key":false,"nullable":true},{"name":"body","type":"text","typeoid":25,"key":false,"nullable":true}]}"#;
+const R_DEFAULT: &str = r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","attnum":1,"type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"name","attnum":2,"type":"text","typeoid":25,"key":false,"nullable":true},{"name":"body","attnum":3,"type":"text","typeoid":25,"key":false,"nullable":true}]}"#;
 
 #[test]
 fn a_transaction_with_r_once_and_every_change_kind() {
@@ -439,6 +515,66 @@ fn a_transaction_with_r_once_and_every_change_kind() {
 }
 
 #[test]
+fn changed_compares_values_not_what_they_render_as() {
+    let mut f = Format3::new(&Options::default());
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Full);
+    let render = RelationRender::default();
+    let header = ChangeHeader::plain(ChangeKind::Update);
+    let json = |t: &str| T::Json(t.as_bytes().to_vec());
+    // json's blanks are not rendered, but the value changed; the JSON
+    // null document became SQL NULL; an equal value is unchanged.
+    let cases = [
+        (
+            json(r#"{"a": 1}"#),
+            json(r#"{"a":1}"#),
+            r#""changed":["body"]"#,
+        ),
+        (json("null"), T::Null, r#""changed":["body"]"#),
+        (T::Null, json("null"), r#""changed":["body"]"#),
+        (json("null"), json("null"), r#""changed":[]"#),
+    ];
+    for (n, (before, after, changed)) in cases.into_iter().enumerate() {
+        change(
+            &mut f,
+            &mut sink,
+            &rel,
+            &render,
+            header,
+            Some(&mut row(1, "a", after)),
+            Some(&mut row(1, "a", before)),
+        );
+        let written = sink.written.last().unwrap();
+        assert!(written.contains(changed), "case {n}: {written}");
+    }
+    assert!(sink.written[2].contains(
+        r#""new":{"id":1,"name":"a","body":null},"old":{"id":1,"name":"a","body":{"$json":null}}"#
+    ));
+}
+
+#[test]
+fn r_columns_have_attnum_and_a_domains_base_type() {
+    let mut rel = relation(ReplicaIdentity::Default);
+    // A dropped column before "body": attnums are not positions.
+    rel.columns[2].attnum = 5;
+    rel.columns[1].type_json = json_string(b"public.email");
+    rel.columns[1].type_oid_text = b"16390".to_vec();
+    rel.columns[1].domain_base = Some((json_string(b"character varying(64)"), 1043));
+    let mut out = Vec::new();
+    relation_object(&mut out, &rel, &[true, true, true]);
+    let r: Json = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        r["columns"],
+        json!([
+            {"name": "id", "attnum": 1, "type": "integer", "typeoid": 23, "key": true, "nullable": false},
+            {"name": "name", "attnum": 2, "type": "public.email", "typeoid": 16390,
+             "basetype": "character varying(64)", "basetypeoid": 1043, "key": false, "nullable": true},
+            {"name": "body", "attnum": 5, "type": "text", "typeoid": 25, "key": false, "nullable": true}
+        ])
+    );
+}
+
+#[test]
 fn full_identity_completes_toast_and_lists_changed_columns() {
     let mut f = Format3::new(&Options::default());
     let mut sink = Messages::default();
@@ -456,8 +592,9 @@ fn full_identity_completes_toast_and_lists_changed_columns() {
         Some(&mut old),
     );
     assert!(sink.written[0].contains(r#""identity":"full""#));
-    assert!(sink.written[0]
-        .contains(r#"{"name":"name","type":"text","typeoid":25,"key":true,"nullable":true}"#));
+    assert!(sink.written[0].contains(
+        r#"{"name":"name","attnum":2,"type":"text","typeoid":25,"key":true,"nullable":true}"#
+    ));
     assert_eq!(
         sink.written[1],
         r#"{"action":"U","relid":16384,"schema":"public","table":"t","new":{"id":1,"name":"b","body":"big"},"old":{"id":1,"name":"a","body":"big"},"changed":["name"]}"#
@@ -576,7 +713,7 @@ fn r_is_resent_exactly_when_the_description_changes() {
     );
     assert_eq!(
         sink.written[7],
-        r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"body","type":"text","typeoid":25,"key":false,"nullable":true}]}"#
+        r#"{"action":"R","relid":16384,"schema":"public","table":"t","identity":"default","columns":[{"name":"id","attnum":1,"type":"integer","typeoid":23,"key":true,"nullable":false},{"name":"body","attnum":3,"type":"text","typeoid":25,"key":false,"nullable":true}]}"#
     );
     assert_eq!(
         sink.written[8],

@@ -14,14 +14,22 @@
 //! | timestamptz | `"2026-12-02T11:12:50.120197Z"` (UTC) |
 //! | timestamp | `"2026-12-02T11:12:50.120197"` |
 //! | date | `"2026-12-02"` |
+//! | interval | ISO 8601 duration `"P1Y2M3DT4H5M6.5S"` (IntervalStyle `iso_8601`) |
 //! | bytea | base64 (RFC 4648, with padding) string |
 //! | anything else | its output function's text as a string |
 //!
-//! Timestamps and dates ignore DateStyle and TimeZone; BC years are
+//! A json or jsonb document that is the JSON `null`, or an object with a
+//! member named `$json`, is written wrapped as `{"$json":document}` (in
+//! columns and array elements alike): SQL NULL is `null`, and a consumer
+//! unwraps every json/jsonb value that is an object with a `$json` member.
+//!
+//! Timestamps, dates and intervals ignore DateStyle, TimeZone and
+//! IntervalStyle; BC years are
 //! astronomical (`0000` is 1 BC, then `-000001`); the infinities are the
 //! strings `"infinity"` and `"-infinity"`.
 
-use crate::output::datetime::{push_iso8601_date, push_iso8601_timestamp};
+use crate::output::datetime::{push_iso8601_date, push_iso8601_interval, push_iso8601_timestamp};
+use crate::output::encoding::VALUE_BACKSLASH;
 use crate::output::json::{push_i64, push_json_string};
 use crate::output::jsonb::jsonb_compact;
 use crate::output::numeric::{numeric_text, NumericKind};
@@ -41,6 +49,13 @@ pub enum Value<'a> {
     Text(&'a [u8]),
     /// json's text (a JSON document, as json's input function checked).
     Json(&'a [u8]),
+    /// json's text in a database whose output is rewritten to ASCII
+    /// ([`push_ascii_json`](crate::output::encoding::push_ascii_json)):
+    /// written like [`Value::Json`] but with every backslash as
+    /// [`VALUE_BACKSLASH`](crate::output::encoding::VALUE_BACKSLASH), so
+    /// that none of the document's own escapes (`\u00b0`) can be taken
+    /// for a database byte the encoders escaped.
+    JsonForAscii(&'a [u8]),
     /// jsonb's bytes after the varlena header.
     Jsonb(&'a [u8]),
     Bytea(&'a [u8]),
@@ -50,6 +65,12 @@ pub enum Value<'a> {
     TimestampTz(i64),
     /// Days since 2000-01-01.
     Date(i32),
+    /// An interval as stored: months, days, microseconds.
+    Interval {
+        months: i32,
+        days: i32,
+        micros: i64,
+    },
 }
 
 /// The binary form could not be read: the caller writes the output
@@ -93,11 +114,23 @@ pub fn push_value(
         }
         Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
         Value::Text(text) => push_json_string(out, text),
-        Value::Json(text) => push_compact_json(out, text),
+        Value::Json(text) => {
+            let start = out.len();
+            push_compact_json(out, text);
+            wrap_reserved_document(out, start, b'\\');
+        }
+        Value::JsonForAscii(text) => {
+            let start = out.len();
+            push_compact_json(out, text);
+            mark_backslashes(&mut out[start..]);
+            wrap_reserved_document(out, start, VALUE_BACKSLASH);
+        }
         Value::Jsonb(body) => {
+            let start = out.len();
             if !jsonb_compact(body, out) {
                 return Err(NeedsText);
             }
+            wrap_reserved_document(out, start, b'\\');
         }
         Value::Bytea(bytes) => push_base64(out, bytes),
         Value::Timestamp(ts) | Value::TimestampTz(ts) => {
@@ -107,6 +140,15 @@ pub fn push_value(
                 out.pop();
                 return Err(NeedsText);
             }
+            out.push(b'"');
+        }
+        Value::Interval {
+            months,
+            days,
+            micros,
+        } => {
+            out.push(b'"');
+            push_iso8601_interval(out, months, days, micros);
             out.push(b'"');
         }
         Value::Date(days) => {
@@ -195,6 +237,134 @@ pub fn push_compact_json(out: &mut Vec<u8>, text: &[u8]) {
         }
     }
     out.extend_from_slice(&text[start..]);
+}
+
+/// The member that wraps a json or jsonb document (see
+/// [`wrap_reserved_document`]).
+pub const WRAPPER_KEY: &[u8] = b"$json";
+
+/// Wraps the document written at `out[start..]` as `{"$json":document}`
+/// when it is the JSON `null` (which would read as SQL NULL) or an object
+/// with a member named `$json` (which would read as a wrapper). Every
+/// other document is written as it is. `backslash` is what the document's
+/// backslashes were written as.
+pub fn wrap_reserved_document(out: &mut Vec<u8>, start: usize, backslash: u8) {
+    if !is_reserved_document(&out[start..], backslash) {
+        return;
+    }
+    let mut prefix = b"{\"".to_vec();
+    prefix.extend_from_slice(WRAPPER_KEY);
+    prefix.extend_from_slice(b"\":");
+    out.splice(start..start, prefix);
+    out.push(b'}');
+}
+
+/// Whether a compact document must be wrapped (see
+/// [`wrap_reserved_document`]).
+pub fn is_reserved_document(doc: &[u8], backslash: u8) -> bool {
+    if doc == b"null" {
+        return true;
+    }
+    if doc.first() != Some(&b'{') {
+        return false;
+    }
+    // Depth 1 is the document's own object: a string right after its `{`
+    // or one of its `,` is a member name.
+    let mut depth = 0usize;
+    let mut expect_key = false;
+    let mut i = 0;
+    while i < doc.len() {
+        match doc[i] {
+            b'"' => {
+                let name_start = i + 1;
+                let mut j = name_start;
+                while j < doc.len() && doc[j] != b'"' {
+                    if doc[j] == backslash {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+                let end = j.min(doc.len());
+                if depth == 1 && expect_key && is_wrapper_key(&doc[name_start..end], backslash) {
+                    return true;
+                }
+                expect_key = false;
+                i = end + 1;
+                continue;
+            }
+            b'{' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' => expect_key = depth == 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether a member name's string content (between the quotes, escapes
+/// as they are) means [`WRAPPER_KEY`].
+fn is_wrapper_key(raw: &[u8], backslash: u8) -> bool {
+    let mut name = Vec::with_capacity(WRAPPER_KEY.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if name.len() >= WRAPPER_KEY.len() {
+            return false;
+        }
+        let b = raw[i];
+        if b != backslash {
+            name.push(b);
+            i += 1;
+            continue;
+        }
+        let c = match raw.get(i + 1) {
+            Some(b'u') => {
+                let Some(hex) = raw.get(i + 2..i + 6) else {
+                    return false;
+                };
+                let Some(unit) = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| u16::from_str_radix(h, 16).ok())
+                else {
+                    return false;
+                };
+                i += 6;
+                match u8::try_from(unit) {
+                    Ok(c) if c.is_ascii() => c,
+                    _ => return false,
+                }
+            }
+            Some(&c) => {
+                i += 2;
+                match c {
+                    b'b' => 0x08,
+                    b'f' => 0x0c,
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    // `"`, `\\`, `/`.
+                    _ => c,
+                }
+            }
+            None => return false,
+        };
+        name.push(c);
+    }
+    name == WRAPPER_KEY
+}
+
+/// Replaces every backslash of a JSON document by
+/// [`VALUE_BACKSLASH`](crate::output::encoding::VALUE_BACKSLASH). In JSON
+/// a backslash only occurs inside a string, where it starts an escape (or
+/// is the second character of `\\`): every one of them is the document's.
+pub fn mark_backslashes(doc: &mut [u8]) {
+    for b in doc.iter_mut().filter(|b| **b == b'\\') {
+        *b = crate::output::encoding::VALUE_BACKSLASH;
+    }
 }
 
 const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

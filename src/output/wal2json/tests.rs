@@ -46,6 +46,9 @@ fn column(i: usize, name: &str, ty: &str, kind: ValueKind, pk: bool) -> ColumnMe
         in_primary_key: pk,
         in_identity_key: pk,
         is_varlena: kind == ValueKind::Text,
+        domain_base: None,
+        attlen: if kind == ValueKind::Text { -1 } else { 8 },
+        byval: kind != ValueKind::Text,
     }
 }
 
