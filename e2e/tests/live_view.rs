@@ -254,13 +254,31 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
         .unwrap_or("")
         .contains("generate_series"));
 
-    // COMMIT: the row goes; the forecast matches the real delay within 2x.
+    // The forecast is the held changes at the slot's measured rate.
+    let (expected_ms, forecast_now_ms): (f64, f64) = c
+        .query_one(
+            "select changes::float8 / replay_changes_per_sec * 1000,
+                    extract(epoch from forecast_commit_delay)::float8 * 1000
+               from pubjson.pending_transactions() where slot_name = $1 and xid::text = $2",
+            &[&slot, &xid],
+        )
+        .map(|r| (r.get(0), r.get(1)))
+        .expect("the batch's forecast");
+    assert!(
+        (expected_ms - forecast_now_ms).abs() < 0.01,
+        "forecast {forecast_now_ms} ms, changes / rate {expected_ms} ms"
+    );
+
+    // COMMIT: the row goes; the forecast is the real delay's order of
+    // magnitude (a factor of ten: the rate was measured on the previous
+    // batch, and a loaded machine replays one batch several times slower
+    // than the next).
     commit_and_wait_received(&mut batch, &mut c, &mut rl, "batch");
     wait_gone(&mut c, &slot, &xid, "the committed batch to leave the view");
     let measured_ms = commit_to_emit_ms(&mut c, &slot, &xid).expect("the batch's delay");
     eprintln!("forecast {forecast_ms:.0} ms, measured {measured_ms:.0} ms");
     assert!(
-        forecast_ms <= measured_ms * 2.0 && forecast_ms >= measured_ms / 2.0,
+        forecast_ms <= measured_ms * 10.0 && forecast_ms >= measured_ms / 10.0,
         "forecast {forecast_ms} ms vs measured {measured_ms} ms"
     );
 
