@@ -420,3 +420,134 @@ fn upgrade_refuses_a_schema_in_other_hands() {
     drop(fresh);
     drop_database("pubjson_upgrade_guard");
 }
+
+/// Every upgrade script opens with the schema guard of the install script
+/// (the DO block of src/api/schema_guard.sql, the same text), so that each
+/// ALTER EXTENSION UPDATE checks schema pubjson as CREATE EXTENSION does.
+#[test]
+fn every_upgrade_script_runs_the_schema_guard() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let guard = std::fs::read_to_string(root.join("src/api/schema_guard.sql"))
+        .expect("src/api/schema_guard.sql");
+    let start = guard.find("DO $guard$").expect("DO $guard$");
+    let block = &guard[start..];
+    let block = &block[..block.find("\n$guard$;").expect("end of the guard") + 9];
+    let mut scripts = 0;
+    for entry in std::fs::read_dir(root.join("sql")).expect("sql/") {
+        let name = entry
+            .expect("sql/ entry")
+            .file_name()
+            .into_string()
+            .unwrap();
+        if name.ends_with(".sql") && name.matches("--").count() == 2 {
+            let text = std::fs::read_to_string(root.join("sql").join(&name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                text.contains(block),
+                "{name} must hold the DO block of src/api/schema_guard.sql, byte for byte"
+            );
+            scripts += 1;
+        }
+    }
+    assert!(scripts > 0, "no upgrade script in sql/");
+}
+
+/// Issue 23's upgrade path: objects planted in schema pubjson by a role
+/// that had CREATE on it stop ALTER EXTENSION UPDATE after the grant is
+/// revoked (as the CREATE hint says), and nothing changes; once they are
+/// dropped (as the content hint says) the update goes through and the
+/// extension's functions are the only ones left.
+#[test]
+fn upgrade_refuses_objects_planted_in_the_schema() {
+    let _serial = pubjson_e2e::serialize();
+    let versions = versions_in_sql_dir();
+    let db = "pubjson_upgrade_planted";
+    let mut c = fresh_database(db);
+    exec(&mut c, "create extension pubjson");
+    let current = extension_version(&mut c);
+    exec(&mut c, "drop extension pubjson; drop schema pubjson");
+    let functions = |c: &mut Client| -> Vec<String> {
+        c.query(
+            "select p.oid::regprocedure::text || ' ' || md5(p.prosrc) from pg_proc p \
+              where p.pronamespace = 'pubjson'::regnamespace order by 1",
+            &[],
+        )
+        .expect("functions")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    for from in versions.iter().filter(|v| **v != current) {
+        exec(
+            &mut c,
+            &format!(
+                "create extension pubjson version '{from}'; \
+                 drop role if exists pubjson_upgrade_attacker; \
+                 create role pubjson_upgrade_attacker; \
+                 create table t (id int primary key); create publication p1 for table t; \
+                 grant create on schema pubjson to pubjson_upgrade_attacker; \
+                 set role pubjson_upgrade_attacker; \
+                 CREATE FUNCTION pubjson.publication_risks(publication text) \
+                   RETURNS TABLE(schema_name name, table_name name, risk text, detail text, hint text) \
+                   LANGUAGE plpgsql AS $$BEGIN EXECUTE 'ALTER ROLE pubjson_upgrade_attacker SUPERUSER'; RETURN; END$$; \
+                 CREATE FUNCTION pubjson.decoding_stats(x int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT 1'; \
+                 reset role"
+            ),
+        );
+        let before = functions(&mut c);
+        let err = c
+            .batch_execute("alter extension pubjson update")
+            .expect_err("a schema open to CREATE is refused");
+        let hint = err.as_db_error().and_then(|d| d.hint()).unwrap_or("");
+        assert_eq!(pubjson_e2e::sqlstate(&err), "42501", "{err:?}");
+        assert!(hint.contains("also refuses every object"), "{hint}");
+        exec(
+            &mut c,
+            "revoke create on schema pubjson from pubjson_upgrade_attacker",
+        );
+        let err = c
+            .batch_execute("alter extension pubjson update")
+            .expect_err("planted functions are refused");
+        let d = err.as_db_error().expect("server error");
+        assert_eq!(d.code().code(), "42501", "{err:?}");
+        for planted in [
+            "function pubjson.publication_risks(pg_catalog.text)",
+            "function pubjson.decoding_stats(integer)",
+        ] {
+            assert!(d.detail().unwrap_or("").contains(planted), "{err:?}");
+        }
+        assert!(
+            d.hint().unwrap_or("").contains("drop them"),
+            "{:?}",
+            d.hint()
+        );
+        assert_eq!(extension_version(&mut c), *from, "nothing changed");
+        assert_eq!(functions(&mut c), before, "nothing changed");
+        // (Before the update, 0.1.0's publication_risks(name) loses a call
+        // with a literal to the planted one: not called here.)
+        exec(
+            &mut c,
+            "drop function pubjson.publication_risks(text); \
+             drop function pubjson.decoding_stats(int); \
+             alter extension pubjson update; \
+             select * from pubjson.publication_risks('p1'); \
+             select * from pubjson.decoding_stats()",
+        );
+        assert_eq!(extension_version(&mut c), current);
+        let superuser: bool = c
+            .query_one(
+                "select rolsuper from pg_roles where rolname = 'pubjson_upgrade_attacker'",
+                &[],
+            )
+            .expect("pg_roles")
+            .get(0);
+        assert!(!superuser, "a planted function ran");
+        exec(
+            &mut c,
+            "drop extension pubjson; drop schema pubjson; drop publication p1; drop table t; \
+             drop role pubjson_upgrade_attacker",
+        );
+    }
+    drop(c);
+    drop_database(db);
+}
