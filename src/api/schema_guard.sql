@@ -35,6 +35,19 @@
 -- relation's row type, an array type, a composite type's relation; deptype
 -- 'a' on a member relation: its indexes, owned sequences); the extension
 -- has only functions today, the rest keeps the check right if that changes.
+-- The other catalogs with a namespace hold nothing that lives in the
+-- schema on its own: constraints belong to a table or domain (checked),
+-- another extension whose schema is pubjson puts its objects there
+-- (checked: they are not pubjson's members), and default privileges or a
+-- publication of the schema's tables are settings, not objects callers run.
+--
+-- Schema pubjson is not made a member of the extension (0.1.0's script
+-- created it and was: DROP EXTENSION dropped it). CREATE EXTENSION creates
+-- it before this script runs, and the extension records a dependency on
+-- its schema, so membership would make the two depend on each other (a
+-- state pg_dump and pg_upgrade are not tested in here), and membership
+-- would not keep anyone from granting CREATE on it later anyway. So DROP
+-- EXTENSION leaves it behind, and this check refuses anything left in it.
 --
 -- The script's search_path is "pubjson, pg_temp" (set by CREATE EXTENSION;
 -- pg_catalog is searched first), so every name below is qualified all the
