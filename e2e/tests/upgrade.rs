@@ -376,7 +376,9 @@ fn extension_created_in_another_schema_moves_to_pubjson() {
 }
 
 /// The upgrade checks schema pubjson as CREATE EXTENSION does: a schema
-/// another role owns stops it with SQLSTATE 42501, and nothing changes.
+/// another role owns stops it with SQLSTATE 42501, and nothing changes;
+/// once a superuser owns it again, what the former owner planted in it
+/// still stops the update.
 #[test]
 fn upgrade_refuses_a_schema_in_other_hands() {
     let _serial = pubjson_e2e::serialize();
@@ -411,9 +413,27 @@ fn upgrade_refuses_a_schema_in_other_hands() {
             pubjson_e2e::describe_error(&err)
         );
         assert_eq!(extension_version(&mut fresh), *from);
+        // What the owner planted meanwhile stays when a superuser takes the
+        // schema back as the hint says: the update still refuses it.
         exec(
             &mut fresh,
-            "alter schema pubjson owner to postgres; alter extension pubjson update; \
+            "set role pubjson_upgrade_intruder; \
+             create function pubjson.decoding_stats(x int default 0) returns int language sql as 'select 1'; \
+             reset role; alter schema pubjson owner to postgres",
+        );
+        let err = fresh
+            .batch_execute("alter extension pubjson update")
+            .expect_err("the update must refuse what the former owner planted");
+        assert_eq!(pubjson_e2e::sqlstate(&err), "42501", "{err:?}");
+        assert!(
+            pubjson_e2e::describe_error(&err).contains("function pubjson.decoding_stats(integer)"),
+            "{}",
+            pubjson_e2e::describe_error(&err)
+        );
+        assert_eq!(extension_version(&mut fresh), *from);
+        exec(
+            &mut fresh,
+            "drop function pubjson.decoding_stats(int); alter extension pubjson update; \
              drop extension pubjson; drop schema pubjson; drop role pubjson_upgrade_intruder",
         );
     }
