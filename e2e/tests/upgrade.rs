@@ -571,3 +571,38 @@ fn upgrade_refuses_objects_planted_in_the_schema() {
     drop(c);
     drop_database(db);
 }
+
+/// publication_risks(name) becomes publication_risks(text) in 0.2.0: the
+/// update drops the old function, so it stops (SQLSTATE 2BP01, nothing
+/// changed) while a view uses it, and goes through once the view is
+/// dropped; the view can then be created again on the new function, as
+/// docs/operations.md says.
+#[test]
+fn upgrade_stops_while_a_view_uses_the_old_publication_risks() {
+    let _serial = pubjson_e2e::serialize();
+    let db = "pubjson_upgrade_risks_view";
+    let mut c = fresh_database(db);
+    let view = "create view public.my_risks as select risk from pubjson.publication_risks('p1')";
+    exec(
+        &mut c,
+        &format!(
+            "create table t (id int primary key); create publication p1 for table t; \
+             create extension pubjson version '0.1.0'; {view}"
+        ),
+    );
+    let err = c
+        .batch_execute("alter extension pubjson update to '0.2.0'")
+        .expect_err("a view on publication_risks(name) stops the update");
+    assert_eq!(pubjson_e2e::sqlstate(&err), "2BP01", "{err:?}");
+    assert_eq!(extension_version(&mut c), "0.1.0");
+    exec(
+        &mut c,
+        &format!(
+            "drop view public.my_risks; alter extension pubjson update to '0.2.0'; {view}; \
+             select * from public.my_risks"
+        ),
+    );
+    assert_eq!(extension_version(&mut c), "0.2.0");
+    drop(c);
+    drop_database(db);
+}
