@@ -813,7 +813,7 @@ BEGIN
       INTO startup
       FROM pg_catalog.pg_stat_activity a
      WHERE a.backend_type = 'startup';
-    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
+    SELECT r.pid, r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
            r.last_msg_send_time, r.last_msg_receipt_time
       INTO rcv
       FROM pg_catalog.pg_stat_wal_receiver r;
@@ -823,7 +823,13 @@ BEGIN
     v_replay := pg_catalog.pg_last_wal_replay_lsn();
     v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
 
-    IF rcv.status = 'streaming' THEN
+    IF rcv.pid IS NOT NULL AND rcv.status IS NULL THEN
+        -- pg_stat_wal_receiver shows a caller without pg_read_all_stats
+        -- only the pid (15 to 18: every other column is NULL): a receiver
+        -- runs, but whether it streams, and so which delay applies, is
+        -- hidden. Report that as unknown (NULL), not as archive recovery.
+        v_how := 'a WAL receiver is running but its details are hidden from this role (needs pg_read_all_stats): which delay applies, the receipt time and budget_left are unknown';
+    ELSIF rcv.status = 'streaming' THEN
         v_setting := 'max_standby_streaming_delay';
         IF v_replay < rcv.flushed_lsn AND v_chunk IS NOT NULL THEN
             -- Behind the receiver (or stopped at a conflict: the record

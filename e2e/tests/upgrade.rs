@@ -606,3 +606,72 @@ fn upgrade_stops_while_a_view_uses_the_old_publication_risks() {
     drop(c);
     drop_database(db);
 }
+
+/// Views that a pg_monitor member built on pubjson functions (issue 23).
+/// The update replaces in place every function whose signature and result
+/// type stay the same, so a view on subscription_status() survives it and
+/// still works; standby_conflicts() gains result columns and must be
+/// dropped and created again, so a view on it stops the update (2BP01,
+/// naming the function and the view, nothing changed). The procedure in
+/// docs/operations.md (drop the view, update, create it again) works.
+#[test]
+fn upgrade_keeps_views_on_unchanged_functions_and_stops_on_changed_ones() {
+    let _serial = pubjson_e2e::serialize();
+    let db = "pubjson_upgrade_views";
+    let mut c = fresh_database(db);
+    let sb_view = "create view public.mon_sb as select applies from pubjson.standby_conflicts()";
+    exec(
+        &mut c,
+        &format!(
+            "drop role if exists upgrade_mon; create role upgrade_mon in role pg_monitor;
+             grant create on schema public to upgrade_mon;
+             create extension pubjson version '0.1.0';
+             set role upgrade_mon;
+             create view public.mon_subs as select subscription, enabled from pubjson.subscription_status();
+             {sb_view};
+             reset role"
+        ),
+    );
+    let err = c
+        .batch_execute("alter extension pubjson update to '0.2.0'")
+        .expect_err("a view on standby_conflicts() stops the update");
+    assert_eq!(pubjson_e2e::sqlstate(&err), "2BP01", "{err:?}");
+    let db_err = err.as_db_error().expect("a server error");
+    assert!(
+        db_err.message().contains("pubjson.standby_conflicts()"),
+        "{db_err:?}"
+    );
+    assert!(
+        db_err.detail().unwrap_or("").contains("mon_sb"),
+        "{db_err:?}"
+    );
+    assert_eq!(extension_version(&mut c), "0.1.0");
+    exec(
+        &mut c,
+        &format!(
+            "drop view public.mon_sb;
+             alter extension pubjson update to '0.2.0';
+             set role upgrade_mon; {sb_view}; reset role;
+             select * from public.mon_sb"
+        ),
+    );
+    assert_eq!(extension_version(&mut c), "0.2.0");
+    // The view on the unchanged function survived and still runs, as its
+    // owner (pg_monitor may still execute the function).
+    let n: i64 = c
+        .query_one(
+            "select count(*) from pg_catalog.pg_views where schemaname = 'public' and viewname in ('mon_subs', 'mon_sb')",
+            &[],
+        )
+        .expect("views")
+        .get(0);
+    assert_eq!(n, 2);
+    exec(
+        &mut c,
+        "set role upgrade_mon; select * from public.mon_subs; select * from public.mon_sb; reset role",
+    );
+    drop(c);
+    drop_database(db);
+    let mut admin = Server::main().connect("postgres");
+    exec(&mut admin, "drop role upgrade_mon");
+}
