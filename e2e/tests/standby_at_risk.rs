@@ -206,7 +206,12 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
             .expect("connect risk_monitor");
         let seen = get(&mut mon);
         assert_eq!(
-            (seen.0.as_deref(), seen.1.as_deref(), seen.2, seen.3.as_deref()),
+            (
+                seen.0.as_deref(),
+                seen.1.as_deref(),
+                seen.2,
+                seen.3.as_deref()
+            ),
             (
                 Some("max_standby_streaming_delay"),
                 Some("00:00:08"),
