@@ -132,7 +132,8 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
          create role risk_reader login;
          grant usage on schema pubjson to risk_reader;
          grant execute on function pubjson.standby_queries_at_risk(), pubjson._standby_replay(),
-               pubjson._replay_receipt_time(), pubjson.standby_conflicts() to risk_reader;
+               pubjson._replay_receipt_time(), pubjson.standby_conflicts(),
+               pubjson._slot_invalidation(jsonb), pubjson._slot_conflicting(jsonb) to risk_reader;
          create role risk_monitor login in role pg_monitor;",
     )
     .expect("primary setup");
