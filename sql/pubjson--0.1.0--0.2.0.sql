@@ -31,27 +31,46 @@ $upgrade$;
 
 DO $guard$
 DECLARE
+    nsp pg_catalog.oid;
+    upgrading pg_catalog.bool;
     owner_name pg_catalog.text;
     owner_is_superuser pg_catalog.bool;
     creators pg_catalog.text;
+    strangers pg_catalog.int8;
+    listed pg_catalog.text;
 BEGIN
+    SELECT n.oid INTO nsp
+      FROM pg_catalog.pg_namespace n
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'pubjson';
+    -- CREATE EXTENSION inserts the extension's row before it runs the
+    -- script: members exist only when an older version is being updated.
+    upgrading := EXISTS (
+        SELECT FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid
+           AND e.extname OPERATOR(pg_catalog.=) 'pubjson'
+           AND d.deptype OPERATOR(pg_catalog.=) 'e');
+
     SELECT r.rolname, r.rolsuper INTO owner_name, owner_is_superuser
       FROM pg_catalog.pg_namespace n
       JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
-     WHERE n.nspname OPERATOR(pg_catalog.=) 'pubjson';
+     WHERE n.oid OPERATOR(pg_catalog.=) nsp;
     IF NOT owner_is_superuser THEN
         RAISE EXCEPTION 'schema "pubjson" is owned by role "%", which is not a superuser', owner_name
             USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'The owner of the schema could drop or replace the functions of the extension.',
-                  HINT = 'Drop or rename that schema, or make a superuser its owner (ALTER SCHEMA pubjson OWNER TO ...), then create the extension again.';
+                  DETAIL = 'The owner of the schema could drop or replace the functions of the extension, or plant objects that callers of them would run.',
+                  HINT = CASE WHEN upgrading
+                              THEN 'Make a superuser its owner (ALTER SCHEMA pubjson OWNER TO ...) and update again: the update then also refuses every object in the schema that is not the extension''s.'
+                              ELSE 'Do not take over that schema: drop or rename it (after finding out who made it and what it holds), then run CREATE EXTENSION again, which creates schema pubjson itself.' END;
     END IF;
+
     SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
                                       ELSE pg_catalog.quote_ident(r.rolname) END, ', ')
       INTO creators
       FROM pg_catalog.pg_namespace n
      CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
       LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
-     WHERE n.nspname OPERATOR(pg_catalog.=) 'pubjson'
+     WHERE n.oid OPERATOR(pg_catalog.=) nsp
        AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
        AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
        AND r.rolsuper IS NOT TRUE;
@@ -59,7 +78,106 @@ BEGIN
         RAISE EXCEPTION 'schema "pubjson" lets roles that are not superusers create objects in it: %', creators
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'Such a role could plant objects that callers of the extension''s functions would run.',
-                  HINT = 'REVOKE CREATE ON SCHEMA pubjson FROM those roles, then create the extension again.';
+                  HINT = CASE WHEN upgrading
+                              THEN 'REVOKE CREATE ON SCHEMA pubjson FROM those roles and update again: the update then also refuses every object in the schema that is not the extension''s.'
+                              ELSE 'Do not take over that schema: drop or rename it (after finding out who made it and what it holds), then run CREATE EXTENSION again, which creates schema pubjson itself.' END;
+    END IF;
+
+    WITH RECURSIVE
+    contents(classid, objid) AS (
+        SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_class o WHERE o.relnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_proc o WHERE o.pronamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_type'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_type o WHERE o.typnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_operator o WHERE o.oprnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_opclass'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_opclass o WHERE o.opcnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_opfamily'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_opfamily o WHERE o.opfnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_collation'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_collation o WHERE o.collnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_conversion'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_conversion o WHERE o.connamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_ts_config'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_ts_config o WHERE o.cfgnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_ts_dict'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_ts_dict o WHERE o.dictnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_ts_parser'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_ts_parser o WHERE o.prsnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_ts_template'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_ts_template o WHERE o.tmplnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_statistic_ext o WHERE o.stxnamespace OPERATOR(pg_catalog.=) nsp
+        UNION ALL
+        SELECT 'pg_catalog.pg_cast'::pg_catalog.regclass::pg_catalog.oid, o.oid
+          FROM pg_catalog.pg_cast o
+         WHERE EXISTS (SELECT FROM pg_catalog.pg_type t
+                        WHERE t.typnamespace OPERATOR(pg_catalog.=) nsp
+                          AND (t.oid OPERATOR(pg_catalog.=) o.castsource
+                               OR t.oid OPERATOR(pg_catalog.=) o.casttarget))
+    ),
+    members(classid, objid) AS (
+        SELECT d.classid, d.objid
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+         WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid
+           AND e.extname OPERATOR(pg_catalog.=) 'pubjson'
+           AND d.deptype OPERATOR(pg_catalog.=) 'e'
+        UNION
+        SELECT d.classid, d.objid
+          FROM pg_catalog.pg_depend d
+          JOIN members m ON d.refclassid OPERATOR(pg_catalog.=) m.classid
+                        AND d.refobjid OPERATOR(pg_catalog.=) m.objid
+         WHERE d.deptype OPERATOR(pg_catalog.=) 'i'
+            OR (d.deptype OPERATOR(pg_catalog.=) 'a'
+                AND m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid)
+    ),
+    foreign_objects AS (
+        SELECT c.classid, c.objid FROM contents c
+        EXCEPT
+        SELECT m.classid, m.objid FROM members m
+    ),
+    -- What to name, schema-qualified (pg_describe_object would leave out
+    -- schema pubjson, on the script's search_path): not the parts of
+    -- another foreign object (a planted table names its row type too).
+    shown AS (
+        SELECT pg_catalog.concat(i.type, ' ', i.identity) AS what
+          FROM foreign_objects f
+         CROSS JOIN LATERAL pg_catalog.pg_identify_object(f.classid, f.objid, 0) i
+         WHERE NOT EXISTS (
+                SELECT FROM pg_catalog.pg_depend d
+                  JOIN foreign_objects p ON p.classid OPERATOR(pg_catalog.=) d.refclassid
+                                        AND p.objid OPERATOR(pg_catalog.=) d.refobjid
+                 WHERE d.classid OPERATOR(pg_catalog.=) f.classid
+                   AND d.objid OPERATOR(pg_catalog.=) f.objid
+                   AND d.deptype OPERATOR(pg_catalog.=) 'i')
+    )
+    SELECT (SELECT pg_catalog.count(*) FROM foreign_objects),
+           (SELECT pg_catalog.string_agg(s.what, '; ' ORDER BY s.what) FROM shown s)
+      INTO strangers, listed;
+    IF strangers OPERATOR(pg_catalog.>) 0 THEN
+        RAISE EXCEPTION 'schema "pubjson" holds objects that are not part of extension "pubjson"'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = pg_catalog.concat('Not the extension''s: ', listed,
+                                             '. Callers of the extension''s functions could run them.'),
+                  HINT = CASE WHEN upgrading
+                              THEN 'Find out who created these objects and why; as a superuser, drop them, then update again.'
+                              ELSE 'Do not install into that schema: find out who created these objects and why, drop schema pubjson with them (or rename it), then run CREATE EXTENSION again, which creates schema pubjson itself.' END;
     END IF;
 END
 $guard$;
@@ -112,6 +230,295 @@ CREATE FUNCTION pubjson._replay_receipt_time() RETURNS timestamp with time zone
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'replay_receipt_time_wrapper';
+
+-------------------------------------------------------------------------------
+-- publication_risks: its parameter is text instead of name, so that a call
+-- with a string literal resolves to it whatever publication_risks(text)
+-- exists elsewhere (issue 23; see src/api/conflicts.sql). A new signature:
+-- the old function goes, with what depends on it (ALTER EXTENSION UPDATE
+-- stops when a view uses it; docs/operations.md).
+-------------------------------------------------------------------------------
+DROP FUNCTION pubjson.publication_risks(name);
+CREATE FUNCTION pubjson.publication_risks(publication text)
+RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
+LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    pub pg_catalog.pg_publication%ROWTYPE;
+BEGIN
+    SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'publication "%" does not exist', publication
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+    END IF;
+
+    RETURN QUERY
+    WITH published AS (
+        -- What the publication sends: one row per published relation (leaf
+        -- partitions, or the root with publish_via_partition_root).
+        SELECT c.oid AS relid, n.nspname, c.relname, c.relkind, pt.attnames,
+               pr.prqual, pr.prattrs
+        FROM pg_catalog.pg_publication_tables pt
+        JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+        JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+        LEFT JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = pub.oid AND pr.prrelid = c.oid
+        WHERE pt.pubname = pub.pubname
+    ),
+    targets AS (
+        -- The tables whose rows are actually written: the published relation
+        -- itself, or the leaf partitions of a published partitioned table.
+        -- Replica identity is checked on the leaf that is modified.
+        SELECT p.*, p.relid AS leaf
+        FROM published p WHERE p.relkind <> 'p'
+        UNION ALL
+        SELECT p.*, t.relid AS leaf
+        FROM published p, pg_catalog.pg_partition_tree(p.relid) t
+        WHERE p.relkind = 'p' AND t.isleaf
+    ),
+    ident AS (
+        SELECT t.*, ln.nspname AS leaf_schema, lc.relname AS leaf_name, lc.relreplident,
+               ri.indexrelid AS ri_index, ri.ok AS ri_index_ok, ri.index_name AS ri_index_name,
+               -- Replica identity columns (by name); NULL when there is none.
+               CASE lc.relreplident
+                 WHEN 'd' THEN (SELECT array_agg(a.attname ORDER BY a.attnum)
+                                FROM pg_catalog.pg_index i
+                                JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid
+                                     AND a.attnum = ANY (i.indkey)
+                                WHERE i.indrelid = t.leaf AND i.indisprimary)
+                 WHEN 'i' THEN CASE WHEN ri.ok THEN
+                                (SELECT array_agg(a.attname ORDER BY a.attnum)
+                                 FROM pg_catalog.pg_attribute a
+                                 WHERE a.attrelid = t.leaf AND a.attnum = ANY (ri.indkey)) END
+                 WHEN 'f' THEN (SELECT array_agg(a.attname ORDER BY a.attnum)
+                                FROM pg_catalog.pg_attribute a
+                                WHERE a.attrelid = t.leaf AND a.attnum > 0 AND NOT a.attisdropped)
+               END AS ident_cols,
+               (SELECT i.indexrelid FROM pg_catalog.pg_index i
+                WHERE i.indrelid = t.leaf AND i.indisprimary) AS pk_index
+        FROM targets t
+        JOIN pg_catalog.pg_class lc ON lc.oid = t.leaf
+        JOIN pg_catalog.pg_namespace ln ON ln.oid = lc.relnamespace
+        LEFT JOIN LATERAL (
+            SELECT i.indexrelid, i.indkey, i.indisvalid AND i.indisready AND i.indislive AS ok,
+                   i.indexrelid::pg_catalog.regclass::text AS index_name
+            FROM pg_catalog.pg_index i
+            WHERE i.indrelid = t.leaf AND i.indisreplident
+        ) ri ON true
+    ),
+    filter_cols AS (
+        -- Columns referenced by the row filter, read from the stored node
+        -- tree (Var nodes of the published relation, varno 1).
+        SELECT DISTINCT i.leaf, a.attname
+        FROM ident i,
+             regexp_matches(i.prqual::text, '\{VAR :varno 1 :varattno (\d+)', 'g') m
+        JOIN pg_catalog.pg_attribute a ON true
+        WHERE i.prqual IS NOT NULL AND a.attrelid = i.relid AND a.attnum = m[1]::int2
+    ),
+    risks (s_schema, s_table, s_risk, s_detail, s_hint) AS (
+        -- UPDATE/DELETE without a usable replica identity.
+        SELECT i.leaf_schema, i.leaf_name,
+               CASE WHEN i.relreplident = 'n' THEN 'replica_identity_nothing'
+                    WHEN i.relreplident = 'i' THEN 'replica_identity_index_unusable'
+                    ELSE 'no_replica_identity' END,
+               format('publication publishes %s; replica identity is %s: UPDATE/DELETE on this table fail on the publisher ("cannot update/delete table ... because it does not have a replica identity")',
+                      concat_ws(' and ', CASE WHEN pub.pubupdate THEN 'update' END,
+                                         CASE WHEN pub.pubdelete THEN 'delete' END),
+                      CASE WHEN i.relreplident = 'n' THEN 'NOTHING'
+                           WHEN i.relreplident = 'd' THEN 'DEFAULT and there is no primary key'
+                           WHEN i.ri_index IS NULL THEN 'USING INDEX but the index was dropped'
+                           ELSE format('USING INDEX %s but the index is not valid (failed CREATE/REINDEX CONCURRENTLY?)', i.ri_index_name) END),
+               format('ALTER TABLE %I.%I ADD PRIMARY KEY (...), or ALTER TABLE %I.%I REPLICA IDENTITY USING INDEX <unique index on NOT NULL columns> (FULL as a last resort)',
+                      i.leaf_schema, i.leaf_name, i.leaf_schema, i.leaf_name)
+        FROM ident i
+        WHERE (pub.pubupdate OR pub.pubdelete) AND i.ident_cols IS NULL
+        UNION ALL
+        -- Row filter referencing columns outside the replica identity.
+        SELECT i.leaf_schema, i.leaf_name, 'row_filter_outside_identity',
+               format('row filter WHERE %s uses column(s) %s not in the replica identity (%s); publication publishes update/delete, so UPDATE/DELETE on this table fail on the publisher ("Column used in the publication WHERE expression is not part of the replica identity")',
+                      pg_catalog.pg_get_expr(i.prqual, i.relid),
+                      array_to_string(array_agg(f.attname ORDER BY f.attname), ', '),
+                      coalesce(array_to_string(i.ident_cols, ', '), 'none')),
+               'filter only on replica identity columns, or change the replica identity to cover them (e.g. REPLICA IDENTITY FULL)'
+        FROM ident i JOIN filter_cols f ON f.leaf = i.leaf
+        WHERE (pub.pubupdate OR pub.pubdelete) AND i.ident_cols IS NOT NULL
+          AND NOT f.attname = ANY (i.ident_cols)
+        GROUP BY i.leaf_schema, i.leaf_name, i.prqual, i.relid, i.ident_cols
+        UNION ALL
+        -- Column list not covering the replica identity (REPLICA IDENTITY
+        -- FULL allows no column list at all, even one naming every column).
+        SELECT i.leaf_schema, i.leaf_name, 'column_list_missing_identity',
+               CASE WHEN i.relreplident = 'f' THEN
+                 format('column list (%s) with REPLICA IDENTITY FULL, which allows no column list; UPDATE/DELETE on this table fail on the publisher ("Column list used by the publication does not cover the replica identity")',
+                        array_to_string(i.attnames, ', '))
+               ELSE
+                 format('column list (%s) lacks replica identity column(s) %s; UPDATE/DELETE on this table fail on the publisher ("Column list used by the publication does not cover the replica identity")',
+                        array_to_string(i.attnames, ', '),
+                        array_to_string(ARRAY(SELECT x FROM unnest(i.ident_cols) x
+                                              WHERE NOT x = ANY (i.attnames)), ', ')) END,
+               CASE WHEN i.relreplident = 'f' THEN 'drop the column list, or use a replica identity key (primary key or REPLICA IDENTITY USING INDEX) covered by it'
+                    ELSE 'add the identity columns to the column list' END
+        FROM ident i
+        WHERE (pub.pubupdate OR pub.pubdelete) AND i.prattrs IS NOT NULL
+          AND i.ident_cols IS NOT NULL
+          AND (i.relreplident = 'f' OR NOT i.ident_cols <@ i.attnames)
+        UNION ALL
+        -- 18+: generated columns in the replica identity must be published
+        -- (without a column list: publish_generated_columns = stored; virtual
+        -- generated columns never are). Before 18 generated columns are never
+        -- published and the publisher does not check.
+        SELECT i.leaf_schema, i.leaf_name, 'identity_generated_column_unpublished',
+               format('replica identity %s includes generated column(s) %s, not published (publish_generated_columns = %s%s); UPDATE/DELETE on this table fail on the publisher ("Replica identity must not contain unpublished generated columns")',
+                      CASE i.relreplident WHEN 'f' THEN 'FULL' WHEN 'i' THEN 'USING INDEX' ELSE 'DEFAULT (primary key)' END,
+                      g.cols, g.pubgencols,
+                      CASE WHEN g.nvirtual > 0 THEN '; virtual generated columns cannot be published' ELSE '' END),
+               CASE WHEN g.nvirtual > 0 THEN 'use a replica identity key without virtual generated columns instead of FULL'
+                    ELSE format('ALTER PUBLICATION %I SET (publish_generated_columns = stored), or a replica identity key without generated columns', pub.pubname) END
+        FROM ident i
+        CROSS JOIN LATERAL (
+            SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) AS cols,
+                   count(*) FILTER (WHERE a.attgenerated = 'v') AS nvirtual,
+                   CASE pg_catalog.to_jsonb(pub) ->> 'pubgencols' WHEN 's' THEN 'stored' ELSE 'none' END AS pubgencols
+            FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = i.leaf AND a.attnum > 0 AND NOT a.attisdropped
+              AND a.attname = ANY (i.ident_cols)
+              AND (a.attgenerated = 'v'
+                   OR (a.attgenerated = 's' AND coalesce(pg_catalog.to_jsonb(pub) ->> 'pubgencols', 'n') <> 's'))
+        ) g
+        WHERE pg_catalog.current_setting('server_version_num')::int >= 180000
+          AND (pub.pubupdate OR pub.pubdelete) AND i.prattrs IS NULL AND g.cols IS NOT NULL
+        UNION ALL
+        -- REPLICA IDENTITY FULL on wide or TOASTed tables.
+        SELECT i.leaf_schema, i.leaf_name, 'replica_identity_full_wide',
+               format('REPLICA IDENTITY FULL: %s columns, %s TOAST-able (%s); every UPDATE/DELETE logs the whole old row, and the subscriber scans sequentially per row unless it has a usable index; primary key: %s',
+                      w.ncols, w.ntoast, coalesce(w.toast_cols, 'none'),
+                      CASE WHEN i.pk_index IS NULL THEN 'none' ELSE 'yes' END),
+               'use the primary key or REPLICA IDENTITY USING INDEX; if FULL is required, give the subscriber table a primary key or unique index'
+        FROM ident i
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS ncols,
+                   count(*) FILTER (WHERE a.attstorage <> 'p') AS ntoast,
+                   string_agg(a.attname, ', ' ORDER BY a.attnum) FILTER (WHERE a.attstorage <> 'p') AS toast_cols
+            FROM pg_catalog.pg_attribute a
+            WHERE a.attrelid = i.leaf AND a.attnum > 0 AND NOT a.attisdropped
+        ) w
+        WHERE i.relreplident = 'f' AND (w.ntoast > 0 OR w.ncols > 10)
+        UNION ALL
+        -- Sequences feeding published columns.
+        SELECT x.leaf_schema, x.leaf_name, 'sequence_not_replicated',
+               format('column %s %s sequence %I.%I (last_value %s); sequences are not replicated',
+                      s.attname, s.how, s.seqschema, s.seqname,
+                      CASE WHEN s.readable IS NOT TRUE THEN 'not readable: no SELECT/USAGE privilege'
+                           WHEN s.last_value IS NULL THEN 'never used'
+                           ELSE s.last_value::text END),
+               CASE WHEN s.last_value IS NOT NULL
+                    THEN format('before writing on the subscriber (e.g. after failover), run there: SELECT setval(%L, %s, true);',
+                                format('%I.%I', s.seqschema, s.seqname), s.last_value)
+                    WHEN s.readable THEN 'sequence not used yet: nothing to copy now; sync it again before writing on the subscriber'
+                    ELSE 'a role with SELECT on the sequence can read the value to copy' END
+        FROM (SELECT DISTINCT ON (i.leaf, d.seqoid) i.leaf, i.leaf_schema, i.leaf_name, i.attnames,
+                     d.attname, d.how, d.seqoid
+              FROM ident i
+              JOIN LATERAL (
+                  -- identity / serial columns (sequence owned by the column)
+                  SELECT a.attname, CASE d.deptype WHEN 'i' THEN 'is an identity column on' ELSE 'is fed by (serial)' END AS how,
+                         d.objid AS seqoid
+                  FROM pg_catalog.pg_depend d
+                  JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+                  WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                    AND d.refobjid = i.leaf AND d.deptype IN ('a', 'i') AND d.refobjsubid > 0
+                    AND (SELECT relkind FROM pg_catalog.pg_class WHERE oid = d.objid) = 'S'
+                  UNION ALL
+                  -- defaults calling nextval() on any sequence
+                  SELECT a.attname, 'has a default calling nextval() on', d.refobjid
+                  FROM pg_catalog.pg_attrdef ad
+                  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::regclass
+                       AND d.objid = ad.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                  JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+                  WHERE ad.adrelid = i.leaf
+                    AND (SELECT relkind FROM pg_catalog.pg_class WHERE oid = d.refobjid) = 'S'
+              ) d ON true
+              WHERE d.attname = ANY (i.attnames)
+              ORDER BY i.leaf, d.seqoid, d.how DESC) x
+        CROSS JOIN LATERAL (
+            SELECT sn.nspname AS seqschema, sc.relname AS seqname, x.attname, x.how,
+                   pg_catalog.has_sequence_privilege(sc.oid, 'SELECT,USAGE') AS readable,
+                   ps.last_value
+            FROM pg_catalog.pg_class sc
+            JOIN pg_catalog.pg_namespace sn ON sn.oid = sc.relnamespace
+            LEFT JOIN pg_catalog.pg_sequences ps ON ps.schemaname = sn.nspname AND ps.sequencename = sc.relname
+            WHERE sc.oid = x.seqoid
+        ) s
+        UNION ALL
+        -- Unique keys besides the replica identity key.
+        SELECT i.leaf_schema, i.leaf_name, 'unique_key_besides_identity',
+               format('unique %s %s on (%s) is not the replica identity key; with writes on both sides an insert_exists (or update_exists) conflict stops apply',
+                      CASE WHEN con.oid IS NOT NULL THEN 'constraint' ELSE 'index' END,
+                      coalesce(quote_ident(con.conname), ui.indexrelid::pg_catalog.regclass::text),
+                      regexp_replace(pg_catalog.pg_get_indexdef(ui.indexrelid, 0, true), '^.* USING \w+ \((.*)\)', '\1')),
+               'make sure only one side writes rows that can collide on this key, or partition the key space between writers'
+        FROM ident i
+        JOIN pg_catalog.pg_index ui ON ui.indrelid = i.leaf AND ui.indisunique
+        LEFT JOIN pg_catalog.pg_constraint con ON con.conindid = ui.indexrelid AND con.contype IN ('p', 'u')
+                  AND con.conrelid = i.leaf
+        WHERE ui.indexrelid IS DISTINCT FROM
+              CASE i.relreplident WHEN 'd' THEN i.pk_index WHEN 'i' THEN i.ri_index END
+        UNION ALL
+        -- Inactive logical slots retaining WAL (one row per slot; an
+        -- invalidated slot retains nothing and is reported below). 17+: a
+        -- standby's copies of failover slots (synced) are inactive by
+        -- design and follow the primary's slot, reported on the primary.
+        SELECT NULL::name, NULL::name, 'inactive_slot_retains_wal',
+               format('slot %s (database %s, plugin %s) is inactive%s and retains %s of WAL (%s bytes); wal_status %s; safe_wal_size %s; max_slot_wal_keep_size %s',
+                      quote_ident(s.slot_name), s.database, s.plugin,
+                      -- 17+: pg_replication_slots.inactive_since
+                      coalesce(' since ' || (pg_catalog.to_jsonb(s) ->> 'inactive_since')::timestamptz, ''),
+                      pg_catalog.pg_size_pretty(w.retained), w.retained, s.wal_status,
+                      coalesce(pg_catalog.pg_size_pretty(s.safe_wal_size), 'unlimited'),
+                      CASE WHEN k.keep_mb < 0 THEN 'unlimited (-1): WAL grows until the disk is full'
+                           ELSE format('%s MB, %s%% used', k.keep_mb,
+                                       round(100.0 * w.retained / (k.keep_mb * 1024.0 * 1024.0), 1)) END),
+               format('re-enable or drop the subscription using it, or: SELECT pg_drop_replication_slot(%L);', s.slot_name)
+        FROM pg_catalog.pg_replication_slots s
+        CROSS JOIN LATERAL (
+            SELECT pg_catalog.pg_wal_lsn_diff(
+                     CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
+                          ELSE pg_catalog.pg_current_wal_lsn() END, s.restart_lsn)::bigint AS retained
+        ) w
+        CROSS JOIN LATERAL (
+            SELECT (SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'max_slot_wal_keep_size') AS keep_mb
+        ) k
+        WHERE s.slot_type = 'logical' AND NOT s.active AND s.restart_lsn IS NOT NULL
+          AND s.wal_status IS DISTINCT FROM 'lost'
+          AND (pg_catalog.to_jsonb(s) ->> 'synced') IS DISTINCT FROM 'true'
+        UNION ALL
+        -- Invalidated logical slots (one row per slot): wal_status 'lost' on
+        -- every version (15: WAL removed past max_slot_wal_keep_size; 16+
+        -- also recovery conflicts of slots on a standby).
+        SELECT NULL::name, NULL::name, 'logical_slot_invalidated',
+               format('slot %s (database %s, plugin %s) is invalidated (%s)%s: its subscriber can no longer receive changes from it (ERROR: %s replication slot)',
+                      quote_ident(s.slot_name), s.database, s.plugin,
+                      pubjson._slot_invalidation(pg_catalog.to_jsonb(s)),
+                      CASE WHEN s.active THEN format(', still in use by pid %s', s.active_pid) ELSE '' END,
+                      CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 180000
+                           THEN 'can no longer access' ELSE 'can no longer get changes from' END),
+               CASE WHEN (pg_catalog.to_jsonb(s) ->> 'synced') = 'true'
+                    THEN 'the slot is synchronized from the primary (failover slot; 17+), so it cannot be dropped on this standby: see the slot of the same name on the primary'
+                    ELSE format('the slot cannot be repaired: SELECT pg_drop_replication_slot(%L); then recreate it and resynchronize the subscriber (e.g. a new subscription with copy_data = true)', s.slot_name) END
+        FROM pg_catalog.pg_replication_slots s
+        WHERE s.slot_type = 'logical'
+          AND pubjson._slot_invalidation(pg_catalog.to_jsonb(s)) IS NOT NULL
+    )
+    SELECT r.s_schema, r.s_table, r.s_risk, r.s_detail, r.s_hint FROM risks r
+    ORDER BY r.s_schema NULLS LAST, r.s_table, r.s_risk, r.s_detail;
+END
+$fn$;
+COMMENT ON FUNCTION pubjson.publication_risks(text) IS
+'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots';
+REVOKE ALL ON FUNCTION pubjson.publication_risks(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.publication_risks(text) TO pg_monitor;
 
 -------------------------------------------------------------------------------
 -- _standby_replay (internal)
@@ -192,7 +599,7 @@ BEGIN
       INTO startup
       FROM pg_catalog.pg_stat_activity a
      WHERE a.backend_type = 'startup';
-    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
+    SELECT r.pid, r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
            r.last_msg_send_time, r.last_msg_receipt_time
       INTO rcv
       FROM pg_catalog.pg_stat_wal_receiver r;
@@ -202,7 +609,13 @@ BEGIN
     v_replay := pg_catalog.pg_last_wal_replay_lsn();
     v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
 
-    IF rcv.status = 'streaming' THEN
+    IF rcv.pid IS NOT NULL AND rcv.status IS NULL THEN
+        -- pg_stat_wal_receiver shows a caller without pg_read_all_stats
+        -- only the pid (15 to 18: every other column is NULL): a receiver
+        -- runs, but whether it streams, and so which delay applies, is
+        -- hidden. Report that as unknown (NULL), not as archive recovery.
+        v_how := 'a WAL receiver is running but its details are hidden from this role (needs pg_read_all_stats): which delay applies, the receipt time and budget_left are unknown';
+    ELSIF rcv.status = 'streaming' THEN
         v_setting := 'max_standby_streaming_delay';
         IF v_replay < rcv.flushed_lsn AND v_chunk IS NOT NULL THEN
             -- Behind the receiver (or stopped at a conflict: the record

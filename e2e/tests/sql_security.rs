@@ -20,6 +20,17 @@
 //! - `pre_existing_schema_in_other_hands_is_refused`: CREATE EXTENSION
 //!   refuses a schema pubjson owned by, or open to CREATE by, an ordinary
 //!   role.
+//! - `issue23_planted_functions_in_the_schema_are_refused`: the install
+//!   exploit of issue 23 (look-alikes planted in a squatted schema pubjson,
+//!   then the schema handed to a superuser as the old hint said) stops
+//!   CREATE EXTENSION; so does what a role that had CREATE and lost it
+//!   planted, which also outlives DROP EXTENSION.
+//! - `planted_objects_of_every_kind_are_refused`: tables, views, sequences,
+//!   types, domains, operators, casts, collations, text search
+//!   configurations, statistics objects and aggregates in schema pubjson.
+//! - `string_literal_calls_pick_the_extension_function`: an unqualified
+//!   `publication_risks('p')` with pubjson first on the path resolves to
+//!   the extension's function, not to a look-alike further on the path.
 //! - `functions_need_the_monitoring_roles`: permission denied (42501) for
 //!   ordinary roles on every function; pg_read_all_stats members read the
 //!   statistics, pg_monitor members everything but reset_stats.
@@ -28,7 +39,7 @@ mod conflicts_support;
 
 use conflicts_support::{connect_main, fresh_db, main_cluster};
 use postgres::Client;
-use pubjson_e2e::{drop_slot, sqlstate, Conn, ExtraCluster, Server, Standby};
+use pubjson_e2e::{describe_error, drop_slot, sqlstate, Conn, ExtraCluster, Server, Standby};
 use std::collections::{BTreeMap, BTreeSet};
 
 const PRIMARY_PORT: u16 = 54340;
@@ -71,7 +82,7 @@ const CALLS: &[(&str, &str)] = &[
         "select * from pubjson.pending_transactions()",
     ),
     (
-        "pubjson.publication_risks(name)",
+        "pubjson.publication_risks(text)",
         "select * from pubjson.publication_risks('%PUB%')",
     ),
     (
@@ -1037,4 +1048,329 @@ fn functions_need_the_monitoring_roles() {
         drop_role(r, "sec_perms");
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Whether `role` is a superuser now.
+fn is_superuser(c: &mut Client, role: &str) -> bool {
+    c.query_one("select rolsuper from pg_roles where rolname = $1", &[&role])
+        .expect("pg_roles")
+        .get(0)
+}
+
+/// The functions of schema pubjson, as regprocedure text.
+fn schema_functions(c: &mut Client) -> Vec<String> {
+    c.query(
+        "select p.oid::regprocedure::text from pg_proc p join pg_namespace n on n.oid = p.pronamespace \
+          where n.nspname = 'pubjson' order by 1",
+        &[],
+    )
+    .expect("functions of schema pubjson")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// The error of `sql`, which must fail with the schema guard's refusal of
+/// objects that are not the extension's: SQLSTATE 42501, every one of
+/// `named` in the DETAIL, and a HINT that says to drop them (never to
+/// change the owner or the grants of the schema found).
+fn expect_content_refusal(c: &mut Client, sql: &str, named: &[&str]) -> String {
+    let e = c
+        .batch_execute(sql)
+        .expect_err("a schema holding foreign objects must be refused");
+    let db = e
+        .as_db_error()
+        .unwrap_or_else(|| panic!("{sql}: not a server error: {e}"));
+    let text = format!(
+        "{} | DETAIL: {} | HINT: {}",
+        db.message(),
+        db.detail().unwrap_or(""),
+        db.hint().unwrap_or("")
+    );
+    assert_eq!(db.code().code(), "42501", "{sql}: {text}");
+    assert!(
+        db.message()
+            .contains("holds objects that are not part of extension"),
+        "{sql}: {text}"
+    );
+    for what in named {
+        assert!(
+            db.detail().unwrap_or("").contains(what),
+            "{sql}: {what:?} not named: {text}"
+        );
+    }
+    let hint = db.hint().unwrap_or("");
+    assert!(
+        hint.contains("drop") && !hint.contains("OWNER") && !hint.contains("REVOKE"),
+        "{sql}: the hint must not lead to keeping the schema as it is: {text}"
+    );
+    text
+}
+
+const PLANT_RISKS: &str = "CREATE FUNCTION pubjson.publication_risks(publication text)
+  RETURNS TABLE(schema_name name, table_name name, risk text, detail text, hint text)
+  LANGUAGE plpgsql AS $$BEGIN EXECUTE 'ALTER ROLE sec_attacker SUPERUSER'; RETURN; END$$";
+const PLANT_STATUS: &str = "CREATE FUNCTION pubjson.subscription_status(x int DEFAULT 0)
+  RETURNS int LANGUAGE plpgsql AS $$BEGIN EXECUTE 'ALTER ROLE sec_attacker SUPERUSER'; RETURN 0; END$$";
+const PLANT_STATS: &str =
+    "CREATE FUNCTION pubjson.decoding_stats(x int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT 1'";
+const PLANTED: &[&str] = &[
+    "function pubjson.publication_risks(pg_catalog.text)",
+    "function pubjson.decoding_stats(integer)",
+];
+
+#[test]
+fn issue23_planted_functions_in_the_schema_are_refused() {
+    let (host, port) = main_cluster();
+    let mut su = fresh_db(&host, port, "sec_issue23", false);
+    drop_role("sec_attacker", "postgres");
+    exec_all(
+        &mut su,
+        &[
+            "create role sec_attacker",
+            "grant create on database sec_issue23 to sec_attacker",
+            "create table t (id int primary key)",
+            "create publication mypub for table t",
+        ],
+    );
+
+    // The install exploit as reported: the attacker squats the schema and
+    // plants two look-alikes; the superuser follows the old hint.
+    exec_all(
+        &mut su,
+        &[
+            "set role sec_attacker",
+            "CREATE SCHEMA pubjson",
+            PLANT_RISKS,
+            PLANT_STATS,
+            "reset role",
+        ],
+    );
+    let e = su
+        .batch_execute("create extension pubjson")
+        .expect_err("a schema owned by the attacker is refused");
+    let db = e.as_db_error().expect("server error");
+    assert_eq!(db.code().code(), "42501", "{}", describe_error(&e));
+    let hint = db.hint().unwrap_or("").to_string();
+    assert!(
+        !hint.contains("OWNER TO") && hint.contains("drop or rename it"),
+        "the owner hint must not suggest taking the schema over: {hint}"
+    );
+    su.batch_execute("alter schema pubjson owner to postgres")
+        .expect("alter schema owner");
+    expect_content_refusal(&mut su, "create extension pubjson", PLANTED);
+    let extensions: i64 = su
+        .query_one(
+            "select count(*) from pg_extension where extname = 'pubjson'",
+            &[],
+        )
+        .expect("pg_extension")
+        .get(0);
+    assert_eq!(extensions, 0, "CREATE EXTENSION rolled back");
+    assert!(
+        !is_superuser(&mut su, "sec_attacker"),
+        "sec_attacker became superuser"
+    );
+
+    // As the new hint says: the schema goes, CREATE EXTENSION makes its own.
+    su.batch_execute("drop schema pubjson cascade; create extension pubjson")
+        .expect("create extension after dropping the squatted schema");
+    su.batch_execute("select * from pubjson.publication_risks('mypub')")
+        .expect("publication_risks");
+    su.batch_execute("select * from pubjson.decoding_stats()")
+        .expect("decoding_stats is not ambiguous");
+    assert!(!is_superuser(&mut su, "sec_attacker"));
+
+    // A role that had CREATE and lost it: what it planted stays, and the
+    // DROP EXTENSION + CREATE EXTENSION cycle refuses it. (The extension's
+    // publication_risks(text) is in the way now; overloads with a default
+    // make the extension's calls ambiguous or pick the planted one.)
+    exec_all(
+        &mut su,
+        &[
+            "grant create on schema pubjson to sec_attacker",
+            "set role sec_attacker",
+            PLANT_STATUS,
+            PLANT_STATS,
+            "reset role",
+        ],
+    );
+    let e = su
+        .batch_execute("drop extension pubjson; create extension pubjson")
+        .expect_err("a schema open to CREATE is refused");
+    assert_eq!(sqlstate(&e), "42501", "{}", describe_error(&e));
+    assert!(describe_error(&e).contains("sec_attacker"), "{e:?}");
+    su.batch_execute("revoke create on schema pubjson from sec_attacker")
+        .expect("revoke");
+    // DROP EXTENSION leaves the schema (CREATE EXTENSION made it, not the
+    // script), and with it what the attacker planted.
+    su.batch_execute("drop extension pubjson")
+        .expect("drop extension");
+    assert_eq!(
+        schema_functions(&mut su),
+        vec![
+            "pubjson.decoding_stats(integer)".to_string(),
+            "pubjson.subscription_status(integer)".to_string()
+        ]
+    );
+    expect_content_refusal(
+        &mut su,
+        "create extension pubjson",
+        &[
+            "function pubjson.decoding_stats(integer)",
+            "function pubjson.subscription_status(integer)",
+        ],
+    );
+    assert_eq!(schema_functions(&mut su).len(), 2, "nothing was created");
+    assert!(!is_superuser(&mut su, "sec_attacker"));
+    drop(su);
+    drop_role("sec_attacker", "sec_issue23");
+}
+
+#[test]
+fn planted_objects_of_every_kind_are_refused() {
+    let (host, port) = main_cluster();
+    let mut su = fresh_db(&host, port, "sec_kinds", false);
+    drop_role("sec_planter", "postgres");
+    exec_all(
+        &mut su,
+        &[
+            "create role sec_planter",
+            "create table public.wide (a int, b int)",
+            "alter table public.wide owner to sec_planter",
+            "grant create on schema public to sec_planter",
+        ],
+    );
+    // (what sec_planter creates in schema pubjson, what the DETAIL names)
+    let kinds: &[(&str, &[&str])] = &[
+        ("create table pubjson.t (a int)", &["table pubjson.t"]),
+        (
+            "create view pubjson.v as select 1 as one",
+            &["view pubjson.v"],
+        ),
+        ("create sequence pubjson.s", &["sequence pubjson.s"]),
+        (
+            "create type pubjson.mood as enum ('ok')",
+            &["type pubjson.mood"],
+        ),
+        (
+            "create type pubjson.pair as (a int, b int)",
+            &["type pubjson.pair"],
+        ),
+        (
+            "create domain pubjson.posint as int check (value > 0)",
+            &["type pubjson.posint"],
+        ),
+        (
+            "create operator pubjson.=== (leftarg = int, rightarg = int, function = pg_catalog.int4eq)",
+            &["operator pubjson.===(integer,integer)"],
+        ),
+        (
+            "create type pubjson.mood as enum ('ok'); \
+             create function public.mood_text(pubjson.mood) returns text language sql as 'select ''ok'''; \
+             create cast (pubjson.mood as text) with function public.mood_text(pubjson.mood)",
+            &["type pubjson.mood", "cast (pubjson.mood AS pg_catalog.text)"],
+        ),
+        (
+            "create collation pubjson.c (locale = 'C')",
+            &["collation pubjson.c"],
+        ),
+        (
+            "create text search configuration pubjson.cfg (copy = pg_catalog.simple)",
+            &["text search configuration pubjson.cfg"],
+        ),
+        (
+            "create statistics pubjson.st on a, b from public.wide",
+            &["statistics object pubjson.st"],
+        ),
+        (
+            "create aggregate pubjson.total(int) (sfunc = pg_catalog.int4pl, stype = int)",
+            &["aggregate pubjson.total(integer)"],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (plant, named) in kinds {
+        // A role that had CREATE on a superuser's schema and lost it.
+        su.batch_execute(&format!(
+            "drop schema if exists pubjson cascade; drop function if exists public.mood_text; \
+             create schema pubjson; grant create, usage on schema pubjson to sec_planter; \
+             set role sec_planter; {plant}; reset role; \
+             revoke create on schema pubjson from sec_planter"
+        ))
+        .unwrap_or_else(|e| panic!("{plant}: {}", describe_error(&e)));
+        match su.batch_execute("create extension pubjson") {
+            Ok(()) => {
+                wrong.push(format!("{plant}: accepted"));
+                su.batch_execute("drop extension pubjson")
+                    .expect("drop extension");
+            }
+            Err(e) => {
+                let db = e.as_db_error().expect("server error");
+                let detail = db.detail().unwrap_or("");
+                if db.code().code() != "42501"
+                    || !named.iter().all(|n| detail.contains(n))
+                    || db.hint().is_none_or(|h| h.contains("OWNER"))
+                {
+                    wrong.push(format!("{plant}: {} {detail:?}", describe_error(&e)));
+                }
+            }
+        }
+    }
+    // The empty schema the planter once had CREATE on is accepted.
+    su.batch_execute(
+        "drop schema pubjson cascade; create schema pubjson; \
+         grant create on schema pubjson to sec_planter; \
+         revoke create on schema pubjson from sec_planter; create extension pubjson",
+    )
+    .expect("an empty superuser's schema is accepted");
+    drop(su);
+    drop_role("sec_planter", "sec_kinds");
+    assert!(wrong.is_empty(), "not refused as expected: {wrong:#?}");
+}
+
+#[test]
+fn string_literal_calls_pick_the_extension_function() {
+    let (host, port) = main_cluster();
+    let mut su = fresh_db(&host, port, "sec_overload", true);
+    drop_role("sec_overloader", "postgres");
+    let planted = |ty: &str| {
+        format!(
+            "CREATE FUNCTION public.publication_risks(publication {ty})
+               RETURNS TABLE(schema_name name, table_name name, risk text, detail text, hint text)
+               LANGUAGE plpgsql AS $$BEGIN EXECUTE 'ALTER ROLE sec_overloader SUPERUSER';
+               RAISE EXCEPTION 'planted publication_risks({ty}) ran'; END$$"
+        )
+    };
+    exec_all(
+        &mut su,
+        &[
+            "create role sec_overloader",
+            "grant create on schema public to sec_overloader",
+            "create table t (id int primary key)",
+            "create publication mypub for table t",
+            "set role sec_overloader",
+            &planted("text"),
+            &planted("varchar"),
+            &planted("name"),
+            "reset role",
+        ],
+    );
+    for path in ["pubjson, public", "\"$user\", pubjson, public"] {
+        su.batch_execute(&format!(
+            "set search_path = {path}; select * from publication_risks('mypub'); reset search_path"
+        ))
+        .unwrap_or_else(|e| panic!("search_path {path}: {}", describe_error(&e)));
+    }
+    su.batch_execute("select * from pubjson.publication_risks('mypub')")
+        .expect("qualified call");
+    assert!(!is_superuser(&mut su, "sec_overloader"));
+    drop(su);
+    drop_role("sec_overloader", "sec_overload");
+}
+
+fn exec_all(c: &mut Client, statements: &[&str]) {
+    for sql in statements {
+        c.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)));
+    }
 }

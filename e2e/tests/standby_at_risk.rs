@@ -132,7 +132,9 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
          create role risk_reader login;
          grant usage on schema pubjson to risk_reader;
          grant execute on function pubjson.standby_queries_at_risk(), pubjson._standby_replay(),
-               pubjson._replay_receipt_time() to risk_reader;",
+               pubjson._replay_receipt_time(), pubjson.standby_conflicts(),
+               pubjson._slot_invalidation(jsonb), pubjson._slot_conflicting(jsonb) to risk_reader;
+         create role risk_monitor login in role pg_monitor;",
     )
     .expect("primary setup");
     // On a primary: nothing at risk.
@@ -167,6 +169,82 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
         "{r:?}"
     );
     assert!(at_risk(&mut m).is_empty());
+
+    // Streaming, as pg_monitor sees it; a role without pg_read_all_stats
+    // sees only the WAL receiver's pid in pg_stat_wal_receiver, so which
+    // delay applies is hidden: NULL, never the archive delay (issue 23).
+    {
+        let delay_cols = "select delay_setting, max_delay::text, waits_forever,
+                                 wal_receiver_status, wal_receipt_time is null, budget_left::text,
+                                 estimate_exact, how_derived
+                            from pubjson.standby_conflicts() where database = current_database()";
+        type Cols = (
+            Option<String>,
+            Option<String>,
+            Option<bool>,
+            Option<String>,
+            bool,
+            Option<String>,
+            Option<bool>,
+            String,
+        );
+        let get = |c: &mut Client| -> Cols {
+            let r = c.query_one(delay_cols, &[]).expect("standby_conflicts");
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                r.get(4),
+                r.get(5),
+                r.get(6),
+                r.get(7),
+            )
+        };
+        let mut mon = sb
+            .server()
+            .try_connect("riskdb", "risk_monitor")
+            .expect("connect risk_monitor");
+        let seen = get(&mut mon);
+        assert_eq!(
+            (
+                seen.0.as_deref(),
+                seen.1.as_deref(),
+                seen.2,
+                seen.3.as_deref()
+            ),
+            (
+                Some("max_standby_streaming_delay"),
+                Some("00:00:08"),
+                Some(false),
+                Some("streaming")
+            ),
+            "pg_monitor: {seen:?}"
+        );
+        assert!(seen.5.is_some(), "pg_monitor sees a budget: {seen:?}");
+        let mut u = sb
+            .server()
+            .try_connect("riskdb", "risk_reader")
+            .expect("connect risk_reader");
+        let hidden = get(&mut u);
+        assert_eq!(
+            (
+                hidden.0.as_deref(),
+                hidden.1.as_deref(),
+                hidden.2,
+                hidden.3.as_deref(),
+                hidden.4,
+                hidden.5.as_deref(),
+                hidden.6
+            ),
+            (None, None, None, None, true, None, None),
+            "without pg_read_all_stats: {hidden:?}"
+        );
+        assert!(
+            hidden.7.contains("hidden") && hidden.7.contains("pg_read_all_stats"),
+            "{hidden:?}"
+        );
+    }
 
     // --- Lock conflict: a session on the standby holds a lock on t2 (read
     // committed, idle in transaction: no snapshot), the primary truncates it.

@@ -376,7 +376,9 @@ fn extension_created_in_another_schema_moves_to_pubjson() {
 }
 
 /// The upgrade checks schema pubjson as CREATE EXTENSION does: a schema
-/// another role owns stops it with SQLSTATE 42501, and nothing changes.
+/// another role owns stops it with SQLSTATE 42501, and nothing changes;
+/// once a superuser owns it again, what the former owner planted in it
+/// still stops the update.
 #[test]
 fn upgrade_refuses_a_schema_in_other_hands() {
     let _serial = pubjson_e2e::serialize();
@@ -411,12 +413,265 @@ fn upgrade_refuses_a_schema_in_other_hands() {
             pubjson_e2e::describe_error(&err)
         );
         assert_eq!(extension_version(&mut fresh), *from);
+        // What the owner planted meanwhile stays when a superuser takes the
+        // schema back as the hint says: the update still refuses it.
         exec(
             &mut fresh,
-            "alter schema pubjson owner to postgres; alter extension pubjson update; \
+            "set role pubjson_upgrade_intruder; \
+             create function pubjson.decoding_stats(x int default 0) returns int language sql as 'select 1'; \
+             reset role; alter schema pubjson owner to postgres",
+        );
+        let err = fresh
+            .batch_execute("alter extension pubjson update")
+            .expect_err("the update must refuse what the former owner planted");
+        assert_eq!(pubjson_e2e::sqlstate(&err), "42501", "{err:?}");
+        assert!(
+            pubjson_e2e::describe_error(&err).contains("function pubjson.decoding_stats(integer)"),
+            "{}",
+            pubjson_e2e::describe_error(&err)
+        );
+        assert_eq!(extension_version(&mut fresh), *from);
+        exec(
+            &mut fresh,
+            "drop function pubjson.decoding_stats(int); alter extension pubjson update; \
              drop extension pubjson; drop schema pubjson; drop role pubjson_upgrade_intruder",
         );
     }
     drop(fresh);
     drop_database("pubjson_upgrade_guard");
+}
+
+/// Every upgrade script opens with the schema guard of the install script
+/// (the DO block of src/api/schema_guard.sql, the same text), so that each
+/// ALTER EXTENSION UPDATE checks schema pubjson as CREATE EXTENSION does.
+#[test]
+fn every_upgrade_script_runs_the_schema_guard() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let guard = std::fs::read_to_string(root.join("src/api/schema_guard.sql"))
+        .expect("src/api/schema_guard.sql");
+    let start = guard.find("DO $guard$").expect("DO $guard$");
+    let block = &guard[start..];
+    let block = &block[..block.find("\n$guard$;").expect("end of the guard") + 9];
+    let mut scripts = 0;
+    for entry in std::fs::read_dir(root.join("sql")).expect("sql/") {
+        let name = entry
+            .expect("sql/ entry")
+            .file_name()
+            .into_string()
+            .unwrap();
+        if name.ends_with(".sql") && name.matches("--").count() == 2 {
+            let text = std::fs::read_to_string(root.join("sql").join(&name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                text.contains(block),
+                "{name} must hold the DO block of src/api/schema_guard.sql, byte for byte"
+            );
+            scripts += 1;
+        }
+    }
+    assert!(scripts > 0, "no upgrade script in sql/");
+}
+
+/// Issue 23's upgrade path: objects planted in schema pubjson by a role
+/// that had CREATE on it stop ALTER EXTENSION UPDATE after the grant is
+/// revoked (as the CREATE hint says), and nothing changes; once they are
+/// dropped (as the content hint says) the update goes through and the
+/// extension's functions are the only ones left.
+#[test]
+fn upgrade_refuses_objects_planted_in_the_schema() {
+    let _serial = pubjson_e2e::serialize();
+    let versions = versions_in_sql_dir();
+    let db = "pubjson_upgrade_planted";
+    let mut c = fresh_database(db);
+    exec(&mut c, "create extension pubjson");
+    let current = extension_version(&mut c);
+    exec(&mut c, "drop extension pubjson; drop schema pubjson");
+    let functions = |c: &mut Client| -> Vec<String> {
+        c.query(
+            "select p.oid::regprocedure::text || ' ' || md5(p.prosrc) from pg_proc p \
+              where p.pronamespace = 'pubjson'::regnamespace order by 1",
+            &[],
+        )
+        .expect("functions")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    for from in versions.iter().filter(|v| **v != current) {
+        exec(
+            &mut c,
+            &format!(
+                "create extension pubjson version '{from}'; \
+                 drop role if exists pubjson_upgrade_attacker; \
+                 create role pubjson_upgrade_attacker; \
+                 create table t (id int primary key); create publication p1 for table t; \
+                 grant create on schema pubjson to pubjson_upgrade_attacker; \
+                 set role pubjson_upgrade_attacker; \
+                 CREATE FUNCTION pubjson.publication_risks(publication text) \
+                   RETURNS TABLE(schema_name name, table_name name, risk text, detail text, hint text) \
+                   LANGUAGE plpgsql AS $$BEGIN EXECUTE 'ALTER ROLE pubjson_upgrade_attacker SUPERUSER'; RETURN; END$$; \
+                 CREATE FUNCTION pubjson.decoding_stats(x int DEFAULT 0) RETURNS int LANGUAGE sql AS 'SELECT 1'; \
+                 reset role"
+            ),
+        );
+        let before = functions(&mut c);
+        let err = c
+            .batch_execute("alter extension pubjson update")
+            .expect_err("a schema open to CREATE is refused");
+        let hint = err.as_db_error().and_then(|d| d.hint()).unwrap_or("");
+        assert_eq!(pubjson_e2e::sqlstate(&err), "42501", "{err:?}");
+        assert!(hint.contains("also refuses every object"), "{hint}");
+        exec(
+            &mut c,
+            "revoke create on schema pubjson from pubjson_upgrade_attacker",
+        );
+        let err = c
+            .batch_execute("alter extension pubjson update")
+            .expect_err("planted functions are refused");
+        let d = err.as_db_error().expect("server error");
+        assert_eq!(d.code().code(), "42501", "{err:?}");
+        for planted in [
+            "function pubjson.publication_risks(pg_catalog.text)",
+            "function pubjson.decoding_stats(integer)",
+        ] {
+            assert!(d.detail().unwrap_or("").contains(planted), "{err:?}");
+        }
+        assert!(
+            d.hint().unwrap_or("").contains("drop them"),
+            "{:?}",
+            d.hint()
+        );
+        assert_eq!(extension_version(&mut c), *from, "nothing changed");
+        assert_eq!(functions(&mut c), before, "nothing changed");
+        // (Before the update, 0.1.0's publication_risks(name) loses a call
+        // with a literal to the planted one: not called here.)
+        exec(
+            &mut c,
+            "drop function pubjson.publication_risks(text); \
+             drop function pubjson.decoding_stats(int); \
+             alter extension pubjson update; \
+             select * from pubjson.publication_risks('p1'); \
+             select * from pubjson.decoding_stats()",
+        );
+        assert_eq!(extension_version(&mut c), current);
+        let superuser: bool = c
+            .query_one(
+                "select rolsuper from pg_roles where rolname = 'pubjson_upgrade_attacker'",
+                &[],
+            )
+            .expect("pg_roles")
+            .get(0);
+        assert!(!superuser, "a planted function ran");
+        exec(
+            &mut c,
+            "drop extension pubjson; drop schema pubjson; drop publication p1; drop table t; \
+             drop role pubjson_upgrade_attacker",
+        );
+    }
+    drop(c);
+    drop_database(db);
+}
+
+/// publication_risks(name) becomes publication_risks(text) in 0.2.0: the
+/// update drops the old function, so it stops (SQLSTATE 2BP01, nothing
+/// changed) while a view uses it, and goes through once the view is
+/// dropped; the view can then be created again on the new function, as
+/// docs/operations.md says.
+#[test]
+fn upgrade_stops_while_a_view_uses_the_old_publication_risks() {
+    let _serial = pubjson_e2e::serialize();
+    let db = "pubjson_upgrade_risks_view";
+    let mut c = fresh_database(db);
+    let view = "create view public.my_risks as select risk from pubjson.publication_risks('p1')";
+    exec(
+        &mut c,
+        &format!(
+            "create table t (id int primary key); create publication p1 for table t; \
+             create extension pubjson version '0.1.0'; {view}"
+        ),
+    );
+    let err = c
+        .batch_execute("alter extension pubjson update to '0.2.0'")
+        .expect_err("a view on publication_risks(name) stops the update");
+    assert_eq!(pubjson_e2e::sqlstate(&err), "2BP01", "{err:?}");
+    assert_eq!(extension_version(&mut c), "0.1.0");
+    exec(
+        &mut c,
+        &format!(
+            "drop view public.my_risks; alter extension pubjson update to '0.2.0'; {view}; \
+             select * from public.my_risks"
+        ),
+    );
+    assert_eq!(extension_version(&mut c), "0.2.0");
+    drop(c);
+    drop_database(db);
+}
+
+/// Views that a pg_monitor member built on pubjson functions (issue 23).
+/// The update replaces in place every function whose signature and result
+/// type stay the same, so a view on subscription_status() survives it and
+/// still works; standby_conflicts() gains result columns and must be
+/// dropped and created again, so a view on it stops the update (2BP01,
+/// naming the function and the view, nothing changed). The procedure in
+/// docs/operations.md (drop the view, update, create it again) works.
+#[test]
+fn upgrade_keeps_views_on_unchanged_functions_and_stops_on_changed_ones() {
+    let _serial = pubjson_e2e::serialize();
+    let db = "pubjson_upgrade_views";
+    let mut c = fresh_database(db);
+    let sb_view = "create view public.mon_sb as select applies from pubjson.standby_conflicts()";
+    exec(
+        &mut c,
+        &format!(
+            "drop role if exists upgrade_mon; create role upgrade_mon in role pg_monitor;
+             grant create on schema public to upgrade_mon;
+             create extension pubjson version '0.1.0';
+             set role upgrade_mon;
+             create view public.mon_subs as select subscription, enabled from pubjson.subscription_status();
+             {sb_view};
+             reset role"
+        ),
+    );
+    let err = c
+        .batch_execute("alter extension pubjson update to '0.2.0'")
+        .expect_err("a view on standby_conflicts() stops the update");
+    assert_eq!(pubjson_e2e::sqlstate(&err), "2BP01", "{err:?}");
+    let db_err = err.as_db_error().expect("a server error");
+    assert!(
+        db_err.message().contains("pubjson.standby_conflicts()"),
+        "{db_err:?}"
+    );
+    assert!(
+        db_err.detail().unwrap_or("").contains("mon_sb"),
+        "{db_err:?}"
+    );
+    assert_eq!(extension_version(&mut c), "0.1.0");
+    exec(
+        &mut c,
+        &format!(
+            "drop view public.mon_sb;
+             alter extension pubjson update to '0.2.0';
+             set role upgrade_mon; {sb_view}; reset role;
+             select * from public.mon_sb"
+        ),
+    );
+    assert_eq!(extension_version(&mut c), "0.2.0");
+    // The view on the unchanged function survived and still runs, as its
+    // owner (pg_monitor may still execute the function).
+    let n: i64 = c
+        .query_one(
+            "select count(*) from pg_catalog.pg_views where schemaname = 'public' and viewname in ('mon_subs', 'mon_sb')",
+            &[],
+        )
+        .expect("views")
+        .get(0);
+    assert_eq!(n, 2);
+    exec(
+        &mut c,
+        "set role upgrade_mon; select * from public.mon_subs; select * from public.mon_sb; reset role",
+    );
+    drop(c);
+    drop_database(db);
+    let mut admin = Server::main().connect("postgres");
+    exec(&mut admin, "drop role upgrade_mon");
 }

@@ -1,6 +1,6 @@
 -- pubjson: replication conflict inspection functions (schema pubjson).
 --
---   pubjson.publication_risks(publication name)
+--   pubjson.publication_risks(publication text)
 --   pubjson.subscription_status()
 --   pubjson.standby_conflicts()
 --   pubjson.standby_queries_at_risk()
@@ -77,7 +77,19 @@ $fn$;
 --   inactive_slot_retains_wal        (one row per slot; schema/table NULL)
 --   logical_slot_invalidated         (one row per slot; schema/table NULL)
 -- Volatile: it reads the current WAL position.
-CREATE FUNCTION pubjson.publication_risks(publication name)
+--
+-- The parameter is text, not name (0.1.0 had name), so that the documented
+-- call with a string literal, publication_risks('mypub'), resolves to this
+-- function whatever overloads exist: an unknown-type literal matches text
+-- exactly (text is the preferred type of its category), so another schema's
+-- publication_risks(text) can only tie with it, never beat it; a tie goes
+-- to the schema first on the search_path, and a qualified call
+-- (pubjson.publication_risks) considers schema pubjson alone, which holds
+-- nothing but the extension's functions (schema_guard.sql). With name, any
+-- publication_risks(text) on the search_path, before or after pubjson,
+-- would have won over it (issue 23). A name or varchar argument is cast to
+-- text implicitly; the comparison below is pg_catalog's name = text.
+CREATE FUNCTION pubjson.publication_risks(publication text)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
 LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
@@ -354,7 +366,7 @@ BEGIN
 END
 $fn$;
 
-COMMENT ON FUNCTION pubjson.publication_risks(name) IS
+COMMENT ON FUNCTION pubjson.publication_risks(text) IS
 'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots';
 
 -------------------------------------------------------------------------------
@@ -547,7 +559,7 @@ BEGIN
       INTO startup
       FROM pg_catalog.pg_stat_activity a
      WHERE a.backend_type = 'startup';
-    SELECT r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
+    SELECT r.pid, r.status, r.flushed_lsn, r.latest_end_lsn, r.latest_end_time,
            r.last_msg_send_time, r.last_msg_receipt_time
       INTO rcv
       FROM pg_catalog.pg_stat_wal_receiver r;
@@ -557,7 +569,13 @@ BEGIN
     v_replay := pg_catalog.pg_last_wal_replay_lsn();
     v_xact_time := pg_catalog.pg_last_xact_replay_timestamp();
 
-    IF rcv.status = 'streaming' THEN
+    IF rcv.pid IS NOT NULL AND rcv.status IS NULL THEN
+        -- pg_stat_wal_receiver shows a caller without pg_read_all_stats
+        -- only the pid (15 to 18: every other column is NULL): a receiver
+        -- runs, but whether it streams, and so which delay applies, is
+        -- hidden. Report that as unknown (NULL), not as archive recovery.
+        v_how := 'a WAL receiver is running but its details are hidden from this role (needs pg_read_all_stats): which delay applies, the receipt time and budget_left are unknown';
+    ELSIF rcv.status = 'streaming' THEN
         v_setting := 'max_standby_streaming_delay';
         IF v_replay < rcv.flushed_lsn AND v_chunk IS NOT NULL THEN
             -- Behind the receiver (or stopped at a conflict: the record
@@ -840,13 +858,13 @@ COMMENT ON FUNCTION pubjson.standby_queries_at_risk() IS
 
 REVOKE ALL ON FUNCTION pubjson._slot_conflicting(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson._slot_invalidation(jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION pubjson.publication_risks(name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION pubjson.publication_risks(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.subscription_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.standby_conflicts() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.standby_queries_at_risk() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson._standby_replay() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson._replay_receipt_time() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pubjson.publication_risks(name) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION pubjson.publication_risks(text) TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.subscription_status() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.standby_conflicts() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION pubjson.standby_queries_at_risk() TO pg_monitor;

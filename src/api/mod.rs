@@ -1,9 +1,11 @@
 //! The whole SQL surface of the extension (schema `pubjson`): the decoding
 //! statistics functions (`stats.rs`) and the files below.
 //!
-//! `schema_guard.sql` opens the extension script: it refuses a pre-existing
-//! schema `pubjson` that a role other than a superuser owns or may create
-//! objects in (CREATE EXTENSION uses an existing schema as it finds it).
+//! `schema_guard.sql` opens the extension script (and, as a copy, every
+//! upgrade script): it refuses a schema `pubjson` that a role other than a
+//! superuser owns or may create objects in, or that holds any object that
+//! is not part of the extension (CREATE EXTENSION uses an existing schema as
+//! it finds it; issue 23).
 //!
 //! `conflicts.sql` holds the replication conflict inspection functions
 //! (`pubjson.publication_risks`, `pubjson.subscription_status`,
