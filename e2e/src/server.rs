@@ -114,6 +114,30 @@ impl Server {
         });
     }
 
+    /// Kills backend `pid` with SIGKILL and waits until the server has been
+    /// through the crash restart that causes (the postmaster ends every
+    /// other backend, then accepts connections again): a connection opened
+    /// before the kill must have been ended, so that the server accepting
+    /// connections afterwards is the restarted one, not the old one that
+    /// has not yet noticed.
+    pub fn kill9_backend(&self, pid: i32) {
+        let mut witness = self.connect("postgres");
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -9 {pid}: {status}");
+        let deadline = Instant::now() + RELEASE_TIMEOUT;
+        while witness.simple_query("select 1").is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not restart within {RELEASE_TIMEOUT:?} after backend {pid} was killed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.wait_connectable(Duration::from_secs(120));
+    }
+
     /// Drops database `name` with its replication slots, if it exists:
     /// waits until every slot of it is released, drops them, then the
     /// database, ending its sessions (`WITH (FORCE)`, retried while one is

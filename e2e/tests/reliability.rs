@@ -457,15 +457,7 @@ fn crash_and_restart_while_streaming() {
                     let pid = slot_active(SLOT)
                         .and_then(|(_, p)| p)
                         .expect("walsender pid of the slot");
-                    let st = std::process::Command::new("kill")
-                        .args(["-9", &pid.to_string()])
-                        .status()
-                        .expect("kill");
-                    assert!(st.success());
-                    // A backend killed by a signal makes the postmaster
-                    // reinitialize: wait for recovery.
-                    std::thread::sleep(Duration::from_millis(300));
-                    wait_connectable(Duration::from_secs(120));
+                    server().kill9_backend(pid);
                 }
                 "kill -9 pg_recvlogical" => {
                     recv.kill9();

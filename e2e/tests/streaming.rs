@@ -21,7 +21,7 @@
 //! prepared ones are held.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use pubjson_e2e::recvlogical::command_for_test_db;
@@ -1392,14 +1392,7 @@ fn reconnect_mid_stream(fault: Fault) {
             let pid = slot_state(&slot, "0/0")
                 .and_then(|(pid, _)| pid)
                 .expect("walsender pid");
-            let status = Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
-            // The postmaster now restarts every backend: wait for recovery.
-            std::thread::sleep(Duration::from_millis(300));
-            rel::wait_connectable(Duration::from_secs(120));
+            rel::server().kill9_backend(pid);
         }
         Fault::ImmediateRestart => cluster.pg_ctl_restart("immediate"),
     }
