@@ -285,8 +285,7 @@ pub fn try_drop_slots(
 /// e.g. a backend whose decoding call failed releases its slot only after
 /// it has sent the error. Panics after [`RELEASE_TIMEOUT`] naming the holder.
 pub fn wait_slot_released(client: &mut Client, slot: &str) {
-    let deadline = Instant::now() + RELEASE_TIMEOUT;
-    loop {
+    let held = retry(RELEASE_TIMEOUT, || {
         let pid: Option<i32> = client
             .query_opt(
                 "select active_pid from pg_replication_slots where slot_name = $1",
@@ -294,13 +293,13 @@ pub fn wait_slot_released(client: &mut Client, slot: &str) {
             )
             .unwrap_or_else(|e| panic!("reading pg_replication_slots: {}", describe_error(&e)))
             .and_then(|row| row.get(0));
-        let Some(pid) = pid else { return };
-        assert!(
-            Instant::now() < deadline,
+        pid.map_or(Ok(()), Err)
+    });
+    if let Err(pid) = held {
+        panic!(
             "slot {slot} is still held by PID {pid} after {RELEASE_TIMEOUT:?}: {}",
             describe_backend(client, pid)
         );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -8,7 +8,7 @@
 //! other session's query.
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, poll, scratch_dir, RecvLogical, Server, TestDb};
+use pubjson_e2e::{exec, one_string, poll, retry, scratch_dir, RecvLogical, Server, TestDb};
 use std::time::{Duration, Instant};
 
 /// Rows of the batch transaction: enough to spill past 64kB many times
@@ -105,17 +105,11 @@ fn commit_and_wait_received(
 /// another one commits a catalog change, an autovacuum's for instance);
 /// the timeout's message says what it showed last.
 fn wait_shown(c: &mut Client, slot: &str, xid: &str, changes: Option<i64>, what: &str) -> Pending {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let seen = pending(c, slot, xid);
-        match seen {
-            Some(p) if changes.is_none_or(|n| p.changes >= n) => return p,
-            _ if Instant::now() >= deadline => {
-                panic!("timed out after 60 s waiting for {what}; last shown: {seen:?}")
-            }
-            _ => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    retry(Duration::from_secs(60), || match pending(c, slot, xid) {
+        Some(p) if changes.is_none_or(|n| p.changes >= n) => Ok(p),
+        seen => Err(seen),
+    })
+    .unwrap_or_else(|seen| panic!("timed out after 60 s waiting for {what}; last shown: {seen:?}"))
 }
 
 /// Waits until `xid` is no longer in pending_transactions() for `slot`.
