@@ -10,18 +10,20 @@
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
 #   3. unit tests of the pure modules (cargo test)
 #   4. the end-to-end checks that need no server (version_independent::)
-#   then for each major:
+#   then for each major, one at a time:
 #   5. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
 #      installs it with dpkg, decodes through it and removes it again;
 #      on 16-18 checks its contents
 #   6. builds and installs the extension (the generated extension script
-#      must equal the committed sql/pubjson--VERSION.sql), starts a
-#      throwaway cluster
+#      must equal the committed sql/pubjson--VERSION.sql)
+#   and, in the background (beside the next major's build or suites), on
+#   a throwaway cluster of the major's own under $PUBJSON_TMP/pubjson-test-pgNN:
 #   7. SQL regression suite (pg_regress, test/sql + test/expected)
 #   8. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
 #      transactions, conflicts, crash recovery, extension upgrades, and the
 #      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)
+#   A major's suites' output is shown when they end.
 # A failure does not stop the run: every suite of every major runs (cargo
 # test --no-fail-fast), and the summary names every failed test and step
 # per major, then the time of each step, then the count line CI reads
@@ -56,9 +58,8 @@ step() {
   local label=$1 log=$2 t0=$SECONDS rc=0
   shift 2
   echo "==> $label"
-  "$@" > >(tee -a "$log") 2>&1 || rc=$?
-  # tee's process substitution may still be writing: wait for it.
-  wait $! 2>/dev/null || true
+  # A pipeline, so that tee has written everything when it ends.
+  "$@" 2>&1 | tee -a "$log" || rc=${PIPESTATUS[0]}
   timings+=("$(printf '%5ds  %s' $((SECONDS - t0)) "$label")")
   if [ "$rc" -ne 0 ]; then
     echo "==> FAILED: $label (exit $rc)"
@@ -127,26 +128,93 @@ run_step "unit tests" "unit tests" "$all" cargo test -p pubjson --lib || true
 run_step "end-to-end" "end-to-end checks that need no server" "$all" \
   cargo test -p pubjson-e2e --release -- version_independent:: || true
 
+# Each major's clusters live under a directory of their own, so that two
+# majors' suites can run at once (clusters listen on Unix sockets only; the
+# exporter picks a free loopback port).
+tmp_root=${PUBJSON_TMP:-/tmp}
+suite_tmp() { echo "$tmp_root/pubjson-test-pg$1"; }
+
+# suites MAJOR: the SQL regression suite and the end-to-end suites of one
+# major against its own cluster: output in $logs/suites-MAJOR.log, the
+# labels of its failed steps in .failed (one per line, each step's output
+# in .step.failed-N), times in .times. It runs in the background, so it
+# leaves these files for collect rather than this shell's arrays.
+suites() {
+  local major=$1 where="PostgreSQL $1" out=$logs/suites-$1 t0 rc
+  export PG_MAJOR=$major PUBJSON_TMP
+  PUBJSON_TMP=$(suite_tmp "$major")
+  unset PG_BIN PG_CONFIG
+  : > "$out.failed"; : > "$out.times"
+  suite() {
+    local label=$1; shift
+    t0=$SECONDS; rc=0
+    echo "==> $label"
+    "$@" > "$out.step" 2>&1 || rc=$?
+    cat "$out.step"
+    printf '%5ds  %s\n' $((SECONDS - t0)) "$label" >> "$out.times"
+    if [ "$rc" -ne 0 ]; then
+      echo "==> FAILED: $label (exit $rc)"
+      echo "$label" >> "$out.failed"
+      cp "$out.step" "$out.step.failed-$(wc -l < "$out.failed")"
+    fi
+  }
+  {
+    if ! suite "$where: fresh test cluster" \
+         bash -c 'scripts/cluster.sh destroy && scripts/cluster.sh start'; then
+      echo "==> $where: skipping its suites (no server to test)"
+      scripts/cluster.sh stop >/dev/null 2>&1 || true
+      exit 0
+    fi
+    suite "$where: SQL regression suite" scripts/regress.sh
+    eval "$(scripts/cluster.sh env)"
+    suite "$where: end-to-end suites" \
+      cargo test -p pubjson-e2e --release --no-fail-fast -- --test-threads=2 --skip version_independent::
+    scripts/cluster.sh stop
+  } > "$out.log" 2>&1
+}
+
+# Builds are CPU-bound and run one at a time; the suites wait much of their
+# time on servers and clients, so a major's suites run beside the next
+# major's build or suites.
+running=()
+# collect: waits for the oldest running suites and reports them.
+collect() {
+  local major=${running[0]} out=$logs/suites-${running[0]} label n=0
+  running=("${running[@]:1}")
+  wait "${pids[$major]}" || true
+  echo "==> PostgreSQL $major: suites finished; their output:"
+  tee -a "$all" < "$out.log"
+  # Wall-clock times, overlapping other steps'.
+  while IFS= read -r line; do timings+=("$line (in the background)"); done < "$out.times"
+  while read -r label; do
+    n=$((n + 1))
+    record_failures "PostgreSQL $major" "$label" "$out.step.failed-$n"
+  done < "$out.failed"
+}
+declare -A pids
 for major in $PUBJSON_PG_VERSIONS; do
   where="PostgreSQL $major"
+  # At most two things at once: this build beside one major's suites, or
+  # two majors' suites.
+  if [ "${#running[@]}" -ge 2 ]; then collect; fi
   export PG_MAJOR=$major
   unset PG_BIN PG_CONFIG
   # Before install.sh: on 15 the package test installs and removes
-  # pubjson with dpkg (it puts back what it finds, all the same).
+  # pubjson with dpkg (it puts back what it finds, all the same). It runs
+  # while no suite of 15 does.
   run_step "$where" "$where: Debian package" "$all" scripts/deb-test.sh || true
-  if ! run_step "$where" "$where: build and install the extension" "$all" scripts/install.sh ||
-     ! run_step "$where" "$where: fresh test cluster" "$all" \
-         bash -c 'scripts/cluster.sh destroy && scripts/cluster.sh start'; then
-    echo "==> $where: skipping its suites (no server to test)"
-    scripts/cluster.sh stop >/dev/null 2>&1 || true
+  if ! run_step "$where" "$where: build and install the extension" "$all" scripts/install.sh; then
+    echo "==> $where: skipping its suites (not installed)"
     continue
   fi
-  run_step "$where" "$where: SQL regression suite" "$all" scripts/regress.sh || true
-  eval "$(scripts/cluster.sh env)"
-  run_step "$where" "$where: end-to-end suites" "$all" \
-    cargo test -p pubjson-e2e --release --no-fail-fast -- --test-threads=2 --skip version_independent:: || true
-  scripts/cluster.sh stop
+  mkdir -p "$(suite_tmp "$major")"
+  chmod 755 "$(suite_tmp "$major")"
+  echo "==> $where: SQL regression and end-to-end suites started (output when they end)"
+  suites "$major" &
+  pids[$major]=$!
+  running+=("$major")
 done
+while [ "${#running[@]}" -gt 0 ]; do collect; done
 
 # Counted from cargo test's "test result:" lines and pg_regress's totals.
 passed=$(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed.*/\1/p' "$all" | awk '{s += $1} END {print s + 0}')
