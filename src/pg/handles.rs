@@ -84,7 +84,7 @@ impl<'a> Writer<'a> {
 
     /// The running callback's decoding context (see the construction
     /// invariant), for the other handles of this module's layer.
-    pub(crate) fn context(&self) -> NonNull<pg_sys::LogicalDecodingContext> {
+    pub(in crate::pg) fn context(&self) -> NonNull<pg_sys::LogicalDecodingContext> {
         self.ctx
     }
 
