@@ -4,6 +4,12 @@
 //! (`plugin/callbacks.rs`) create them once per call from the raw pointers;
 //! each handle borrows for the duration of that call (`'a`), and the
 //! decoding core only sees these safe methods.
+//!
+//! The unsafe constructors here are the only place a caller promises
+//! anything: each states, once, what PostgreSQL guarantees about the
+//! pointer it wraps. Every method then relies on that construction
+//! invariant alone, and its `unsafe` block names the field and the
+//! guarantee it reads.
 
 use std::ffi::CStr;
 use std::marker::PhantomData;
@@ -13,8 +19,15 @@ use pgrx::pg_sys;
 
 use crate::model::ChangeKind;
 use crate::pg::port::{self, append_to_string_info, RBTXN_SPILLED, RBTXN_STREAMED};
+/// Rows in slots are made only by the publication code, whose invariants
+/// they carry (see [`crate::pg::publication::PublishedRows`]).
+pub use crate::pg::publication::SlotRow;
 
 /// The decoding context, for writing output and reporting progress.
+///
+/// Construction invariant: `ctx` is the decoding context of the running
+/// callback, valid for `'a`, and only this writer writes through it
+/// meanwhile.
 pub struct Writer<'a> {
     ctx: NonNull<pg_sys::LogicalDecodingContext>,
     _call: PhantomData<&'a mut pg_sys::LogicalDecodingContext>,
@@ -22,11 +35,13 @@ pub struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     /// # Safety
-    /// `ctx` is the decoding context of the running callback, valid for `'a`,
-    /// and nothing else writes through it meanwhile.
+    /// `ctx` is the decoding context of the running callback, valid for `'a`
+    /// (`'a` ends before the callback returns), and nothing else writes
+    /// through it meanwhile.
     pub unsafe fn new(ctx: *mut pg_sys::LogicalDecodingContext) -> Self {
         Writer {
-            // SAFETY: PostgreSQL never passes a NULL context.
+            // SAFETY: logical.c passes every callback its LogicalDecodingContext,
+            // never NULL (the caller's contract: it is that context).
             ctx: unsafe { NonNull::new_unchecked(ctx) },
             _call: PhantomData,
         }
@@ -37,8 +52,10 @@ impl<'a> Writer<'a> {
     pub fn write(&mut self, bytes: &[u8], last: bool) {
         let ctx = self.ctx.as_ptr();
         // SAFETY: the prepare/append/write sequence of every output plugin,
-        // on the callback's own context; ctx->out is a valid StringInfo
-        // between OutputPluginPrepareWrite and OutputPluginWrite.
+        // on the running callback's context (construction invariant), which
+        // only this writer writes through (`&mut self`); ctx->out is the
+        // StringInfo OutputPluginPrepareWrite has just reset, valid until
+        // OutputPluginWrite hands it on.
         unsafe {
             pg_sys::OutputPluginPrepareWrite(ctx, last);
             append_to_string_info((*ctx).out, bytes);
@@ -49,52 +66,68 @@ impl<'a> Writer<'a> {
     /// [`Self::write`] (as the end of a message) reported at `lsn`.
     pub fn write_at(&mut self, bytes: &[u8], lsn: u64) {
         let ctx = self.ctx.as_ptr();
-        // SAFETY: write_location is a plain field of the callback's own
-        // context, read by the write callbacks and restored at once.
+        // SAFETY: write_location is a plain XLogRecPtr field of the running
+        // callback's context (construction invariant), read by the
+        // walsender's or the SQL function's write callback during
+        // OutputPluginWrite; `&mut self` excludes any other writer.
         let saved = unsafe { std::mem::replace(&mut (*ctx).write_location, lsn) };
         self.write(bytes, true);
-        // SAFETY: as above.
+        // SAFETY: the same field of the same context, put back to the value
+        // logical.c set for this callback.
         unsafe { (*ctx).write_location = saved };
     }
 
-    /// The decoding context's reorder buffer.
+    /// The decoding context's reorder buffer, read while this borrow lasts.
     pub fn reorder(&self) -> crate::pg::reorder::Reorder<'_> {
-        // SAFETY: the running callback's context (see `new`); the decoder
-        // does not touch its reorder buffer while our code runs.
-        unsafe { crate::pg::reorder::Reorder::of(self.ctx) }
+        crate::pg::reorder::Reorder::of(self)
+    }
+
+    /// The running callback's decoding context (see the construction
+    /// invariant), for the other handles of this module's layer.
+    pub(in crate::pg) fn context(&self) -> NonNull<pg_sys::LogicalDecodingContext> {
+        self.ctx
     }
 
     /// The reorder buffer's current size in bytes (all transactions).
     pub fn reorder_buffer_size(&self) -> u64 {
-        // SAFETY: a decoding context always has its reorder buffer.
-        unsafe { (*self.ctx.as_ref().reorder).size as u64 }
+        self.reorder().size()
     }
 
     /// `OutputPluginUpdateProgress` (PostgreSQL 15 leaves keepalives during
     /// long runs without output to the plugin).
     #[cfg(feature = "pg15")]
     pub fn update_progress(&mut self, skipped_xact: bool) {
-        // SAFETY: accepts any decoding context inside a callback.
+        // SAFETY: OutputPluginUpdateProgress may be called from any output
+        // callback with its own context (construction invariant); it only
+        // calls the context's update_progress callback.
         unsafe { pg_sys::OutputPluginUpdateProgress(self.ctx.as_ptr(), skipped_xact) }
     }
 
     /// The callback handles the end of a transaction.
     #[cfg(feature = "pg15")]
     pub fn end_xact(&self) -> bool {
-        // SAFETY: a plain field of a valid context.
+        // SAFETY: end_xact is a plain bool of the running callback's context
+        // (construction invariant), set by logical.c before the callback.
         unsafe { self.ctx.as_ref().end_xact }
     }
 }
 
 /// A transaction being replayed (`ReorderBufferTXN`).
+///
+/// Construction invariant: the transaction is the one PostgreSQL passed to
+/// the running callback, so its pointers (`toptxn`, `gid`) are as the
+/// reorder buffer set them, and it is not freed for `'a`.
 #[derive(Clone, Copy)]
 pub struct Txn<'a>(&'a pg_sys::ReorderBufferTXN);
 
 impl<'a> Txn<'a> {
     /// # Safety
-    /// `txn` is a valid transaction for `'a` (the callback's argument).
+    /// `txn` is the non-NULL transaction a decoding callback received, and
+    /// `'a` ends before that callback returns (the reorder buffer frees
+    /// transactions only between callbacks).
     pub unsafe fn new(txn: *mut pg_sys::ReorderBufferTXN) -> Self {
-        // SAFETY: per the contract.
+        // SAFETY: non-NULL, aligned and live for 'a: the callback's own
+        // argument, as the caller promises.
         Txn(unsafe { &*txn })
     }
 
@@ -108,8 +141,9 @@ impl<'a> Txn<'a> {
         if top.is_null() {
             self.xid()
         } else {
-            // SAFETY: a non-NULL toptxn is the valid top-level transaction,
-            // which outlives its subtransactions.
+            // SAFETY: reorderbuffer.c sets a subtransaction's toptxn to its
+            // top-level ReorderBufferTXN, which it frees only after (and
+            // together with) its subtransactions: live as long as `self.0`.
             unsafe { (*top).xid.into_inner() }
         }
     }
@@ -132,8 +166,9 @@ impl<'a> Txn<'a> {
 
     /// Commit (or prepare) time.
     pub fn commit_time(self) -> i64 {
-        // SAFETY: xact_time is a union of two TimestampTz; both readings
-        // are the same integer.
+        // SAFETY: xact_time is a union of two TimestampTz (commit_time,
+        // prepare_time): every bit pattern is a valid i64 whichever member
+        // was written.
         unsafe { self.0.xact_time.commit_time }
     }
 
@@ -142,8 +177,9 @@ impl<'a> Txn<'a> {
         if self.0.gid.is_null() {
             &[]
         } else {
-            // SAFETY: a non-NULL gid is a NUL-terminated string owned by the
-            // transaction.
+            // SAFETY: a non-NULL gid is the NUL-terminated string
+            // reorderbuffer.c pstrdup'ed into the transaction, freed with
+            // it (so not before 'a ends: construction invariant).
             unsafe { CStr::from_ptr(self.0.gid) }.to_bytes()
         }
     }
@@ -179,37 +215,22 @@ impl Tuple<'_> {
     }
 }
 
-/// A slot holding a row, valid for `'a`.
-#[derive(Clone, Copy)]
-pub struct SlotRow<'a> {
-    slot: NonNull<pg_sys::TupleTableSlot>,
-    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
-}
-
-impl SlotRow<'_> {
-    pub(crate) fn as_ptr(self) -> *mut pg_sys::TupleTableSlot {
-        self.slot.as_ptr()
-    }
-
-    /// # Safety
-    /// `slot` holds a tuple and stays unchanged for the lifetime.
-    pub unsafe fn new(slot: NonNull<pg_sys::TupleTableSlot>) -> Self {
-        SlotRow {
-            slot,
-            _held: PhantomData,
-        }
-    }
-}
-
 /// An INSERT, UPDATE or DELETE (`ReorderBufferChange`).
+///
+/// Construction invariant: the change is the one PostgreSQL passed to the
+/// running callback: queued in its transaction (`txn` set), with the
+/// union member its `action` says, and not freed for `'a`.
 #[derive(Clone, Copy)]
 pub struct Change<'a>(&'a pg_sys::ReorderBufferChange);
 
 impl<'a> Change<'a> {
     /// # Safety
-    /// `change` is a valid change for `'a` (the callback's argument).
+    /// `change` is the non-NULL change a decoding callback received (change,
+    /// truncate or message callback), and `'a` ends before that callback
+    /// returns (the reorder buffer frees a change after its callback).
     pub unsafe fn new(change: *mut pg_sys::ReorderBufferChange) -> Self {
-        // SAFETY: per the contract.
+        // SAFETY: non-NULL, aligned and live for 'a: the callback's own
+        // argument, as the caller promises.
         Change(unsafe { &*change })
     }
 
@@ -219,7 +240,9 @@ impl<'a> Change<'a> {
 
     /// The (sub)transaction the change belongs to.
     pub fn xid(self) -> u32 {
-        // SAFETY: a queued change always points to its transaction.
+        // SAFETY: ReorderBufferQueueChange sets `txn` to the change's
+        // (sub)transaction before queuing it, and a transaction outlives its
+        // changes (construction invariant: a change being replayed).
         unsafe { (*self.0.txn).xid.into_inner() }
     }
 
@@ -240,8 +263,10 @@ impl<'a> Change<'a> {
         if self.kind().is_none() {
             return (None, None);
         }
-        // SAFETY: for INSERT/UPDATE/DELETE `data.tp` is the active member of
-        // the union, and its tuples live as long as the change.
+        // SAFETY: for INSERT/UPDATE/DELETE (checked above) `data.tp` is the
+        // active member of the union; its newtuple/oldtuple are NULL or
+        // tuples the reorder buffer allocated for this change and frees
+        // with it (construction invariant: live for 'a).
         unsafe {
             let tp = &self.0.data.tp;
             (
@@ -253,6 +278,12 @@ impl<'a> Change<'a> {
 }
 
 /// An open relation passed to a callback.
+///
+/// Construction invariant: the relation is open (its relcache entry pinned)
+/// for `'a`, and `'a` ends before the decoding callback that runs returns.
+/// So a `Rel` also witnesses that the code runs inside a decoding callback,
+/// in its transaction under the historic snapshot: where syscache and
+/// relcache lookups are allowed.
 #[derive(Clone, Copy)]
 pub struct Rel<'a> {
     rel: NonNull<pg_sys::RelationData>,
@@ -261,10 +292,13 @@ pub struct Rel<'a> {
 
 impl<'a> Rel<'a> {
     /// # Safety
-    /// `rel` is an open relation for `'a`.
+    /// `rel` is a non-NULL relation, open for `'a`: a decoding callback's
+    /// argument or one the callback opened and closes after `'a`; `'a` ends
+    /// before that callback returns.
     pub unsafe fn new(rel: pg_sys::Relation) -> Self {
         Rel {
-            // SAFETY: PostgreSQL passes open relations, never NULL.
+            // SAFETY: non-NULL as the caller promises (PostgreSQL passes
+            // callbacks open relations, never NULL).
             rel: unsafe { NonNull::new_unchecked(rel) },
             _open: PhantomData,
         }
@@ -273,25 +307,33 @@ impl<'a> Rel<'a> {
     /// The relations of a TRUNCATE.
     ///
     /// # Safety
-    /// `relations` holds `n` open relations for `'a`.
+    /// `relations` is the truncate callback's array of `n` relations, each
+    /// open for `'a`, and `'a` ends before that callback returns.
     pub unsafe fn slice(relations: *mut pg_sys::Relation, n: i32) -> Vec<Rel<'a>> {
         if n <= 0 {
             return Vec::new();
         }
-        // SAFETY: per the contract.
+        // SAFETY: the caller promises `n` (> 0, checked above) initialized
+        // Relation pointers at `relations`, an array ReorderBufferProcessTXN
+        // keeps until the callback returns.
         let all = unsafe { std::slice::from_raw_parts(relations, n as usize) };
-        // SAFETY: each entry is an open relation.
+        // SAFETY: each entry is a relation ReorderBufferProcessTXN opened
+        // (RelationIdGetRelation) for the callback and closes after it:
+        // non-NULL and open for 'a, as `new` requires.
         all.iter().map(|&r| unsafe { Rel::new(r) }).collect()
     }
 
     pub fn oid(self) -> pg_sys::Oid {
-        // SAFETY: a field of an open relation.
+        // SAFETY: rd_id is a plain field of the relcache entry, which stays
+        // allocated while the relation is open (construction invariant).
         unsafe { self.rel.as_ref().rd_id }
     }
 
     /// A partition (`relispartition`).
     pub fn is_partition(self) -> bool {
-        // SAFETY: an open relation's rd_rel is valid.
+        // SAFETY: rd_rel, the entry's pg_class row, is set for every open
+        // relation and lives as long as the relcache entry (construction
+        // invariant: open for 'a).
         unsafe { (*self.rel.as_ref().rd_rel).relispartition }
     }
 
@@ -303,14 +345,19 @@ impl<'a> Rel<'a> {
 /// The bytes of a message's prefix and content.
 ///
 /// # Safety
-/// `prefix` is a NUL-terminated string and `content` has `size` bytes, both
-/// valid for `'a`.
+/// `prefix` is a NUL-terminated string and `content` has `size` bytes (or
+/// is anything when `size` is 0), both valid and unchanged for `'a`: the
+/// message callback's arguments, with `'a` ending before it returns.
 pub unsafe fn message_parts<'a>(
     prefix: *const std::os::raw::c_char,
     content: *const std::os::raw::c_char,
     size: usize,
 ) -> (&'a [u8], &'a [u8]) {
-    // SAFETY: per the contract.
+    // SAFETY: CStr::from_ptr needs a NUL-terminated string live for 'a, and
+    // from_raw_parts `size` (> 0 in that branch) initialized bytes live for
+    // 'a: both exactly what the caller promises (they point into the
+    // decoded WAL record, or into the queued change of a transactional
+    // message, both kept until the callback returns).
     unsafe {
         let prefix = CStr::from_ptr(prefix).to_bytes();
         let content = if size == 0 {
@@ -324,24 +371,31 @@ pub unsafe fn message_parts<'a>(
 
 /// A memory context for what one change allocates (detoasted values,
 /// output function results), reset after each.
+///
+/// Construction invariant: the context outlives every copy of this value
+/// and nothing else allocates in it or resets it.
 #[derive(Clone, Copy)]
 pub struct ChangeMemory(NonNull<pg_sys::MemoryContextData>);
 
 impl ChangeMemory {
     /// # Safety
-    /// `memory` is a valid context that outlives this value and is used
-    /// for nothing else.
+    /// `memory` is a non-NULL context that outlives this value and its
+    /// copies (the slot's state keeps them; it is dropped with the
+    /// context's parent) and is used for nothing else.
     pub unsafe fn new(memory: pg_sys::MemoryContext) -> Self {
-        // SAFETY: a created context is never NULL.
+        // SAFETY: non-NULL as the caller promises (AllocSetContextCreate
+        // returns a context or raises an ERROR).
         ChangeMemory(unsafe { NonNull::new_unchecked(memory) })
     }
 
     /// Runs `f` with the context current, then resets it.
     pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
         let memory = self.0.as_ptr();
-        // SAFETY: switching to (and resetting) a context of our own; if `f`
-        // raises an ERROR, PostgreSQL's error recovery restores
-        // CurrentMemoryContext; nothing allocated in it is used after `f`.
+        // SAFETY: the context is valid and ours alone (construction
+        // invariant), so switching to it and resetting it after `f` frees
+        // only what `f` allocated there, and `f`'s result is a Rust value
+        // that borrows none of it; if `f` raises an ERROR, PostgreSQL's
+        // error recovery restores CurrentMemoryContext.
         unsafe {
             let old = pg_sys::MemoryContextSwitchTo(memory);
             let result = f();

@@ -28,8 +28,9 @@ pub unsafe fn change_tuple(buf: *mut pg_sys::ReorderBufferTupleBuf) -> pg_sys::H
     if buf.is_null() {
         std::ptr::null_mut()
     } else {
-        // SAFETY: a non-NULL buffer per the contract; `tuple` is its
-        // embedded HeapTupleData.
+        // SAFETY: `buf` is non-NULL (checked) and, as the caller promises, a
+        // valid ReorderBufferTupleBuf; `tuple` is its embedded
+        // HeapTupleData, so the pointer lives as long as the buffer.
         unsafe { &mut (*buf).tuple }
     }
 }
@@ -73,8 +74,9 @@ pub unsafe fn tuple_desc_attrs<'a>(desc: pg_sys::TupleDesc) -> &'a [pg_sys::Form
 /// `datum` must point to a varlena.
 pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
     let p = datum.cast_mut_ptr::<pg_sys::varlena>();
-    // SAFETY: `p` is a varlena header per the contract; both macros read
-    // only its first two bytes.
+    // SAFETY: the caller promises `p` points to a varlena, which has at
+    // least its 1-byte header; the tag is read only when that header says
+    // external (VARATT_IS_1B_E), i.e. a 2-byte header. Nothing else is read.
     unsafe {
         pgrx::varlena::varatt_is_1b_e(p)
             && pgrx::varlena::vartag_external(p) == pg_sys::vartag_external::VARTAG_ONDISK as u8
@@ -92,10 +94,12 @@ pub unsafe fn is_external_ondisk(datum: pg_sys::Datum) -> bool {
 /// the current memory context must outlive it too.
 pub unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
     let mut p = datum.cast_mut_ptr::<pg_sys::varlena>();
-    // SAFETY: per the contract; pg_detoast_datum_packed() returns the value
-    // itself in exactly the in-place case, so both branches agree. An
-    // INDIRECT pointer's target (a TOAST value the reorder buffer
-    // reassembled for this change) lives until the change has been decoded.
+    // SAFETY: the caller promises a non-null varlena that outlives the
+    // slice, and a current memory context that does too (where a detoasted
+    // copy goes); pg_detoast_datum_packed() returns the value itself in
+    // exactly the in-place case, so both branches agree. An INDIRECT
+    // pointer's target (a TOAST value the reorder buffer reassembled for
+    // this change) lives until the change has been decoded.
     unsafe {
         use pgrx::varlena::{varatt_is_1b, varatt_is_1b_e, varatt_is_4b_u, vartag_external};
         if varatt_is_1b_e(p) && vartag_external(p) == pg_sys::vartag_external::VARTAG_INDIRECT as u8
@@ -153,7 +157,8 @@ pub unsafe fn bms_contains(bms: *mut pg_sys::Bitmapset, attnum: i16) -> bool {
 /// # Safety
 /// `list` is NIL or a valid OID List the caller owns.
 pub unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
-    // SAFETY: a valid OID list per the contract; PgList only reads it.
+    // SAFETY: the caller promises NIL or a valid T_OidList; PgList only
+    // reads its cells.
     let oids = unsafe { PgList::<pg_sys::Oid>::from_pg(list) }
         .iter_oid()
         .collect();
@@ -249,8 +254,11 @@ pub unsafe fn dlist_elements<T>(
     head: *const pg_sys::dlist_head,
     node_offset: usize,
 ) -> impl Iterator<Item = *const T> {
-    // SAFETY: a valid head per the contract.
+    // SAFETY: the caller promises a valid dlist_head; its `head.next` is
+    // NULL (a zeroed, empty head) or a member node or the head itself.
     let start = unsafe { (*head).head.next };
+    // SAFETY: only the address of the head's own node, which a circular
+    // dlist's last member points back to; nothing is read.
     let end = unsafe { &raw const (*head).head } as *mut pg_sys::dlist_node;
     let mut cur = if start.is_null() { end } else { start };
     std::iter::from_fn(move || {

@@ -9,6 +9,7 @@
 //! of the stream as for pgoutput.
 
 use std::ffi::{c_void, CStr, CString};
+use std::marker::PhantomData;
 
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
@@ -18,7 +19,7 @@ use std::ptr::NonNull;
 
 use crate::model::ChangeKind;
 use crate::output::encoding::message_name;
-use crate::pg::handles::{Rel, SlotRow, Tuple};
+use crate::pg::handles::{Rel, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
     is_external_ondisk, oid_list, syscache_exists2, tuple_desc_attrs,
@@ -37,12 +38,14 @@ unsafe extern "C-unwind" {
     fn get_partition_ancestors_raw(relid: pg_sys::Oid) -> *mut pg_sys::List;
 }
 
-/// The partition's ancestors, parent first.
-///
-/// # Safety
-/// `relid` is a partition; inside a transaction.
-unsafe fn get_partition_ancestors(relid: pg_sys::Oid) -> *mut pg_sys::List {
-    // SAFETY: an ERROR raised inside becomes a Rust panic at this boundary.
+/// The ancestors of `rel`, parent first (NIL for a relation that is no
+/// partition), as a new OID List the caller owns.
+fn partition_ancestors(rel: Rel<'_>) -> *mut pg_sys::List {
+    let relid = rel.oid();
+    // SAFETY: get_partition_ancestors scans pg_inherits, which needs a
+    // transaction: the decoding callback's, that `rel` witnesses (Rel's
+    // construction invariant); it accepts any OID, and an ERROR raised
+    // inside becomes a Rust panic at the guarded boundary.
     unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| get_partition_ancestors_raw(relid)) }
 }
 
@@ -216,19 +219,20 @@ fn filter_index(kind: ChangeKind) -> usize {
     }
 }
 
-/// Reads attribute `attnum` of the pg_publication_rel row of (`relid`,
+/// Reads attribute `attnum` of the pg_publication_rel row of (`target`,
 /// `publication`) and converts it with `read` while the syscache entry is
-/// pinned; `None` without such a row or when the attribute is NULL.
-///
-/// # Safety
-/// Inside a transaction; `read` must copy what it keeps.
-unsafe fn publication_rel_attr<R>(
-    relid: pg_sys::Oid,
+/// pinned; `None` without such a row or when the attribute is NULL. The
+/// datum is released after `read`: what `read` keeps, it copies.
+fn publication_rel_attr<R>(
+    target: Rel<'_>,
     publication: pg_sys::Oid,
     attnum: i16,
     read: impl FnOnce(pg_sys::Datum) -> R,
 ) -> Option<R> {
-    // SAFETY: a syscache lookup whose tuple is released before returning.
+    let relid = target.oid();
+    // SAFETY: a syscache lookup by two OIDs, allowed inside the decoding
+    // callback's transaction that `target` witnesses (Rel's construction
+    // invariant); the tuple is released once, after its last use by `read`.
     unsafe {
         let tuple = pg_sys::SearchSysCache2(
             pg_sys::SysCacheIdentifier::PUBLICATIONRELMAP as i32,
@@ -251,143 +255,188 @@ unsafe fn publication_rel_attr<R>(
     }
 }
 
+/// Witness that CurrentMemoryContext is a publication entry's own context
+/// ([`PublishInfo::memory`]), so what the tuple-slot and executor calls
+/// allocate now lives exactly as long as the entry. Made only by
+/// [`build_publish_info`], which switches to that context for as long as
+/// the witness exists.
+struct InEntryMemory<'m>(PhantomData<&'m pg_sys::MemoryContextData>);
+
 /// Builds the publication decision for `rel`, or `None` when no requested
-/// publication publishes it (or it is not publishable at all).
+/// publication publishes it (or it is not publishable at all). Its catalog
+/// lookups mirror pgoutput's get_rel_sync_entry(), inside the decoding
+/// callback that `rel` witnesses.
 ///
 /// # Safety
-/// Inside a decoding callback; `parent_memory` is a valid memory context
-/// (the relation cache's).
+/// `parent_memory` is a valid memory context that outlives the entry (the
+/// relation cache's: it deletes an entry's context when it drops the
+/// entry; PostgreSQL deletes the rest with the decoding context).
 pub unsafe fn build_publish_info(
     rel: Rel<'_>,
     publications: &[PublicationInfo],
     parent_memory: pg_sys::MemoryContext,
 ) -> Option<PublishInfo> {
-    let rel = rel.as_ptr();
-    // SAFETY: catalog lookups under the historic snapshot, mirroring
-    // pgoutput's get_rel_sync_entry(), on an open relation; every object
-    // created is allocated in the entry's own child of `parent_memory`.
-    unsafe {
-        if !pg_sys::is_publishable_relation(rel) {
-            return None;
-        }
-        let relid = (*rel).rd_id;
-        let pubids = oid_list(pg_sys::GetRelationPublications(relid));
-        let schema_pubids = oid_list(pg_sys::GetSchemaPublications(pg_sys::get_rel_namespace(
-            relid,
-        )));
-        let am_partition = pg_sys::get_rel_relispartition(relid);
-        let relkind = pg_sys::get_rel_relkind(relid) as u8;
-        let ancestors = if am_partition {
-            get_partition_ancestors(relid)
+    let relid = rel.oid();
+    // SAFETY: lookups by OID in the syscache and pg_publication_rel /
+    // pg_publication_namespace, allowed inside the decoding callback's
+    // transaction that `rel` witnesses (Rel's construction invariant);
+    // is_publishable_relation reads the open relation's rd_rel. The OID
+    // lists are new and ours: oid_list frees them after reading.
+    let (publishable, pubids, schema_pubids, am_partition, relkind) = unsafe {
+        if !pg_sys::is_publishable_relation(rel.as_ptr()) {
+            (false, Vec::new(), Vec::new(), false, 0)
         } else {
-            std::ptr::null_mut()
-        };
-        let ancestor_oids = oid_list(pg_sys::list_copy(ancestors));
+            (
+                true,
+                oid_list(pg_sys::GetRelationPublications(relid)),
+                oid_list(pg_sys::GetSchemaPublications(pg_sys::get_rel_namespace(
+                    relid,
+                ))),
+                pg_sys::get_rel_relispartition(relid),
+                pg_sys::get_rel_relkind(relid) as u8,
+            )
+        }
+    };
+    if !publishable {
+        return None;
+    }
+    let ancestors = if am_partition {
+        partition_ancestors(rel)
+    } else {
+        std::ptr::null_mut()
+    };
+    // SAFETY: `ancestors` is NIL or the OID List partition_ancestors just
+    // returned, ours until it is freed below; oid_list frees only its copy.
+    let ancestor_oids = unsafe { oid_list(pg_sys::list_copy(ancestors)) };
 
-        let mut actions = PubActions::default();
-        let mut publish_as_relid = relid;
-        let mut publish_level = 0;
-        let mut rel_publications: Vec<&PublicationInfo> = Vec::new();
-        for publication in publications {
-            let publish;
-            let mut pub_relid = relid;
-            let mut level = 0;
-            if publication.all_tables {
-                publish = true;
-                if publication.via_root && am_partition {
-                    if let Some(&top) = ancestor_oids.last() {
-                        pub_relid = top;
-                        level = ancestor_oids.len() as i32;
-                    }
+    let mut actions = PubActions::default();
+    let mut publish_as_relid = relid;
+    let mut publish_level = 0;
+    let mut rel_publications: Vec<&PublicationInfo> = Vec::new();
+    for publication in publications {
+        let publish;
+        let mut pub_relid = relid;
+        let mut level = 0;
+        if publication.all_tables {
+            publish = true;
+            if publication.via_root && am_partition {
+                if let Some(&top) = ancestor_oids.last() {
+                    pub_relid = top;
+                    level = ancestor_oids.len() as i32;
                 }
-            } else {
-                let mut ancestor_published = false;
-                if am_partition {
-                    let mut ancestor_level = 0;
-                    let ancestor = pg_sys::GetTopMostAncestorInPublication(
+            }
+        } else {
+            let mut ancestor_published = false;
+            if am_partition {
+                let mut ancestor_level = 0;
+                // SAFETY: `ancestors` is the OID List of the partition's
+                // ancestors (still ours, freed below); the function probes
+                // the syscache for each, inside the callback's transaction
+                // that `rel` witnesses.
+                let ancestor = unsafe {
+                    pg_sys::GetTopMostAncestorInPublication(
                         publication.oid,
                         ancestors,
                         &mut ancestor_level,
-                    );
-                    if ancestor != pg_sys::InvalidOid {
-                        ancestor_published = true;
-                        if publication.via_root {
-                            pub_relid = ancestor;
-                            level = ancestor_level;
-                        }
+                    )
+                };
+                if ancestor != pg_sys::InvalidOid {
+                    ancestor_published = true;
+                    if publication.via_root {
+                        pub_relid = ancestor;
+                        level = ancestor_level;
                     }
                 }
-                publish = pubids.contains(&publication.oid)
-                    || schema_pubids.contains(&publication.oid)
-                    || ancestor_published;
             }
-            // A partitioned table's changes are published through its
-            // partitions, unless the publication publishes via the root.
-            if !publish || (relkind == RELKIND_PARTITIONED_TABLE && !publication.via_root) {
-                continue;
-            }
-            actions.merge(publication.actions);
-            if publish_level > level {
-                continue;
-            }
-            if publish_level < level {
-                publish_as_relid = pub_relid;
-                publish_level = level;
-                rel_publications.clear();
-            }
-            rel_publications.push(publication);
+            publish = pubids.contains(&publication.oid)
+                || schema_pubids.contains(&publication.oid)
+                || ancestor_published;
         }
-        if !ancestors.is_null() {
-            pg_sys::list_free(ancestors);
+        // A partitioned table's changes are published through its
+        // partitions, unless the publication publishes via the root.
+        if !publish || (relkind == RELKIND_PARTITIONED_TABLE && !publication.via_root) {
+            continue;
         }
-        if actions == PubActions::default() {
-            return None;
+        actions.merge(publication.actions);
+        if publish_level > level {
+            continue;
         }
+        if publish_level < level {
+            publish_as_relid = pub_relid;
+            publish_level = level;
+            rel_publications.clear();
+        }
+        rel_publications.push(publication);
+    }
+    if !ancestors.is_null() {
+        // SAFETY: the List partition_ancestors returned, not used any more.
+        unsafe { pg_sys::list_free(ancestors) };
+    }
+    if actions == PubActions::default() {
+        return None;
+    }
 
-        let memory = pg_sys::AllocSetContextCreateInternal(
+    // SAFETY: `parent_memory` is valid (the caller's promise); the name is a
+    // static string, as AllocSetContextCreate requires.
+    let memory = unsafe {
+        pg_sys::AllocSetContextCreateInternal(
             parent_memory,
             c"pubjson publication entry".as_ptr(),
             pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
             pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
             pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
-        );
-        let mut info = PublishInfo {
-            actions,
-            publish_as_relid,
-            attrmap: std::ptr::null_mut(),
-            row_filters: [std::ptr::null_mut(); 3],
-            estate: std::ptr::null_mut(),
-            filter_context: CString::default(),
-            column_mask: Vec::new(),
-            old_slot: std::ptr::null_mut(),
-            new_slot: std::ptr::null_mut(),
-            memory,
-        };
-        if info.publishes_dml() {
-            let old = pg_sys::MemoryContextSwitchTo(memory);
-            let target = if publish_as_relid == relid {
-                rel
+        )
+    };
+    let mut info = PublishInfo {
+        actions,
+        publish_as_relid,
+        attrmap: std::ptr::null_mut(),
+        row_filters: [std::ptr::null_mut(); 3],
+        estate: std::ptr::null_mut(),
+        filter_context: CString::default(),
+        column_mask: Vec::new(),
+        old_slot: std::ptr::null_mut(),
+        new_slot: std::ptr::null_mut(),
+        memory,
+    };
+    if info.publishes_dml() {
+        // SAFETY: `memory` was just created; the previous context is
+        // restored below, after the last use of the witness.
+        let old = unsafe { pg_sys::MemoryContextSwitchTo(memory) };
+        {
+            let in_entry = InEntryMemory(PhantomData);
+            let via_ancestor = publish_as_relid != relid;
+            let target = if via_ancestor {
+                // SAFETY: an ancestor found in the catalogs above exists
+                // under the historic snapshot, so RelationIdGetRelation
+                // opens it; it is closed below, after the last use of
+                // `target`, inside this callback.
+                unsafe { Rel::new(pg_sys::RelationIdGetRelation(publish_as_relid)) }
             } else {
-                pg_sys::RelationIdGetRelation(publish_as_relid)
+                rel
             };
-            init_slots(&mut info, rel, target);
-            init_row_filters(&mut info, &rel_publications, target);
-            init_column_mask(&mut info, &rel_publications, target);
-            if target != rel {
-                pg_sys::RelationClose(target);
+            init_slots(&mut info, rel, target, &in_entry);
+            init_row_filters(&mut info, &rel_publications, target, &in_entry);
+            init_column_mask(&mut info, &rel_publications, target, &in_entry);
+            if via_ancestor {
+                // SAFETY: the relation opened above, closed once.
+                unsafe { pg_sys::RelationClose(target.as_ptr()) };
             }
-            pg_sys::MemoryContextSwitchTo(old);
         }
-        Some(info)
+        // SAFETY: back to the context that was current on entry.
+        unsafe { pg_sys::MemoryContextSwitchTo(old) };
     }
+    Some(info)
 }
 
 /// Slots for the relation's own tuples and the map to the ancestor's layout.
-///
-/// # Safety
-/// Both relations are open; CurrentMemoryContext is the entry's.
-unsafe fn init_slots(info: &mut PublishInfo, rel: pg_sys::Relation, target: pg_sys::Relation) {
-    // SAFETY: copies of the descriptor live as long as the entry's context.
+fn init_slots(info: &mut PublishInfo, rel: Rel<'_>, target: Rel<'_>, _: &InEntryMemory<'_>) {
+    let (rel, target) = (rel.as_ptr(), target.as_ptr());
+    // SAFETY: rd_att is set for every open relation and lives as long as its
+    // relcache entry (both are open: Rel's construction invariant);
+    // CreateTupleDescCopyConstr copies it, and the copies, the slots and the
+    // map are allocated in CurrentMemoryContext, the entry's (the witness),
+    // so they live as long as the entry.
     unsafe {
         let old_desc = pg_sys::CreateTupleDescCopyConstr((*rel).rd_att);
         let new_desc = pg_sys::CreateTupleDescCopyConstr((*rel).rd_att);
@@ -405,79 +454,123 @@ unsafe fn init_slots(info: &mut PublishInfo, rel: pg_sys::Relation, target: pg_s
     }
 }
 
+/// The name of schema `schema`, for messages.
+fn schema_name(_: Rel<'_>, schema: pg_sys::Oid) -> String {
+    // SAFETY: get_namespace_name is a syscache lookup, allowed inside the
+    // decoding callback's transaction that the Rel witnesses (Rel's
+    // construction invariant); it returns a palloc'd NUL-terminated copy
+    // (NULL only for a schema that does not exist, and the callers pass
+    // the schema of an open relation).
+    unsafe {
+        message_name(
+            CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_bytes(),
+            server_encoding(),
+        )
+    }
+}
+
+/// The schema (`pg_class.relnamespace`) and name of an open relation.
+fn relation_name(rel: Rel<'_>) -> (pg_sys::Oid, String) {
+    // SAFETY: rd_rel, the pg_class row of an open relation, lives as long
+    // as its relcache entry (Rel's construction invariant); relname is a
+    // NUL-terminated NameData.
+    unsafe {
+        let form = &*(*rel.as_ptr()).rd_rel;
+        let table = message_name(
+            CStr::from_ptr(form.relname.data.as_ptr()).to_bytes(),
+            server_encoding(),
+        );
+        (form.relnamespace, table)
+    }
+}
+
 /// pgoutput's row filter setup: per action, the filters of the publications
 /// that publish it OR-ed together; a publication without a filter for the
 /// table (or covering it FOR ALL TABLES / TABLES IN SCHEMA) cancels filtering
 /// for the actions it publishes.
-///
-/// # Safety
-/// `target` is open; CurrentMemoryContext is the entry's.
-unsafe fn init_row_filters(
+fn init_row_filters(
     info: &mut PublishInfo,
     publications: &[&PublicationInfo],
-    target: pg_sys::Relation,
+    target: Rel<'_>,
+    in_entry: &InEntryMemory<'_>,
 ) {
-    // SAFETY: syscache reads and executor setup as in pgoutput_row_filter_init().
-    unsafe {
-        let target_relid = (*target).rd_id;
-        let schema = pg_sys::get_rel_namespace(target_relid);
-        // The filters' node text holds the database's bytes (string
-        // constants): kept as C strings, never converted.
-        let mut filters: [Vec<CString>; 3] = Default::default();
-        let mut no_filter = [false; 3];
-        let mut filtering_publications = Vec::new();
-        for publication in publications {
-            let mut filter_text = None;
-            if !publication.all_tables
-                && !syscache_exists2(
+    let target_relid = target.oid();
+    // SAFETY: a syscache lookup inside the callback's transaction that
+    // `target` witnesses (Rel's construction invariant).
+    let schema = unsafe { pg_sys::get_rel_namespace(target_relid) };
+    // The filters' node text holds the database's bytes (string
+    // constants): kept as C strings, never converted.
+    let mut filters: [Vec<CString>; 3] = Default::default();
+    let mut no_filter = [false; 3];
+    let mut filtering_publications = Vec::new();
+    for publication in publications {
+        let mut filter_text = None;
+        // SAFETY: a syscache probe by two OIDs, inside the callback's
+        // transaction that `target` witnesses.
+        let in_schema = !publication.all_tables
+            && unsafe {
+                syscache_exists2(
                     pg_sys::SysCacheIdentifier::PUBLICATIONNAMESPACEMAP,
                     schema,
                     publication.oid,
                 )
-            {
-                filter_text = publication_rel_attr(
-                    target_relid,
-                    publication.oid,
-                    ANUM_PG_PUBLICATION_REL_PRQUAL,
-                    |datum| {
+            };
+        if !publication.all_tables && !in_schema {
+            filter_text = publication_rel_attr(
+                target,
+                publication.oid,
+                ANUM_PG_PUBLICATION_REL_PRQUAL,
+                |datum| {
+                    // SAFETY: a non-NULL prqual is a `pg_node_tree`, a text
+                    // varlena, pinned while `read` runs; text_to_cstring
+                    // returns a palloc'd NUL-terminated copy, copied again
+                    // at once.
+                    unsafe {
                         let text = pg_sys::text_to_cstring(datum.cast_mut_ptr());
                         CStr::from_ptr(text).to_owned()
-                    },
-                );
-            }
-            let published = publication.actions.dml();
-            match filter_text {
-                None => {
-                    for i in 0..3 {
-                        no_filter[i] |= published[i];
                     }
-                    if no_filter.iter().all(|&n| n) {
-                        return;
-                    }
+                },
+            );
+        }
+        let published = publication.actions.dml();
+        match filter_text {
+            None => {
+                for i in 0..3 {
+                    no_filter[i] |= published[i];
                 }
-                Some(text) => {
-                    filtering_publications.push(format!("\"{}\"", publication.name));
-                    for i in 0..3 {
-                        if published[i] && !no_filter[i] {
-                            filters[i].push(text.clone());
-                        }
+                if no_filter.iter().all(|&n| n) {
+                    return;
+                }
+            }
+            Some(text) => {
+                filtering_publications.push(format!("\"{}\"", publication.name));
+                for i in 0..3 {
+                    if published[i] && !no_filter[i] {
+                        filters[i].push(text.clone());
                     }
                 }
             }
         }
-        if filters
-            .iter()
-            .zip(no_filter)
-            .all(|(f, none)| f.is_empty() || none)
-        {
-            return;
-        }
+    }
+    if filters
+        .iter()
+        .zip(no_filter)
+        .all(|(f, none)| f.is_empty() || none)
+    {
+        return;
+    }
 
-        info.estate = create_estate_for_relation(target);
-        for i in 0..3 {
-            if no_filter[i] || filters[i].is_empty() {
-                continue;
-            }
+    info.estate = create_estate_for_relation(target, in_entry);
+    for i in 0..3 {
+        if no_filter[i] || filters[i].is_empty() {
+            continue;
+        }
+        // SAFETY: stringToNode parses the node text pg_publication_rel
+        // stores (NUL-terminated C strings); the nodes, the OR clause and
+        // the prepared expression are allocated in CurrentMemoryContext,
+        // the entry's (the witness), and the ExprState is bound to the
+        // entry's estate made just above in that context.
+        unsafe {
             let mut nodes: *mut pg_sys::List = std::ptr::null_mut();
             for text in &filters[i] {
                 let node = pg_sys::stringToNode(text.as_ptr());
@@ -486,37 +579,33 @@ unsafe fn init_row_filters(
             let expr = pg_sys::make_orclause(nodes);
             info.row_filters[i] = pg_sys::ExecPrepareExpr(expr, info.estate);
         }
-        let schema_name = message_name(
-            CStr::from_ptr(pg_sys::get_namespace_name(schema)).to_bytes(),
-            server_encoding(),
-        );
-        let table_name = message_name(
-            CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_bytes(),
-            server_encoding(),
-        );
-        info.filter_context = CString::new(format!(
-            "row filter of publication {} on table \"{}.{}\"",
-            filtering_publications.join(", "),
-            schema_name,
-            table_name
-        ))
-        .unwrap_or_default();
     }
+    let schema_name = schema_name(target, schema);
+    let (_, table_name) = relation_name(target);
+    info.filter_context = CString::new(format!(
+        "row filter of publication {} on table \"{}.{}\"",
+        filtering_publications.join(", "),
+        schema_name,
+        table_name
+    ))
+    .unwrap_or_default();
 }
 
-/// pgoutput's create_estate_for_relation().
-///
-/// # Safety
-/// `rel` is open; the estate is created in CurrentMemoryContext.
-unsafe fn create_estate_for_relation(rel: pg_sys::Relation) -> *mut pg_sys::EState {
-    // SAFETY: builds a one-entry range table, as pgoutput does.
+/// pgoutput's create_estate_for_relation(), in the entry's memory.
+fn create_estate_for_relation(rel: Rel<'_>, _: &InEntryMemory<'_>) -> *mut pg_sys::EState {
+    let (relid, rel) = (rel.oid(), rel.as_ptr());
+    // SAFETY: builds a one-entry range table for an open relation, as
+    // pgoutput does (its rd_rel lives as long as the relcache entry: Rel's
+    // construction invariant); every node is allocated in
+    // CurrentMemoryContext, the entry's (the witness), so the estate lives
+    // as long as the entry.
     unsafe {
         let estate = pg_sys::CreateExecutorState();
         let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>())
             as *mut pg_sys::RangeTblEntry;
         (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
         (*rte).rtekind = pg_sys::RTEKind::RTE_RELATION;
-        (*rte).relid = (*rel).rd_id;
+        (*rte).relid = relid;
         (*rte).relkind = (*(*rel).rd_rel).relkind;
         (*rte).rellockmode = pg_sys::AccessShareLock as i32;
         let range_table = pg_sys::lappend(std::ptr::null_mut(), rte as *mut c_void);
@@ -546,41 +635,45 @@ unsafe fn create_estate_for_relation(rel: pg_sys::Relation) -> *mut pg_sys::ESta
 /// The published columns of `target` (see `column_list.rs` for the rules):
 /// the attributes and each publication's column list, read from the
 /// catalogs, decided by [`published_columns`].
-///
-/// # Safety
-/// `target` is open; CurrentMemoryContext is the entry's.
-unsafe fn init_column_mask(
+fn init_column_mask(
     info: &mut PublishInfo,
     publications: &[&PublicationInfo],
-    target: pg_sys::Relation,
+    target: Rel<'_>,
+    _: &InEntryMemory<'_>,
 ) {
-    // SAFETY: tuple descriptor reads and syscache reads as in
-    // pgoutput_column_list_init(); bitmapsets are copied out at once.
-    unsafe {
-        let target_relid = (*target).rd_id;
-        let columns: Vec<Column> = tuple_desc_attrs((*target).rd_att)
-            .iter()
-            .map(|a| Column {
-                attnum: a.attnum,
-                dropped: a.attisdropped,
-                generated: match a.attgenerated as u8 {
-                    0 => Generated::No,
-                    b's' => Generated::Stored,
-                    _ => Generated::Virtual,
-                },
-            })
-            .collect();
-        let lists: Vec<PublicationColumns> = publications
-            .iter()
-            .map(|publication| PublicationColumns {
-                list: if publication.all_tables {
-                    None
-                } else {
-                    publication_rel_attr(
-                        target_relid,
-                        publication.oid,
-                        ANUM_PG_PUBLICATION_REL_PRATTRS,
-                        |datum| {
+    // SAFETY: rd_att is set for every open relation and lives as long as
+    // its relcache entry (Rel's construction invariant), longer than the
+    // attributes slice, which is read at once.
+    let attrs = unsafe { tuple_desc_attrs((*target.as_ptr()).rd_att) };
+    let columns: Vec<Column> = attrs
+        .iter()
+        .map(|a| Column {
+            attnum: a.attnum,
+            dropped: a.attisdropped,
+            generated: match a.attgenerated as u8 {
+                0 => Generated::No,
+                b's' => Generated::Stored,
+                _ => Generated::Virtual,
+            },
+        })
+        .collect();
+    let lists: Vec<PublicationColumns> = publications
+        .iter()
+        .map(|publication| PublicationColumns {
+            list: if publication.all_tables {
+                None
+            } else {
+                publication_rel_attr(
+                    target,
+                    publication.oid,
+                    ANUM_PG_PUBLICATION_REL_PRATTRS,
+                    |datum| {
+                        // SAFETY: a non-NULL prattrs is an int2vector,
+                        // pinned while `read` runs, which
+                        // pub_collist_to_bitmapset reads into a new set in
+                        // CurrentMemoryContext; the members are copied out
+                        // and the set freed at once.
+                        unsafe {
                             let set = pg_sys::pub_collist_to_bitmapset(
                                 std::ptr::null_mut(),
                                 datum,
@@ -594,105 +687,49 @@ unsafe fn init_column_mask(
                             }
                             pg_sys::bms_free(set);
                             attnums
-                        },
-                    )
-                },
-                generated_stored: publication.generated_stored,
-            })
-            .collect();
-        match published_columns(&columns, &lists, Rules::current()) {
-            Ok(mask) => info.column_mask = mask,
-            Err(error) => {
-                let schema = message_name(
-                    CStr::from_ptr(pg_sys::get_namespace_name((*(*target).rd_rel).relnamespace))
-                        .to_bytes(),
-                    server_encoding(),
-                );
-                let table = message_name(
-                    CStr::from_ptr((*(*target).rd_rel).relname.data.as_ptr()).to_bytes(),
-                    server_encoding(),
-                );
-                let what = match error {
-                    ColumnListError::DifferentColumnLists => "column lists",
-                    ColumnListError::DifferentGeneratedColumns => {
-                        "values of publish_generated_columns"
-                    }
-                };
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                    format!(
-                        "cannot use different {what} for table \"{schema}.{table}\" in different publications"
-                    )
-                );
-            }
+                        }
+                    },
+                )
+            },
+            generated_stored: publication.generated_stored,
+        })
+        .collect();
+    match published_columns(&columns, &lists, Rules::current()) {
+        Ok(mask) => info.column_mask = mask,
+        Err(error) => {
+            let (namespace, table) = relation_name(target);
+            let schema = schema_name(target, namespace);
+            let what = match error {
+                ColumnListError::DifferentColumnLists => "column lists",
+                ColumnListError::DifferentGeneratedColumns => "values of publish_generated_columns",
+            };
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!(
+                    "cannot use different {what} for table \"{schema}.{table}\" in different publications"
+                )
+            );
         }
     }
 }
 
-/// Evaluates the row filter of `action` on `slot` (NULL counts as false).
-/// An ERROR inside the filter is re-raised with its SQLSTATE and message
-/// and a DETAIL naming the publication(s) and table.
+/// A row of a change in one of [`PublishedRows`]'s slots: in the layout of
+/// the relation the change is published as (its `target`), unchanged while
+/// borrowed (`'a`).
 ///
-/// # Safety
-/// `slot` holds a tuple in the layout of `publish_as_relid`.
-unsafe fn row_filter_matches(
-    info: &PublishInfo,
-    action: usize,
-    slot: *mut pg_sys::TupleTableSlot,
-) -> bool {
-    let state = info.row_filters[action];
-    // SAFETY: pgoutput_row_filter_exec_expr(): the per-tuple context is reset
-    // and the expression evaluated on `slot` in the entry's executor state.
-    let evaluate = || unsafe {
-        let estate = info.estate;
-        let mut econtext = (*estate).es_per_tuple_exprcontext;
-        if econtext.is_null() {
-            econtext = pg_sys::MakePerTupleExprContext(estate);
-        } else {
-            // Most filters allocate nothing: skip the (guarded) call when
-            // MemoryContextReset() would do nothing either.
-            let memory = (*econtext).ecxt_per_tuple_memory;
-            if !(*memory).isReset || !(*memory).firstchild.is_null() {
-                pg_sys::MemoryContextReset(memory);
-            }
-        }
-        (*econtext).ecxt_scantuple = slot;
-        let mut isnull = false;
-        let result = pg_sys::ExecEvalExprSwitchContext(state, econtext, &mut isnull);
-        !isnull && result.value() & 0xff != 0
-    };
-    // A PostgreSQL ERROR inside a pg_sys call reaches Rust as a panic
-    // carrying a CaughtError (pgrx's FFI guard has already copied and
-    // flushed the error state): catch_unwind sees it without PgTryBuilder,
-    // whose boxed handler would cost an allocation per row.
-    let caught = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(evaluate)) {
-        Ok(matches) => return matches,
-        Err(payload) => match payload.downcast::<CaughtError>() {
-            Ok(caught) => *caught,
-            Err(other) => std::panic::resume_unwind(other),
-        },
-    };
-    match caught {
-        CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
-            let context = format!(
-                "While evaluating the {}.",
-                info.filter_context.to_string_lossy()
-            );
-            let detail = match report.detail() {
-                Some(detail) => format!("{detail}\n{context}"),
-                None => context,
-            };
-            ErrorReport::new(report.sql_error_code(), report.message().to_owned(), "pubjson row filter")
-                .set_detail(detail)
-                .set_hint(
-                    "Fix the data or the publication's WHERE clause; a change already in the WAL can only be \
-                     skipped with pg_replication_slot_advance().",
-                )
-                .report(PgLogLevel::ERROR);
-            unreachable!("ERROR does not return")
-        }
-        other => other.rethrow(),
+/// Construction invariant: made only by `PublishedRows` (the field is
+/// private to this module), from a non-NULL slot it holds until
+/// [`PublishedRows::release`], which the borrow outlives.
+#[derive(Clone, Copy)]
+pub struct SlotRow<'a> {
+    slot: NonNull<pg_sys::TupleTableSlot>,
+    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
+}
+
+impl SlotRow<'_> {
+    pub(crate) fn as_ptr(self) -> *mut pg_sys::TupleTableSlot {
+        self.slot.as_ptr()
     }
 }
 
@@ -700,6 +737,10 @@ unsafe fn row_filter_matches(
 /// the layout of the relation it is published as (the relation itself or
 /// an ancestor, opened here), as pgoutput_change() prepares them. Call
 /// [`PublishedRows::release`] when done.
+///
+/// Invariant: `old_slot` and `new_slot` are NULL or slots holding a row in
+/// `target`'s layout (the entry's own slots, or slots made here and listed
+/// in `temporary_slots`), valid until `release`.
 pub struct PublishedRows<'a> {
     info: &'a PublishInfo,
     /// The relation published as: the changed relation, or its ancestor.
@@ -720,13 +761,13 @@ impl<'a> PublishedRows<'a> {
         new: Option<Tuple<'a>>,
     ) -> Self {
         let via_ancestor = info.publish_as_relid != rel.oid();
-        // SAFETY: the entry's slots have `rel`'s descriptor and hold the
-        // change's tuples (which outlive this value) until the next change;
-        // the ancestor is opened here and closed in `release`; converted
-        // slots are made for the target's descriptor and dropped in `release`.
+        let mut old_slot = std::ptr::null_mut();
+        let mut new_slot = std::ptr::null_mut();
+        // SAFETY: the entry's slots were made (init_slots) with a copy of
+        // `rel`'s descriptor, the layout of the change's tuples; they hold
+        // the tuples (not copied: shouldFree = false), which live as long
+        // as the change ('a), until the next change stores its own.
         unsafe {
-            let mut old_slot = std::ptr::null_mut();
-            let mut new_slot = std::ptr::null_mut();
             if let Some(old) = old {
                 pg_sys::ExecStoreHeapTuple(old.as_ptr(), info.old_slot, false);
                 old_slot = info.old_slot;
@@ -735,15 +776,25 @@ impl<'a> PublishedRows<'a> {
                 pg_sys::ExecStoreHeapTuple(new.as_ptr(), info.new_slot, false);
                 new_slot = info.new_slot;
             }
-            let target = if via_ancestor {
-                Rel::new(pg_sys::RelationIdGetRelation(info.publish_as_relid))
-            } else {
-                rel
-            };
-            let mut temporary_slots = Vec::new();
-            if !info.attrmap.is_null() {
-                for slot in [&mut old_slot, &mut new_slot] {
-                    if !slot.is_null() {
+        }
+        let target = if via_ancestor {
+            // SAFETY: publish_as_relid is the ancestor build_publish_info
+            // found and opened under the same historic snapshot, so it
+            // opens; it is closed in `release`, before 'a ends.
+            unsafe { Rel::new(pg_sys::RelationIdGetRelation(info.publish_as_relid)) }
+        } else {
+            rel
+        };
+        let mut temporary_slots = Vec::new();
+        if !info.attrmap.is_null() {
+            for slot in [&mut old_slot, &mut new_slot] {
+                if !slot.is_null() {
+                    // SAFETY: the target's rd_att lives as long as its open
+                    // relcache entry; the attribute map (built by
+                    // init_slots from `rel`'s and the target's descriptors)
+                    // converts the slot holding a row in `rel`'s layout into
+                    // the new virtual slot, dropped in `release`.
+                    unsafe {
                         let converted = pg_sys::MakeTupleTableSlot(
                             (*target.as_ptr()).rd_att,
                             &pg_sys::TTSOpsVirtual,
@@ -753,20 +804,28 @@ impl<'a> PublishedRows<'a> {
                     }
                 }
             }
-            PublishedRows {
-                info,
-                target,
-                via_ancestor,
-                old_slot,
-                new_slot,
-                temporary_slots,
-            }
+        }
+        PublishedRows {
+            info,
+            target,
+            via_ancestor,
+            old_slot,
+            new_slot,
+            temporary_slots,
         }
     }
 
     /// The relation the change is published as.
     pub fn target(&self) -> Rel<'_> {
         self.target
+    }
+
+    /// A row of one of our slots (NULL: none).
+    fn row(&self, slot: *mut pg_sys::TupleTableSlot) -> Option<SlotRow<'_>> {
+        NonNull::new(slot).map(|slot| SlotRow {
+            slot,
+            _held: PhantomData,
+        })
     }
 
     /// Runs the row filter of `kind` (none: the change is emitted as it
@@ -781,21 +840,18 @@ impl<'a> PublishedRows<'a> {
             };
         }
         let mut filtered_new = self.new_slot;
-        if kind == ChangeKind::Update && !self.old_slot.is_null() && !self.new_slot.is_null() {
-            // SAFETY: both slots hold rows in the target's layout.
-            if let Some(merged) =
-                unsafe { with_old_toast_values(self.target.as_ptr(), self.old_slot, self.new_slot) }
-            {
-                self.temporary_slots.push(merged);
-                filtered_new = merged;
+        if kind == ChangeKind::Update {
+            if let (Some(old), Some(new)) = (self.old_row(), self.new_row()) {
+                if let Some(merged) = self.with_old_toast_values(old, new) {
+                    self.temporary_slots.push(merged);
+                    filtered_new = merged;
+                }
             }
         }
-        // SAFETY: the slots hold rows in the layout of publish_as_relid.
-        let old_match = (!self.old_slot.is_null())
-            .then(|| unsafe { row_filter_matches(self.info, index, self.old_slot) });
-        // SAFETY: as above.
-        let new_match = (!filtered_new.is_null())
-            .then(|| unsafe { row_filter_matches(self.info, index, filtered_new) });
+        let old_match = self.old_row().map(|row| self.filter_matches(index, row));
+        let new_match = self
+            .row(filtered_new)
+            .map(|row| self.filter_matches(index, row));
         let verdict = filter_verdict(kind, old_match, new_match);
         if let FilterVerdict::Emit {
             kind: ChangeKind::Insert,
@@ -809,21 +865,141 @@ impl<'a> PublishedRows<'a> {
 
     /// The new row (absent for a DELETE).
     pub fn new_row(&self) -> Option<SlotRow<'_>> {
-        // SAFETY: the slot holds its row until `release`.
-        NonNull::new(self.new_slot).map(|s| unsafe { SlotRow::new(s) })
+        self.row(self.new_slot)
     }
 
     /// The old row (absent for an INSERT, or without an old tuple).
     pub fn old_row(&self) -> Option<SlotRow<'_>> {
-        // SAFETY: as above.
-        NonNull::new(self.old_slot).map(|s| unsafe { SlotRow::new(s) })
+        self.row(self.old_slot)
+    }
+
+    /// Evaluates the row filter of `action` on `row` (NULL counts as false).
+    /// An ERROR inside the filter is re-raised with its SQLSTATE and message
+    /// and a DETAIL naming the publication(s) and table.
+    fn filter_matches(&self, action: usize, row: SlotRow<'_>) -> bool {
+        let info = self.info;
+        let state = info.row_filters[action];
+        let slot = row.as_ptr();
+        // SAFETY: pgoutput_row_filter_exec_expr(): `state` is non-NULL (the
+        // caller checked) and was prepared in the entry's estate for the
+        // layout of publish_as_relid, which `row` has (SlotRow's
+        // construction invariant); the per-tuple context is the estate's,
+        // reset before each row.
+        let evaluate = || unsafe {
+            let estate = info.estate;
+            let mut econtext = (*estate).es_per_tuple_exprcontext;
+            if econtext.is_null() {
+                econtext = pg_sys::MakePerTupleExprContext(estate);
+            } else {
+                // Most filters allocate nothing: skip the (guarded) call when
+                // MemoryContextReset() would do nothing either.
+                let memory = (*econtext).ecxt_per_tuple_memory;
+                if !(*memory).isReset || !(*memory).firstchild.is_null() {
+                    pg_sys::MemoryContextReset(memory);
+                }
+            }
+            (*econtext).ecxt_scantuple = slot;
+            let mut isnull = false;
+            let result = pg_sys::ExecEvalExprSwitchContext(state, econtext, &mut isnull);
+            !isnull && result.value() & 0xff != 0
+        };
+        // A PostgreSQL ERROR inside a pg_sys call reaches Rust as a panic
+        // carrying a CaughtError (pgrx's FFI guard has already copied and
+        // flushed the error state): catch_unwind sees it without PgTryBuilder,
+        // whose boxed handler would cost an allocation per row.
+        let caught = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(evaluate)) {
+            Ok(matches) => return matches,
+            Err(payload) => match payload.downcast::<CaughtError>() {
+                Ok(caught) => *caught,
+                Err(other) => std::panic::resume_unwind(other),
+            },
+        };
+        match caught {
+            CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
+                let context = format!(
+                    "While evaluating the {}.",
+                    info.filter_context.to_string_lossy()
+                );
+                let detail = match report.detail() {
+                    Some(detail) => format!("{detail}\n{context}"),
+                    None => context,
+                };
+                ErrorReport::new(report.sql_error_code(), report.message().to_owned(), "pubjson row filter")
+                    .set_detail(detail)
+                    .set_hint(
+                        "Fix the data or the publication's WHERE clause; a change already in the WAL can only be \
+                         skipped with pg_replication_slot_advance().",
+                    )
+                    .report(PgLogLevel::ERROR);
+                unreachable!("ERROR does not return")
+            }
+            other => other.rethrow(),
+        }
+    }
+
+    /// pgoutput's handling of unchanged TOAST values before an UPDATE's new
+    /// row is filtered: a replica identity column only logged in the old row
+    /// is copied into a virtual copy of the new row. `None` when nothing to
+    /// copy; the copy is for `temporary_slots`.
+    fn with_old_toast_values(
+        &self,
+        old: SlotRow<'_>,
+        new: SlotRow<'_>,
+    ) -> Option<*mut pg_sys::TupleTableSlot> {
+        let (old_slot, new_slot) = (old.as_ptr(), new.as_ptr());
+        // SAFETY: both rows are in the target's layout (SlotRow's
+        // construction invariant), whose rd_att lives as long as its open
+        // relcache entry; slot_getallattrs deforms every attribute, so
+        // tts_values and tts_isnull then hold `natts` entries each; the
+        // virtual slot copies those arrays (datums that point into the
+        // change's tuples, which outlive the slot).
+        unsafe {
+            pg_sys::slot_getallattrs(new_slot);
+            pg_sys::slot_getallattrs(old_slot);
+            let desc = (*self.target.as_ptr()).rd_att;
+            let natts = (*desc).natts as usize;
+            let attrs = tuple_desc_attrs(desc);
+            let new_values = std::slice::from_raw_parts((*new_slot).tts_values, natts);
+            let new_nulls = std::slice::from_raw_parts((*new_slot).tts_isnull, natts);
+            let old_values = std::slice::from_raw_parts((*old_slot).tts_values, natts);
+            let old_nulls = std::slice::from_raw_parts((*old_slot).tts_isnull, natts);
+            let mut merged: *mut pg_sys::TupleTableSlot = std::ptr::null_mut();
+            for i in 0..natts {
+                if new_nulls[i] || old_nulls[i] || attrs[i].attlen != -1 {
+                    continue;
+                }
+                if is_external_ondisk(new_values[i]) && !is_external_ondisk(old_values[i]) {
+                    if merged.is_null() {
+                        merged = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
+                        pg_sys::ExecClearTuple(merged);
+                        std::ptr::copy_nonoverlapping(
+                            new_values.as_ptr(),
+                            (*merged).tts_values,
+                            natts,
+                        );
+                        std::ptr::copy_nonoverlapping(
+                            new_nulls.as_ptr(),
+                            (*merged).tts_isnull,
+                            natts,
+                        );
+                    }
+                    *(*merged).tts_values.add(i) = old_values[i];
+                    *(*merged).tts_isnull.add(i) = false;
+                }
+            }
+            if merged.is_null() {
+                return None;
+            }
+            pg_sys::ExecStoreVirtualTuple(merged);
+            Some(merged)
+        }
     }
 
     /// Drops the temporary slots and closes the ancestor.
     pub fn release(self) {
         // SAFETY: slots made in `new`/`verdict` and the relation opened in
         // `new`, released once; nothing borrows them any more (`self` is
-        // consumed).
+        // consumed, and every SlotRow borrowed it).
         unsafe {
             for slot in self.temporary_slots {
                 pg_sys::ExecDropSingleTupleTableSlot(slot);
@@ -832,52 +1008,5 @@ impl<'a> PublishedRows<'a> {
                 pg_sys::RelationClose(self.target.as_ptr());
             }
         }
-    }
-}
-
-/// pgoutput's handling of unchanged TOAST values before an UPDATE's new row
-/// is filtered: a replica identity column only logged in the old row is
-/// copied into a virtual copy of the new row. `None` when nothing to copy.
-///
-/// # Safety
-/// Both slots hold tuples with `rel`'s layout.
-unsafe fn with_old_toast_values(
-    rel: pg_sys::Relation,
-    old_slot: *mut pg_sys::TupleTableSlot,
-    new_slot: *mut pg_sys::TupleTableSlot,
-) -> Option<*mut pg_sys::TupleTableSlot> {
-    // SAFETY: both slots are fully deformed first; the virtual slot copies
-    // the value arrays of the relation's descriptor.
-    unsafe {
-        pg_sys::slot_getallattrs(new_slot);
-        pg_sys::slot_getallattrs(old_slot);
-        let desc = (*rel).rd_att;
-        let natts = (*desc).natts as usize;
-        let attrs = tuple_desc_attrs(desc);
-        let new_values = std::slice::from_raw_parts((*new_slot).tts_values, natts);
-        let new_nulls = std::slice::from_raw_parts((*new_slot).tts_isnull, natts);
-        let old_values = std::slice::from_raw_parts((*old_slot).tts_values, natts);
-        let old_nulls = std::slice::from_raw_parts((*old_slot).tts_isnull, natts);
-        let mut merged: *mut pg_sys::TupleTableSlot = std::ptr::null_mut();
-        for i in 0..natts {
-            if new_nulls[i] || old_nulls[i] || attrs[i].attlen != -1 {
-                continue;
-            }
-            if is_external_ondisk(new_values[i]) && !is_external_ondisk(old_values[i]) {
-                if merged.is_null() {
-                    merged = pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsVirtual);
-                    pg_sys::ExecClearTuple(merged);
-                    std::ptr::copy_nonoverlapping(new_values.as_ptr(), (*merged).tts_values, natts);
-                    std::ptr::copy_nonoverlapping(new_nulls.as_ptr(), (*merged).tts_isnull, natts);
-                }
-                *(*merged).tts_values.add(i) = old_values[i];
-                *(*merged).tts_isnull.add(i) = false;
-            }
-        }
-        if merged.is_null() {
-            return None;
-        }
-        pg_sys::ExecStoreVirtualTuple(merged);
-        Some(merged)
     }
 }

@@ -7,31 +7,39 @@ use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
+use crate::pg::handles::Writer;
 use crate::pg::port::{dlist_elements, RBTXN_SPILLED, RBTXN_STREAMED};
 use crate::stats::live::ReorderTxn;
 
 /// A decoding context's reorder buffer, borrowed for one callback.
+///
+/// Construction invariant: made from a [`Writer`] borrowed for `'a`, so the
+/// buffer is the running callback's, and it stays valid and unchanged for
+/// `'a` (the decoder runs none of its code while a callback runs, and the
+/// borrow keeps our own code from writing output meanwhile).
 pub struct Reorder<'a> {
     rb: NonNull<pg_sys::ReorderBuffer>,
     _ctx: PhantomData<&'a pg_sys::ReorderBuffer>,
 }
 
 impl<'a> Reorder<'a> {
-    /// # Safety
-    /// `ctx` is a decoding context whose reorder buffer stays valid and
-    /// unchanged for `'a` (the decoder runs none of its code meanwhile: the
-    /// caller is one of its callbacks).
-    pub unsafe fn of(ctx: NonNull<pg_sys::LogicalDecodingContext>) -> Self {
+    /// The reorder buffer of the callback `writer` writes for.
+    pub fn of(writer: &'a Writer<'_>) -> Self {
+        let ctx = writer.context();
         Reorder {
-            // SAFETY: StartupDecodingContext allocates the reorder buffer
-            // before any callback runs; it is freed after the last one.
+            // SAFETY: the writer's context is the running callback's
+            // (Writer's construction invariant), valid while it is
+            // borrowed; StartupDecodingContext allocates its reorder buffer
+            // (ReorderBufferAllocate, never NULL) before any callback runs,
+            // and it is freed only after the last one.
             rb: unsafe { NonNull::new_unchecked(ctx.as_ref().reorder) },
             _ctx: PhantomData,
         }
     }
 
     fn rb(&self) -> &'a pg_sys::ReorderBuffer {
-        // SAFETY: valid and unchanged for 'a (see `of`).
+        // SAFETY: the running callback's reorder buffer, valid and unchanged
+        // for 'a (construction invariant).
         unsafe { self.rb.as_ref() }
     }
 
@@ -44,9 +52,9 @@ impl<'a> Reorder<'a> {
     /// `toplevel_by_lsn`), appended to `out`.
     pub fn pending(&self, out: &mut Vec<ReorderTxn>) {
         let rb = self.rb();
-        // SAFETY: toplevel_by_lsn links ReorderBufferTXNs through their
-        // `node` member; the list is not modified while the decoder runs
-        // our callback.
+        // SAFETY: toplevel_by_lsn is a valid dlist (dlist_init'ed by
+        // ReorderBufferAllocate) linking ReorderBufferTXNs through their
+        // `node` member; it is unchanged for 'a (construction invariant).
         let tops = unsafe {
             dlist_elements::<pg_sys::ReorderBufferTXN>(
                 &rb.toplevel_by_lsn,
@@ -54,7 +62,9 @@ impl<'a> Reorder<'a> {
             )
         };
         for top in tops {
-            // SAFETY: an element of the list is a live transaction.
+            // SAFETY: an element of toplevel_by_lsn is a live top-level
+            // ReorderBufferTXN (removed from the list before it is freed),
+            // unchanged for 'a.
             let top = unsafe { &*top };
             let mut txn = ReorderTxn {
                 xid: top.xid.into_inner(),
@@ -64,9 +74,10 @@ impl<'a> Reorder<'a> {
                 ..ReorderTxn::default()
             };
             add_entries(&mut txn, top);
-            // SAFETY: a top-level transaction's `subtxns` links its
+            // SAFETY: a top-level transaction's `subtxns` is a valid dlist
+            // (dlist_init'ed with the transaction) linking its
             // subtransactions through their `node` member (a transaction
-            // is in one list at a time), as above.
+            // is in one list at a time); unchanged for 'a.
             let subs = unsafe {
                 dlist_elements::<pg_sys::ReorderBufferTXN>(
                     &top.subtxns,
@@ -74,7 +85,9 @@ impl<'a> Reorder<'a> {
                 )
             };
             for sub in subs {
-                // SAFETY: as above.
+                // SAFETY: an element of `subtxns` is a live subtransaction
+                // (ReorderBufferCleanupTXN unlinks it before freeing it),
+                // unchanged for 'a.
                 add_entries(&mut txn, unsafe { &*sub });
             }
             out.push(txn);

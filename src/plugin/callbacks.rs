@@ -72,7 +72,8 @@ fn raise_option_error(err: OptionError) -> ! {
 /// # Safety
 /// `list` is NIL or a valid List of DefElem nodes.
 unsafe fn read_option_list(list: *mut pg_sys::List) -> Vec<(String, Option<Vec<u8>>)> {
-    // SAFETY: a valid List of DefElem per the contract.
+    // SAFETY: the caller promises NIL or a valid List of DefElem nodes,
+    // which PgList only reads.
     let list = unsafe { PgList::<pg_sys::DefElem>::from_pg(list) };
     let mut options = Vec::new();
     for elem in list.iter_ptr() {
@@ -210,7 +211,10 @@ unsafe extern "C-unwind" fn begin_txn(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
-    // SAFETY: the callback's own arguments (here and in every callback below).
+    // SAFETY: begin_cb's arguments: `ctx` is the running decoding context, whose startup callback
+    // has run, and `txn` the transaction being replayed, kept until the callback returns. Every
+    // callback below passes its own arguments on the same way, with what PostgreSQL guarantees
+    // for them said at each.
     unsafe { with_state(ctx, |s, w| stream::begin(s, w, Txn::new(txn))) }
 }
 
@@ -220,18 +224,28 @@ unsafe extern "C-unwind" fn commit_txn(
     txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: as above.
+    // SAFETY: commit_cb's arguments: `ctx` is the running decoding context, whose startup callback
+    // has run, and `txn` the committed transaction; logical.c keeps both until the callback
+    // returns.
     unsafe { with_state(ctx, |s, w| stream::commit(s, w, Txn::new(txn), commit_lsn)) }
 }
 
 /// change_cb and stream_change_cb.
+///
+/// # Safety
+/// The callback's arguments: `ctx` is the running decoding context (startup
+/// has run), `relation` an open relation and `change` the change being
+/// replayed, all valid until the callback returns.
 unsafe fn change_common(
     ctx: *mut pg_sys::LogicalDecodingContext,
     relation: pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
     streamed: bool,
 ) {
-    // SAFETY: the callback's own arguments.
+    // SAFETY: the handles and the lent state are used only inside this
+    // call, while the relation is open and the change and the context are
+    // valid, as the caller promises: what Rel::new, Change::new and
+    // with_state require.
     unsafe {
         let (relation, change) = (Rel::new(relation), Change::new(change));
         with_state(ctx, |s, w| {
@@ -247,7 +261,9 @@ unsafe extern "C-unwind" fn change(
     relation: pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: as above.
+    // SAFETY: change_cb's arguments: `ctx` is the running decoding context, whose startup callback
+    // has run; `relation` is the changed relation, which ReorderBufferProcessTXN opened and keeps
+    // open, and `change` the change being replayed, freed only after the callback returns.
     unsafe { change_common(ctx, relation, change, false) }
 }
 
@@ -258,11 +274,19 @@ unsafe extern "C-unwind" fn stream_change(
     relation: pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_change_cb's arguments, with change_cb's guarantees: `ctx` is the running
+    // decoding context, whose startup callback has run; `relation` is open and `change` not freed
+    // until the callback returns.
     unsafe { change_common(ctx, relation, change, true) }
 }
 
 /// truncate_cb and stream_truncate_cb.
+///
+/// # Safety
+/// The callback's arguments: `ctx` is the running decoding context (startup
+/// has run), `relations` an array of `nrelations` open relations and
+/// `change` the TRUNCATE being replayed, all valid until the callback
+/// returns.
 unsafe fn truncate_common(
     ctx: *mut pg_sys::LogicalDecodingContext,
     nrelations: i32,
@@ -270,7 +294,10 @@ unsafe fn truncate_common(
     change: *mut pg_sys::ReorderBufferChange,
     streamed: bool,
 ) {
-    // SAFETY: the callback's own arguments; `relations` has `nrelations` entries.
+    // SAFETY: the handles and the lent state are used only inside this
+    // call, while the caller promises the array of `nrelations` open
+    // relations, the change and the context are valid: what Rel::slice,
+    // Change::new and with_state require.
     unsafe {
         let (relations, change) = (Rel::slice(relations, nrelations), Change::new(change));
         with_state(ctx, |s, w| {
@@ -287,7 +314,10 @@ unsafe extern "C-unwind" fn truncate(
     relations: *mut pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: as above.
+    // SAFETY: truncate_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run; `relations` is ReorderBufferProcessTXN's array of `nrelations` relations it
+    // opened for the callback, and `change` the TRUNCATE being replayed, both kept until the
+    // callback returns.
     unsafe { truncate_common(ctx, nrelations, relations, change, false) }
 }
 
@@ -299,11 +329,19 @@ unsafe extern "C-unwind" fn stream_truncate(
     relations: *mut pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_truncate_cb's arguments, with truncate_cb's guarantees: `ctx` is the running
+    // decoding context, whose startup callback has run; `relations` holds `nrelations` open
+    // relations and `change` is not freed until the callback returns.
     unsafe { truncate_common(ctx, nrelations, relations, change, true) }
 }
 
 /// message_cb and stream_message_cb.
+///
+/// # Safety
+/// The callback's arguments: `ctx` is the running decoding context (startup
+/// has run), `txn` NULL or the message's transaction, `prefix` a
+/// NUL-terminated string and `content` `content_size` bytes, all valid until
+/// the callback returns.
 #[allow(clippy::too_many_arguments)]
 unsafe fn message_common(
     ctx: *mut pg_sys::LogicalDecodingContext,
@@ -315,8 +353,11 @@ unsafe fn message_common(
     content: *const c_char,
     streamed: bool,
 ) {
-    // SAFETY: the callback's own arguments: `txn` is NULL for a
-    // non-transactional message, `content` has `content_size` bytes.
+    // SAFETY: the handles, the message's bytes and the lent state are used
+    // only inside this call, with what the caller promises: a non-NULL
+    // `txn` is the message's transaction (Txn::new), `prefix` is
+    // NUL-terminated and `content` has `content_size` bytes
+    // (message_parts), and `ctx` is the running context (with_state).
     unsafe {
         let txn = (!txn.is_null()).then(|| Txn::new(txn));
         let (prefix, content) = message_parts(prefix, content, content_size);
@@ -336,7 +377,10 @@ unsafe extern "C-unwind" fn message(
     content_size: pg_sys::Size,
     content: *const c_char,
 ) {
-    // SAFETY: as above.
+    // SAFETY: message_cb's arguments: `ctx` is the running decoding context, whose startup callback
+    // has run; `txn` is NULL for a non-transactional message, else the message's transaction;
+    // `prefix` is NUL-terminated and `content` has `content_size` bytes, both kept (in the WAL
+    // record or the queued change) until the callback returns.
     unsafe {
         message_common(
             ctx,
@@ -361,7 +405,9 @@ unsafe extern "C-unwind" fn stream_message(
     content_size: pg_sys::Size,
     content: *const c_char,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_message_cb's arguments, with message_cb's guarantees: `ctx` is the running
+    // decoding context, whose startup callback has run; `txn` is NULL or the message's transaction;
+    // `prefix` and the `content_size` bytes of `content` stay until the callback returns.
     unsafe {
         message_common(
             ctx,
@@ -381,7 +427,9 @@ unsafe extern "C-unwind" fn stream_start(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_start_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run, and `txn` the transaction whose block of changes starts, kept until the
+    // callback returns.
     unsafe { with_state(ctx, |s, w| stream::stream_start(s, w, Txn::new(txn))) }
 }
 
@@ -390,7 +438,8 @@ unsafe extern "C-unwind" fn stream_stop(
     ctx: *mut pg_sys::LogicalDecodingContext,
     _txn: *mut pg_sys::ReorderBufferTXN,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_stop_cb's context: `ctx` is the running decoding context, whose startup
+    // callback has run; valid until the callback returns.
     unsafe { with_state(ctx, stream::stream_stop) }
 }
 
@@ -400,7 +449,9 @@ unsafe extern "C-unwind" fn stream_abort(
     txn: *mut pg_sys::ReorderBufferTXN,
     abort_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_abort_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run, and `txn` the (sub)transaction aborted, freed only after the callback
+    // returns.
     unsafe {
         with_state(ctx, |s, w| {
             stream::stream_abort(s, w, Txn::new(txn), abort_lsn)
@@ -414,7 +465,9 @@ unsafe extern "C-unwind" fn stream_commit(
     txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_commit_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run, and `txn` the streamed transaction committed, freed only after the callback
+    // returns.
     unsafe {
         with_state(ctx, |s, w| {
             stream::stream_commit(s, w, Txn::new(txn), commit_lsn)
@@ -428,7 +481,9 @@ unsafe extern "C-unwind" fn stream_prepare(
     txn: *mut pg_sys::ReorderBufferTXN,
     prepare_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: as above.
+    // SAFETY: stream_prepare_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run, and `txn` the streamed transaction prepared, kept until the callback
+    // returns.
     unsafe {
         with_state(ctx, |s, w| {
             stream::prepare(s, w, Txn::new(txn), prepare_lsn, true)
@@ -441,7 +496,8 @@ unsafe extern "C-unwind" fn begin_prepare(
     ctx: *mut pg_sys::LogicalDecodingContext,
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
-    // SAFETY: as above.
+    // SAFETY: begin_prepare_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run, and `txn` the transaction being prepared, kept until the callback returns.
     unsafe { with_state(ctx, |s, w| stream::begin_prepare(s, w, Txn::new(txn))) }
 }
 
@@ -451,7 +507,8 @@ unsafe extern "C-unwind" fn prepare(
     txn: *mut pg_sys::ReorderBufferTXN,
     prepare_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: as above.
+    // SAFETY: prepare_cb's arguments: `ctx` is the running decoding context, whose startup callback
+    // has run, and `txn` the prepared transaction, kept until the callback returns.
     unsafe {
         with_state(ctx, |s, w| {
             stream::prepare(s, w, Txn::new(txn), prepare_lsn, false)
@@ -465,7 +522,9 @@ unsafe extern "C-unwind" fn commit_prepared(
     txn: *mut pg_sys::ReorderBufferTXN,
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
-    // SAFETY: as above.
+    // SAFETY: commit_prepared_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run, and `txn` the transaction committed (rebuilt by the reorder buffer for the
+    // callback), kept until it returns.
     unsafe {
         with_state(ctx, |s, w| {
             stream::commit_prepared(s, w, Txn::new(txn), commit_lsn)
@@ -480,7 +539,9 @@ unsafe extern "C-unwind" fn rollback_prepared(
     _prepare_end_lsn: pg_sys::XLogRecPtr,
     _prepare_time: pg_sys::TimestampTz,
 ) {
-    // SAFETY: as above.
+    // SAFETY: rollback_prepared_cb's arguments: `ctx` is the running decoding context, whose
+    // startup callback has run, and `txn` the transaction rolled back, kept until the callback
+    // returns.
     unsafe { with_state(ctx, |s, w| stream::rollback_prepared(s, w, Txn::new(txn))) }
 }
 
@@ -489,7 +550,9 @@ unsafe extern "C-unwind" fn filter_by_origin(
     ctx: *mut pg_sys::LogicalDecodingContext,
     origin_id: pg_sys::RepOriginId,
 ) -> bool {
-    // SAFETY: as above.
+    // SAFETY: filter_by_origin_cb's context: `ctx` is the running decoding context, whose startup
+    // callback has run (decode.c calls it with the slot's decoding context while it reads WAL, no
+    // other callback running).
     unsafe {
         with_state(ctx, |state, writer| {
             let filtered = origin_filtered(state, origin_id);
