@@ -7,13 +7,13 @@ use std::rc::Rc;
 
 use pgrx::prelude::*;
 
-use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues};
+use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues, TxnInfo};
 use crate::pg::handles::{Change, Rel, Txn, Writer};
 use crate::pg::publication::PublishedRows;
 use crate::pg::relation::RelationEntry;
 use crate::pg::tuple::Row;
 use crate::plugin::state::DecodingState;
-use crate::plugin::txn::{ensure_begun, ensure_timestamp, output, update_progress};
+use crate::plugin::txn::{begin_item, current_txn, output, update_progress};
 use crate::rules::row_filter::FilterVerdict;
 
 fn raise_encode_error(err: EncodeError) -> ! {
@@ -37,10 +37,11 @@ pub fn decode_change(
         return;
     };
     state.stats.changes_seen += 1;
-    state.txn.changes_seen += 1;
-    if let Some(block) = &state.stream_block {
+    let streaming = state.stream_block.is_some();
+    if let Some(record) = state.txns.current() {
+        record.changes_seen += 1;
         // Sent now: the live view counts it as decoded, no longer held.
-        state.live.note_streamed(block.xid, 1);
+        record.changes_streamed += streaming as u64;
     }
     let reorder_size = writer.reorder_buffer_size();
     if reorder_size > state.stats.peak_reorder_buffer_bytes {
@@ -239,10 +240,8 @@ fn emit_change(
         warning!("{}", warning);
         return;
     }
-    ensure_begun(state, writer);
-    ensure_timestamp(state);
-    state.stats.changes_emitted += 1;
-    state.txn.items_emitted += 1;
+    begin_item(state, writer);
+    let record = current_txn(&mut state.txns);
     let mut new_values = state.new_tuple.load(new, entry, column_mask);
     let mut old_values = state.old_tuple.load(old, entry, column_mask);
     let new_dyn = new_values.as_mut().map(|t| t as &mut dyn TupleValues);
@@ -250,8 +249,8 @@ fn emit_change(
     let warning = state
         .format
         .change(
-            output!(state, writer),
-            &state.txn.info,
+            output!(state, writer, Some(&mut record.bytes_emitted)),
+            &record.info,
             lsn,
             &header,
             meta,
@@ -278,7 +277,9 @@ pub fn decode_truncate(
     // table).
     let tables = relations.len() as u64;
     state.stats.changes_seen += tables;
-    state.txn.changes_seen += tables;
+    if let Some(record) = state.txns.current() {
+        record.changes_seen += tables;
+    }
     if !state.opts.actions.truncate || !state.format.writes_truncate() {
         state.stats.filtered_by_action += tables;
         return;
@@ -312,13 +313,11 @@ pub fn decode_truncate(
                 state.stats.filtered_by_table += 1;
                 continue;
             }
-            ensure_begun(state, writer);
-            ensure_timestamp(state);
-            state.txn.items_emitted += 1;
-            state.stats.changes_emitted += 1;
+            begin_item(state, writer);
+            let record = current_txn(&mut state.txns);
             state.format.truncate(
-                output!(state, writer),
-                &state.txn.info,
+                output!(state, writer, Some(&mut record.bytes_emitted)),
+                &record.info,
                 stream_xid,
                 lsn,
                 &entry.meta,
@@ -343,30 +342,53 @@ pub fn decode_message(
     // A message is a change (of its transaction, if transactional).
     state.stats.changes_seen += 1;
     if transactional {
-        state.txn.changes_seen += 1;
+        if let Some(record) = state.txns.current() {
+            record.changes_seen += 1;
+        }
     }
     if !state.opts.messages_enabled() || !state.opts.message_prefix_wanted(prefix) {
         state.stats.filtered_by_action += 1;
         return;
     }
-    state.stats.changes_emitted += 1;
     // A streamed message belongs to the block's top-level transaction.
     let stream_xid = match txn {
         Some(txn) if streamed && transactional => Some(txn.xid()),
         _ => None,
     };
-    if transactional {
-        state.txn.items_emitted += 1;
-        ensure_begun(state, writer);
-        ensure_timestamp(state);
+    if !transactional {
+        // Outside any transaction: its bytes are no transaction's.
+        state.stats.changes_emitted += 1;
+        state.format.message(
+            output!(state, writer, None),
+            &NO_TXN,
+            false,
+            None,
+            lsn,
+            prefix,
+            content,
+        );
+        return;
     }
+    begin_item(state, writer);
+    let record = current_txn(&mut state.txns);
     state.format.message(
-        output!(state, writer),
-        &state.txn.info,
-        transactional,
+        output!(state, writer, Some(&mut record.bytes_emitted)),
+        &record.info,
+        true,
         stream_xid,
         lsn,
         prefix,
         content,
     );
 }
+
+/// What a non-transactional message is given as its transaction (the
+/// formats read it only for transactional ones).
+static NO_TXN: TxnInfo = TxnInfo {
+    xid: 0,
+    origin: 0,
+    timestamp: Vec::new(),
+    commit_time: 0,
+    final_lsn: 0,
+    end_lsn: 0,
+};

@@ -8,7 +8,7 @@
 //! through the SQL functions ends in an ERROR and `shutdown_cb` is never
 //! called), lent to one callback at a time.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use pgrx::pg_sys;
 
@@ -25,24 +25,105 @@ use crate::stats::live::{LiveTracker, ReorderTxn};
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
 
-/// The transaction being replayed.
+/// One top-level transaction of this decoding session: the one being
+/// replayed at its commit (or PREPARE), or a streamed one between its
+/// blocks. Subtransactions count for their top-level transaction.
 #[derive(Default)]
 pub struct TxnState {
     pub info: TxnInfo,
     pub first_lsn: u64,
-    pub commit_time: i64,
     /// Whether the timestamp text has been rendered into `info.timestamp`.
     pub timestamp_ready: bool,
     /// The BEGIN output has been written (at once, or deferred until the
     /// first emitted change when skip-empty-xacts is on).
     pub begun: bool,
-    /// Changes decoded (emitted or not), items emitted (changes, truncates,
-    /// messages) and bytes emitted, for the statistics.
+    /// A streamed block of it has been written: its abort or commit must be
+    /// reported, and its next block is not its first.
+    pub streamed_output: bool,
+    /// Changes decoded (emitted or not: INSERT/UPDATE/DELETE, each table of
+    /// a TRUNCATE, transactional messages), for the statistics.
     pub changes_seen: u64,
+    /// INSERT/UPDATE/DELETE sent in streamed blocks (the live view's
+    /// `changes_streamed`).
+    pub changes_streamed: u64,
+    /// Items emitted (changes, truncated tables, messages).
     pub items_emitted: u64,
+    /// JSON bytes written for it (see `Output`).
     pub bytes_emitted: u64,
-    /// When its replay began (the clock at BEGIN), for the replay rate.
+    /// When its replay began (the clock at BEGIN or its first streamed
+    /// block), for the replay rate.
     pub replay_start: i64,
+}
+
+/// The session's transactions by top-level xid: a record is made at a
+/// transaction's BEGIN or first streamed block and dropped at its commit,
+/// abort or PREPARE. Streamed blocks of different transactions interleave
+/// (and a committed transaction can be replayed between two of them), so
+/// each keeps its own.
+#[derive(Default)]
+pub struct Transactions {
+    by_xid: HashMap<u32, TxnState>,
+    /// The transaction whose changes are being delivered: replayed (BEGIN
+    /// to COMMIT) or streamed (block start to stop).
+    current: Option<u32>,
+}
+
+impl Transactions {
+    /// `xid`'s replay starts: a fresh record, the current one.
+    pub fn start(&mut self, xid: u32, record: TxnState) -> &mut TxnState {
+        self.current = Some(xid);
+        let slot = self.by_xid.entry(xid).or_default();
+        *slot = record;
+        slot
+    }
+
+    /// A block of streamed `xid` starts: its record (made now for its
+    /// first block) becomes the current one.
+    pub fn enter_block(&mut self, xid: u32, now: i64) -> &mut TxnState {
+        self.current = Some(xid);
+        self.by_xid.entry(xid).or_insert_with(|| TxnState {
+            replay_start: now,
+            ..TxnState::default()
+        })
+    }
+
+    /// The changes of the current transaction have all been delivered (its
+    /// block ended, or its replay reached its end).
+    pub fn leave(&mut self) {
+        self.current = None;
+    }
+
+    /// The record of the transaction whose changes are being delivered.
+    pub fn current(&mut self) -> Option<&mut TxnState> {
+        let xid = self.current?;
+        self.by_xid.get_mut(&xid)
+    }
+
+    pub fn get(&mut self, xid: u32) -> Option<&mut TxnState> {
+        self.by_xid.get_mut(&xid)
+    }
+
+    /// INSERT/UPDATE/DELETE of `xid` sent in streamed blocks so far.
+    pub fn changes_streamed(&self, xid: u32) -> u64 {
+        self.by_xid.get(&xid).map_or(0, |r| r.changes_streamed)
+    }
+
+    /// `xid` ended (committed, aborted, prepared): its record goes.
+    pub fn finish(&mut self, xid: u32) -> Option<TxnState> {
+        if self.current == Some(xid) {
+            self.current = None;
+        }
+        self.by_xid.remove(&xid)
+    }
+
+    /// Drops the records of transactions that are no longer pending
+    /// (`pending`: the reorder buffer's top-level xids), which PostgreSQL
+    /// discarded without a callback; the current one stays.
+    pub fn retain_pending(&mut self, pending: &HashSet<u32>) {
+        let current = self.current;
+        self.by_xid
+            .retain(|xid, _| Some(*xid) == current || pending.contains(xid));
+    }
 }
 
 /// A block of an in-progress transaction being streamed.
@@ -61,7 +142,8 @@ pub struct DecodingState {
     pub out: Vec<u8>,
     /// How `out` is handed over (rewritten as ASCII outside UTF-8).
     pub output_text: OutputText,
-    pub txn: TxnState,
+    /// The transactions begun or streamed, by top-level xid.
+    pub txns: Transactions,
     pub relations: RelationCache,
     /// The publications named by publication_names, if any.
     pub publications: Option<Publications>,
@@ -76,9 +158,6 @@ pub struct DecodingState {
     pub changes_since_progress: u32,
     /// The streamed block being decoded, if any.
     pub stream_block: Option<StreamBlock>,
-    /// Streamed transactions that have emitted something: their abort or
-    /// commit must be reported; the others leave no trace.
-    pub streamed_with_output: HashSet<u32>,
     /// The slot (name, database, plugin) under which statistics are published.
     pub slot: SlotKey,
     /// Counts since the last publication (see `stats.rs`).
@@ -104,7 +183,7 @@ impl DecodingState {
             format: crate::output::format_for(&opts),
             out: Vec::with_capacity(8192),
             output_text: OutputText::for_database(),
-            txn: TxnState::default(),
+            txns: Transactions::default(),
             relations,
             publications: opts.publication_names.as_deref().map(Publications::new),
             new_tuple: DeformBuffers::default(),
@@ -113,7 +192,6 @@ impl DecodingState {
             #[cfg(feature = "pg15")]
             changes_since_progress: 0,
             stream_block: None,
-            streamed_with_output: HashSet::new(),
             slot,
             stats: Counters::default(),
             live: LiveTracker::default(),
@@ -132,24 +210,25 @@ impl DecodingState {
     }
 
     /// Records a finished (committed, prepared or streamed) transaction in
-    /// the statistics and publishes them.
-    pub fn finish_txn_stats(&mut self, txn: Txn<'_>) {
-        let emitted = self.txn.items_emitted > 0;
+    /// the statistics and publishes them: `record` is what this session
+    /// counted for it, `emitted` whether it produced output.
+    pub fn finish_txn_stats(&mut self, txn: Txn<'_>, record: &TxnState, emitted: bool) {
         let now = current_timestamp();
         if !txn.streamed() {
-            // Streamed transactions replay their last part only here.
+            // A streamed transaction's replay is spread over its blocks,
+            // with other work between them: no measure of the rate.
             self.live.rate.note(
-                self.txn.changes_seen,
-                self.txn.bytes_emitted,
-                now - self.txn.replay_start,
+                record.changes_seen,
+                record.bytes_emitted,
+                now - record.replay_start,
             );
         }
         // It leaves the reorder buffer: the next sample shows that.
         self.live.touch();
-        let record = TxnRecord {
+        let finished = TxnRecord {
             xid: txn.xid(),
-            changes: self.txn.changes_seen,
-            bytes: self.txn.bytes_emitted,
+            changes: record.changes_seen,
+            bytes: record.bytes_emitted,
             spilled: txn.spilled(),
             streamed: txn.streamed(),
             wal_span: txn.end_lsn().saturating_sub(txn.first_lsn()),
@@ -162,10 +241,7 @@ impl DecodingState {
         } else {
             self.stats.txns_skipped_empty += 1;
         }
-        self.stats.note_transaction(record);
-        self.txn.changes_seen = 0;
-        self.txn.items_emitted = 0;
-        self.txn.bytes_emitted = 0;
+        self.stats.note_transaction(finished);
         self.publish_stats();
     }
 }
