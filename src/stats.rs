@@ -1,4 +1,4 @@
-//! Decoding statistics per slot (their SQL functions are in `api/stats.rs`): what the plugin saw, filtered, transformed
+//! Decoding statistics per slot (their SQL functions are in `api/stats_functions.rs`): what the plugin saw, filtered, transformed
 //! and emitted, and how large transactions behaved in the reorder buffer.
 //!
 //! The decoding backend counts into its state and publishes the counts at

@@ -1,7 +1,7 @@
 //! The output plugin callbacks: thin `#[pg_guard]` shims that turn
 //! PostgreSQL's raw pointers into safe handles (`pg/handles.rs`) once, lend
 //! the slot's state to the call, and call the safe decoding code
-//! (`decode.rs`, `stream.rs`).
+//! (`decode.rs`, `transactions.rs`).
 //!
 //! `#[pg_guard]` turns a Rust panic into a PostgreSQL ERROR and lets a
 //! PostgreSQL ERROR unwind through Rust frames safely, so no callback can
@@ -20,7 +20,7 @@ use crate::pg::port::alloc_set_context;
 use crate::pg::relation::RelationCache;
 use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
-use crate::plugin::{decode, live, stream};
+use crate::plugin::{decode, sampling, transactions};
 use crate::stats::{self, table::SlotKey};
 
 /// Fills PostgreSQL's callback table.
@@ -160,10 +160,8 @@ unsafe extern "C-unwind" fn startup(
 
         let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
-        let relations = RelationCache::new(
-            cache_memory,
-            crate::output::format_for(&opts).type_rendering(),
-        );
+        let format = crate::output::format_for(&opts);
+        let relations = RelationCache::new(cache_memory, format.type_rendering());
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {
             let data = &(*(*ctx).slot).data;
@@ -180,7 +178,7 @@ unsafe extern "C-unwind" fn startup(
             }
         }
         let live_view = !is_init && !slot.name().is_empty();
-        let mut state = DecodingState::new(opts, change_memory, relations, slot);
+        let mut state = DecodingState::new(opts, format, change_memory, relations, slot);
         if live_view {
             // Sample the reorder buffer before the decoder waits for WAL
             // (see `page_read`).
@@ -200,7 +198,7 @@ unsafe extern "C-unwind" fn shutdown(ctx: *mut pg_sys::LogicalDecodingContext) {
     unsafe {
         with_state(ctx, |state, _| {
             state.publish_stats();
-            live::session_ended(state);
+            sampling::session_ended(state);
         })
     };
 }
@@ -211,7 +209,7 @@ unsafe extern "C-unwind" fn begin_txn(
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
     // SAFETY: the callback's own arguments (here and in every callback below).
-    unsafe { with_state(ctx, |s, w| stream::begin(s, w, Txn::new(txn))) }
+    unsafe { with_state(ctx, |s, w| transactions::begin(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -221,7 +219,11 @@ unsafe extern "C-unwind" fn commit_txn(
     commit_lsn: pg_sys::XLogRecPtr,
 ) {
     // SAFETY: as above.
-    unsafe { with_state(ctx, |s, w| stream::commit(s, w, Txn::new(txn), commit_lsn)) }
+    unsafe {
+        with_state(ctx, |s, w| {
+            transactions::commit(s, w, Txn::new(txn), commit_lsn)
+        })
+    }
 }
 
 /// change_cb and stream_change_cb.
@@ -382,7 +384,7 @@ unsafe extern "C-unwind" fn stream_start(
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
     // SAFETY: as above.
-    unsafe { with_state(ctx, |s, w| stream::stream_start(s, w, Txn::new(txn))) }
+    unsafe { with_state(ctx, |s, w| transactions::stream_start(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -391,7 +393,7 @@ unsafe extern "C-unwind" fn stream_stop(
     _txn: *mut pg_sys::ReorderBufferTXN,
 ) {
     // SAFETY: as above.
-    unsafe { with_state(ctx, stream::stream_stop) }
+    unsafe { with_state(ctx, transactions::stream_stop) }
 }
 
 #[pg_guard]
@@ -403,7 +405,7 @@ unsafe extern "C-unwind" fn stream_abort(
     // SAFETY: as above.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::stream_abort(s, w, Txn::new(txn), abort_lsn)
+            transactions::stream_abort(s, w, Txn::new(txn), abort_lsn)
         })
     }
 }
@@ -417,7 +419,7 @@ unsafe extern "C-unwind" fn stream_commit(
     // SAFETY: as above.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::stream_commit(s, w, Txn::new(txn), commit_lsn)
+            transactions::stream_commit(s, w, Txn::new(txn), commit_lsn)
         })
     }
 }
@@ -431,7 +433,7 @@ unsafe extern "C-unwind" fn stream_prepare(
     // SAFETY: as above.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::prepare(s, w, Txn::new(txn), prepare_lsn, true)
+            transactions::prepare(s, w, Txn::new(txn), prepare_lsn, true)
         })
     }
 }
@@ -442,7 +444,7 @@ unsafe extern "C-unwind" fn begin_prepare(
     txn: *mut pg_sys::ReorderBufferTXN,
 ) {
     // SAFETY: as above.
-    unsafe { with_state(ctx, |s, w| stream::begin_prepare(s, w, Txn::new(txn))) }
+    unsafe { with_state(ctx, |s, w| transactions::begin_prepare(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -454,7 +456,7 @@ unsafe extern "C-unwind" fn prepare(
     // SAFETY: as above.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::prepare(s, w, Txn::new(txn), prepare_lsn, false)
+            transactions::prepare(s, w, Txn::new(txn), prepare_lsn, false)
         })
     }
 }
@@ -468,7 +470,7 @@ unsafe extern "C-unwind" fn commit_prepared(
     // SAFETY: as above.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::commit_prepared(s, w, Txn::new(txn), commit_lsn)
+            transactions::commit_prepared(s, w, Txn::new(txn), commit_lsn)
         })
     }
 }
@@ -481,7 +483,11 @@ unsafe extern "C-unwind" fn rollback_prepared(
     _prepare_time: pg_sys::TimestampTz,
 ) {
     // SAFETY: as above.
-    unsafe { with_state(ctx, |s, w| stream::rollback_prepared(s, w, Txn::new(txn))) }
+    unsafe {
+        with_state(ctx, |s, w| {
+            transactions::rollback_prepared(s, w, Txn::new(txn))
+        })
+    }
 }
 
 #[pg_guard]
@@ -496,7 +502,7 @@ unsafe extern "C-unwind" fn filter_by_origin(
             if !filtered {
                 // Called for every decoded change before it is queued: the
                 // live view's regular look at the reorder buffer.
-                live::change_decoded(state, writer);
+                sampling::change_decoded(state, writer);
             }
             filtered
         })
@@ -523,7 +529,7 @@ unsafe extern "C-unwind" fn page_read(
         with_state(ctx, |state, writer| {
             let wanted_end = target_page.saturating_add(u64::try_from(req_len).unwrap_or(0));
             if wanted_end > readable_wal_end() {
-                live::caught_up(state, writer);
+                sampling::caught_up(state, writer);
             }
             state.page_read
         })

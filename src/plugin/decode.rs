@@ -13,7 +13,7 @@ use crate::pg::publication::PublishedRows;
 use crate::pg::relation::RelationEntry;
 use crate::pg::tuple::Row;
 use crate::plugin::state::DecodingState;
-use crate::plugin::txn::{begin_item, current_txn, output, update_progress};
+use crate::plugin::txn::{begin_item, current_txn, update_progress};
 use crate::rules::row_filter::FilterVerdict;
 
 fn raise_encode_error(err: EncodeError) -> ! {
@@ -76,16 +76,15 @@ pub fn decode_change(
             return;
         }
         let entry = state.relations.get(relation, &state.opts, None);
-        emit_decoded(
-            state,
-            writer,
+        let change = ChangeToEmit {
             lsn,
-            ChangeHeader::plain_in(kind, stream_xid),
-            &entry,
-            None,
-            Row::heap(relation, new_tuple),
-            Row::heap(relation, old_tuple),
-        );
+            header: ChangeHeader::plain_in(kind, stream_xid),
+            entry: &entry,
+            column_mask: None,
+            new: Row::heap(relation, new_tuple),
+            old: Row::heap(relation, old_tuple),
+        };
+        emit_decoded(state, writer, change);
     });
 }
 
@@ -98,25 +97,27 @@ struct DecodedChange<'a> {
     old: Option<crate::pg::handles::Tuple<'a>>,
 }
 
+/// A change on its way to the format: where it is, what it is, its
+/// relation (with the published columns) and its rows.
+struct ChangeToEmit<'e, 'r> {
+    lsn: u64,
+    header: ChangeHeader,
+    entry: &'e RelationEntry,
+    /// The publication's column list, if any.
+    column_mask: Option<&'e [bool]>,
+    new: Row<'r>,
+    old: Row<'r>,
+}
+
 /// Emits a change as decoded (wal2json mode, or a table its publications
 /// publish as itself without a row filter), unless wal2json's table
 /// options (`add-tables`, `filter-tables`) leave the relation out.
-#[allow(clippy::too_many_arguments)]
-fn emit_decoded(
-    state: &mut DecodingState,
-    writer: &mut Writer<'_>,
-    lsn: u64,
-    header: ChangeHeader,
-    entry: &RelationEntry,
-    column_mask: Option<&[bool]>,
-    new: Row<'_>,
-    old: Row<'_>,
-) {
-    if !entry.wanted {
+fn emit_decoded(state: &mut DecodingState, writer: &mut Writer<'_>, change: ChangeToEmit<'_, '_>) {
+    if !change.entry.wanted {
         state.stats.filtered_by_table += 1;
         return;
     }
-    emit_change(state, writer, lsn, header, entry, column_mask, new, old);
+    emit_change(state, writer, change);
 }
 
 /// Applies the publications to a change, as pgoutput_change() does: actions,
@@ -146,16 +147,15 @@ fn publish_change(
         // decoded tuples are printed as in wal2json mode, through the
         // column list. (A decoded INSERT has no old tuple, a DELETE no
         // new one.)
-        emit_decoded(
-            state,
-            writer,
-            change.lsn,
-            ChangeHeader::plain_in(kind, change.stream_xid),
-            &entry,
-            Some(&info.column_mask),
-            Row::heap(relation, change.new),
-            Row::heap(relation, change.old),
-        );
+        let decoded = ChangeToEmit {
+            lsn: change.lsn,
+            header: ChangeHeader::plain_in(kind, change.stream_xid),
+            entry: &entry,
+            column_mask: Some(&info.column_mask),
+            new: Row::heap(relation, change.new),
+            old: Row::heap(relation, change.old),
+        };
+        emit_decoded(state, writer, decoded);
         return;
     }
 
@@ -204,16 +204,15 @@ fn publish_change(
                 transformed_from: transformed.then_some(kind),
                 stream_xid: change.stream_xid,
             };
-            emit_change(
-                state,
-                writer,
-                change.lsn,
+            let published = ChangeToEmit {
+                lsn: change.lsn,
                 header,
-                &target,
-                Some(&info.column_mask),
-                new_row,
-                old_row,
-            );
+                entry: &target,
+                column_mask: Some(&info.column_mask),
+                new: new_row,
+                old: old_row,
+            };
+            emit_change(state, writer, published);
         }
     }
     rows.release();
@@ -221,17 +220,15 @@ fn publish_change(
 
 /// Writes one INSERT/UPDATE/DELETE in the session's format, unless the
 /// format skips it (missing identity), in which case its WARNING is raised.
-#[allow(clippy::too_many_arguments)]
-fn emit_change(
-    state: &mut DecodingState,
-    writer: &mut Writer<'_>,
-    lsn: u64,
-    header: ChangeHeader,
-    entry: &RelationEntry,
-    column_mask: Option<&[bool]>,
-    new: Row<'_>,
-    old: Row<'_>,
-) {
+fn emit_change(state: &mut DecodingState, writer: &mut Writer<'_>, change: ChangeToEmit<'_, '_>) {
+    let ChangeToEmit {
+        lsn,
+        header,
+        entry,
+        column_mask,
+        new,
+        old,
+    } = change;
     let meta = &entry.meta;
     let skip = state
         .format
@@ -249,7 +246,7 @@ fn emit_change(
     let warning = state
         .format
         .change(
-            output!(state, writer, Some(&mut record.bytes_emitted)),
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
             &record.info,
             lsn,
             &header,
@@ -316,7 +313,7 @@ pub fn decode_truncate(
             begin_item(state, writer);
             let record = current_txn(&mut state.txns);
             state.format.truncate(
-                output!(state, writer, Some(&mut record.bytes_emitted)),
+                &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
                 &record.info,
                 stream_xid,
                 lsn,
@@ -359,7 +356,7 @@ pub fn decode_message(
         // Outside any transaction: its bytes are no transaction's.
         state.stats.changes_emitted += 1;
         state.format.message(
-            output!(state, writer, None),
+            &mut state.sink.output(writer, None),
             &NO_TXN,
             false,
             None,
@@ -372,7 +369,7 @@ pub fn decode_message(
     begin_item(state, writer);
     let record = current_txn(&mut state.txns);
     state.format.message(
-        output!(state, writer, Some(&mut record.bytes_emitted)),
+        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
         &record.info,
         true,
         stream_xid,

@@ -1,6 +1,7 @@
 //! Per-slot decoding state: the parsed options, the chosen format, the
-//! output buffer, the relation cache and what the current transaction has
-//! emitted so far.
+//! output buffer, the relation cache and one record per top-level
+//! transaction being decoded (what it has seen and emitted so far), which
+//! the statistics and the live view read.
 //!
 //! The callback shims (`callbacks.rs`) own the state's lifetime: it is a
 //! Rust value owned by the decoding context's memory context (dropped when
@@ -19,8 +20,8 @@ use crate::pg::handles::{ChangeMemory, Txn};
 use crate::pg::port::current_timestamp;
 use crate::pg::publication::Publications;
 use crate::pg::relation::RelationCache;
-use crate::pg::server_encoding::OutputText;
 use crate::pg::tuple::DeformBuffers;
+use crate::plugin::txn::OutputBuffer;
 use crate::stats::live::{LiveTracker, ReorderTxn};
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
@@ -139,9 +140,7 @@ pub struct DecodingState {
     /// The output format, chosen once from the options.
     pub format: Box<dyn OutputFormat>,
     /// Output not yet handed to PostgreSQL.
-    pub out: Vec<u8>,
-    /// How `out` is handed over (rewritten as ASCII outside UTF-8).
-    pub output_text: OutputText,
+    pub sink: OutputBuffer,
     /// The transactions begun or streamed, by top-level xid.
     pub txns: Transactions,
     pub relations: RelationCache,
@@ -173,16 +172,18 @@ pub struct DecodingState {
 }
 
 impl DecodingState {
+    /// `format`: the one the options chose (its type rendering already
+    /// given to `relations`).
     pub fn new(
         opts: Options,
+        format: Box<dyn OutputFormat>,
         change_memory: ChangeMemory,
         relations: RelationCache,
         slot: SlotKey,
     ) -> Self {
         DecodingState {
-            format: crate::output::format_for(&opts),
-            out: Vec::with_capacity(8192),
-            output_text: OutputText::for_database(),
+            format,
+            sink: OutputBuffer::for_database(),
             txns: Transactions::default(),
             relations,
             publications: opts.publication_names.as_deref().map(Publications::new),
@@ -203,6 +204,7 @@ impl DecodingState {
 
     /// Publishes the counts gathered since the last call.
     pub fn publish_stats(&mut self) {
+        self.stats.bytes_emitted += std::mem::take(&mut self.sink.bytes_written);
         if self.stats != Counters::default() {
             stats::publish(&self.slot, &self.stats);
             self.stats = Counters::default();

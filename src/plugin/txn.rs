@@ -10,65 +10,81 @@ use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::pg::server_encoding::OutputText;
 use crate::plugin::state::{DecodingState, Transactions, TxnState};
-use crate::stats::Counters;
+
+/// The output not yet handed to PostgreSQL and how it is handed over: one
+/// field of the state, so that it can be borrowed beside the format.
+pub struct OutputBuffer {
+    pub buf: Vec<u8>,
+    /// How `buf` is handed over (rewritten as ASCII outside UTF-8).
+    pub text: OutputText,
+    /// Bytes handed over since the statistics were last published.
+    pub bytes_written: u64,
+}
+
+impl OutputBuffer {
+    pub fn for_database() -> Self {
+        OutputBuffer {
+            buf: Vec::with_capacity(8192),
+            text: OutputText::for_database(),
+            bytes_written: 0,
+        }
+    }
+
+    /// The sink a format writes into through `writer`, charging the bytes
+    /// to `txn_bytes` (the record of the transaction they belong to; `None`:
+    /// output of no transaction, e.g. a non-transactional message).
+    pub fn output<'s, 'w>(
+        &'s mut self,
+        writer: &'s mut Writer<'w>,
+        txn_bytes: Option<&'s mut u64>,
+    ) -> Output<'s, 'w> {
+        Output {
+            buffer: self,
+            writer,
+            txn_bytes,
+        }
+    }
+}
 
 /// The decoding context's writer behind the formats' [`Sink`]: each write
 /// hands the buffer to PostgreSQL (rewritten as ASCII outside UTF-8, see
-/// [`OutputText`]) and counts the bytes handed over.
+/// [`OutputText`]) and counts the bytes handed over (`Output::count`): the
+/// statistics' JSON bytes.
 pub struct Output<'s, 'w> {
-    pub buf: &'s mut Vec<u8>,
-    pub text: &'s mut OutputText,
-    pub writer: &'s mut Writer<'w>,
-    pub stats: &'s mut Counters,
-    /// The bytes of the transaction the output belongs to (`None`: of no
-    /// transaction, e.g. a non-transactional message).
-    pub txn_bytes: Option<&'s mut u64>,
+    buffer: &'s mut OutputBuffer,
+    writer: &'s mut Writer<'w>,
+    txn_bytes: Option<&'s mut u64>,
 }
 
 impl Output<'_, '_> {
     fn count(&mut self, written: usize) {
-        self.stats.bytes_emitted += written as u64;
+        self.buffer.bytes_written += written as u64;
         if let Some(bytes) = self.txn_bytes.as_deref_mut() {
             *bytes += written as u64;
         }
-        self.buf.clear();
+        self.buffer.buf.clear();
     }
 }
 
 impl Sink for Output<'_, '_> {
     fn buf(&mut self) -> &mut Vec<u8> {
-        self.buf
+        &mut self.buffer.buf
     }
 
     fn write(&mut self, last: bool) {
-        let bytes = self.text.prepare(self.buf);
+        let bytes = self.buffer.text.prepare(&self.buffer.buf);
         self.writer.write(bytes, last);
         let written = bytes.len();
         self.count(written);
     }
 
     fn write_at(&mut self, lsn: u64) {
-        let bytes = self.text.prepare(self.buf);
+        let bytes = self.buffer.text.prepare(&self.buffer.buf);
         self.writer.write_at(bytes, lsn);
         let written = bytes.len();
         self.count(written);
     }
 }
-
-/// The [`Output`] of a state, charging `$txn_bytes`: a macro, so that the
-/// format (another field of the state) can be borrowed beside it.
-macro_rules! output {
-    ($state:expr, $writer:expr, $txn_bytes:expr) => {
-        &mut $crate::plugin::txn::Output {
-            buf: &mut $state.out,
-            text: &mut $state.output_text,
-            writer: &mut *$writer,
-            stats: &mut $state.stats,
-            txn_bytes: $txn_bytes,
-        }
-    };
-}
-pub(crate) use output;
 
 /// Lets the walsender send keepalives during long runs of changes that
 /// produce no output (PostgreSQL 15 leaves this to the plugin).
@@ -128,7 +144,7 @@ pub fn ensure_begun(state: &mut DecodingState, writer: &mut Writer<'_>) {
         let first = !record.streamed_output;
         record.streamed_output = true;
         state.format.stream_start(
-            output!(state, writer, Some(&mut record.bytes_emitted)),
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
             block.xid,
             first,
         );
@@ -140,7 +156,7 @@ pub fn ensure_begun(state: &mut DecodingState, writer: &mut Writer<'_>) {
     record.begun = true;
     ensure_timestamp(state.opts.include_timestamp, record);
     state.format.begin(
-        output!(state, writer, Some(&mut record.bytes_emitted)),
+        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
         &record.info,
         record.first_lsn,
     );

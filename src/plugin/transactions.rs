@@ -8,7 +8,7 @@ use crate::output::format::PreparedTxn;
 use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::plugin::state::{DecodingState, StreamBlock};
-use crate::plugin::txn::{ensure_begun, output, start_txn, update_progress};
+use crate::plugin::txn::{ensure_begun, start_txn, update_progress};
 
 /// A committed transaction's replay starts.
 pub fn begin(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
@@ -25,7 +25,7 @@ pub fn commit(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>, 
     update_progress(state, writer, !emitted);
     if emitted {
         state.format.commit(
-            output!(state, writer, Some(&mut record.bytes_emitted)),
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
             &record.info,
             commit_lsn,
         );
@@ -56,7 +56,7 @@ pub fn stream_stop(state: &mut DecodingState, writer: &mut Writer<'_>) {
         let bytes = state.txns.current().map(|r| &mut r.bytes_emitted);
         state
             .format
-            .stream_stop(output!(state, writer, bytes), block.xid);
+            .stream_stop(&mut state.sink.output(writer, bytes), block.xid);
     }
     state.txns.leave();
 }
@@ -89,7 +89,7 @@ pub fn stream_abort(
         };
         state
             .format
-            .stream_abort(output!(state, writer, bytes), top, xid, abort_lsn);
+            .stream_abort(&mut state.sink.output(writer, bytes), top, xid, abort_lsn);
     }
     state.live.touch();
     state.publish_stats();
@@ -110,7 +110,7 @@ pub fn stream_commit(
     if emitted || !state.opts.skip_empty_xacts {
         let timestamp = timestamptz_text(txn.commit_time());
         state.format.stream_commit(
-            output!(state, writer, Some(&mut record.bytes_emitted)),
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
             xid,
             commit_lsn,
             txn.end_lsn(),
@@ -144,7 +144,7 @@ pub fn prepare(
     let timestamp = timestamptz_text(txn.commit_time());
     let prepared = prepared_txn(txn, &timestamp);
     state.format.prepare(
-        output!(state, writer, Some(&mut record.bytes_emitted)),
+        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
         &prepared,
         prepare_lsn,
         streamed,
@@ -210,5 +210,5 @@ fn two_phase(
     // The transaction was counted at its PREPARE.
     state
         .format
-        .two_phase(output!(state, writer, None), event, &prepared, lsn);
+        .two_phase(&mut state.sink.output(writer, None), event, &prepared, lsn);
 }
