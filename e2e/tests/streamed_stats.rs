@@ -8,8 +8,9 @@
 //! The bytes a transaction is charged are the output written for it, as
 //! docs/sql-functions.md says: through SQL the `data` of its rows, through
 //! a walsender the messages `pg_recvlogical` writes one per line. A
-//! streamed transaction's are its blocks (`S`, its changes, `E`) and its
-//! `C`; a committed one's its `B`, changes and `C`.
+//! streamed transaction's are its blocks (`S`, its changes, `E`), the `A`
+//! of its aborted subtransactions and its `C`; a committed one's its `B`,
+//! changes and `C`. An aborted streamed transaction is not listed.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,6 +37,10 @@ struct Share {
     bytes: i64,
     /// Streamed blocks (`S` objects).
     blocks: i64,
+    /// Changes of its subtransactions that aborted (`A` with a `subxid` of
+    /// its own), and those `A` objects.
+    aborted_sub_changes: i64,
+    sub_aborts: i64,
 }
 
 /// What the output says about each top-level transaction, and the xids of
@@ -43,6 +48,8 @@ struct Share {
 fn shares(lines: &[String]) -> (HashMap<i64, Share>, Vec<(String, i64)>) {
     let mut shares: HashMap<i64, Share> = HashMap::new();
     let mut order = Vec::new();
+    // Streamed changes per (top-level xid, own xid), for subtransaction aborts.
+    let mut by_subxid: HashMap<(i64, i64), i64> = HashMap::new();
     let (mut block, mut txn): (Option<i64>, Option<i64>) = (None, None);
     for line in lines {
         let obj: Value =
@@ -74,8 +81,22 @@ fn shares(lines: &[String]) -> (HashMap<i64, Share>, Vec<(String, i64)>) {
                 }
                 xid
             }
-            "A" => xid,
-            _ => block.or(txn),
+            "A" => {
+                let subxid = obj["subxid"].as_i64().expect("subxid");
+                if Some(subxid) != xid {
+                    let top = xid.expect("A has an xid");
+                    let share = shares.entry(top).or_default();
+                    share.sub_aborts += 1;
+                    share.aborted_sub_changes += by_subxid.remove(&(top, subxid)).unwrap_or(0);
+                }
+                xid
+            }
+            _ => {
+                if let (Some(top), Some(own)) = (block, xid) {
+                    *by_subxid.entry((top, own)).or_default() += 1;
+                }
+                block.or(txn)
+            }
         };
         let owner = owner.unwrap_or_else(|| panic!("output outside a transaction: {line}"));
         let share = shares.entry(owner).or_default();
@@ -104,8 +125,10 @@ struct Xids {
 }
 
 /// A inserts 5,000 rows, B 3,000, A 5,000 more (in a subtransaction),
-/// C commits one row, D inserts 3,000 and rolls back, then B and A commit.
-/// A and B are open at once in sessions of their own.
+/// B 3,000 more in a subtransaction that it rolls back (streamed before,
+/// since B is the largest then), C commits one row, D inserts 3,000 and
+/// rolls back, then B and A commit. A and B are open at once in sessions of
+/// their own.
 fn workload(server: &Server) -> Xids {
     let mut a = server.connect(DB);
     let mut b = server.connect(DB);
@@ -127,6 +150,9 @@ fn workload(server: &Server) -> Xids {
     exec(&mut a, "savepoint s");
     insert(&mut a, 5_001, 10_000);
     exec(&mut a, "release savepoint s");
+    exec(&mut b, "savepoint s");
+    insert(&mut b, 103_001, 106_000);
+    exec(&mut b, "rollback to savepoint s");
     insert(&mut c, 200_001, 200_001);
     let xc: i64 = c
         .query_one("select (xmin::text::bigint) from t where id = 200001", &[])
@@ -181,7 +207,14 @@ fn check(db: &mut Client, slot: &str, lines: &[String], x: &Xids) {
     assert!(share(x.a).blocks >= 2, "A streamed in one block: {order:?}");
     assert!(share(x.b).blocks >= 1, "B was not streamed: {order:?}");
     assert_eq!(share(x.a).changes, 10_000);
-    assert_eq!(share(x.b).changes, 3_000);
+    // B's aborted subtransaction: streamed, then its `A`; its changes were
+    // decoded and sent, so they count.
+    let b = share(x.b);
+    assert!(
+        b.sub_aborts == 1 && b.aborted_sub_changes > 0,
+        "B's subtransaction was not streamed and aborted: {b:?}"
+    );
+    assert_eq!(b.changes - b.aborted_sub_changes, 3_000);
     assert_eq!(share(x.c).changes, 1);
 
     let worst = worst(db, slot);
