@@ -28,6 +28,9 @@ const OPTIONS: [(&str, &str); 3] = [
     ("include-xids", "1"),
 ];
 
+/// Where [`shares`] puts output that belongs to no transaction.
+const OUTSIDE: i64 = -1;
+
 /// One transaction's share of the output.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Share {
@@ -81,6 +84,9 @@ fn shares(lines: &[String]) -> (HashMap<i64, Share>, Vec<(String, i64)>) {
                 }
                 xid
             }
+            // A message outside any transaction (written at once, between
+            // blocks): no transaction's; its bytes are the slot's only.
+            "M" if obj["transactional"] == Value::Bool(false) => Some(OUTSIDE),
             "A" => {
                 let subxid = obj["subxid"].as_i64().expect("subxid");
                 if Some(subxid) != xid {
@@ -150,6 +156,11 @@ fn workload(server: &Server) -> Xids {
     exec(&mut a, "savepoint s");
     insert(&mut a, 5_001, 10_000);
     exec(&mut a, "release savepoint s");
+    // Between blocks of A and B: written at once, part of no transaction.
+    exec(
+        &mut c,
+        "select pg_logical_emit_message(false, 'stats', 'outside')",
+    );
     exec(&mut b, "savepoint s");
     insert(&mut b, 103_001, 106_000);
     exec(&mut b, "rollback to savepoint s");
@@ -216,6 +227,7 @@ fn check(db: &mut Client, slot: &str, lines: &[String], x: &Xids) {
     );
     assert_eq!(b.changes - b.aborted_sub_changes, 3_000);
     assert_eq!(share(x.c).changes, 1);
+    assert_eq!(share(OUTSIDE).changes, 1, "the non-transactional message");
 
     let worst = worst(db, slot);
     for (name, xid, streamed) in [("A", x.a, true), ("B", x.b, true), ("C", x.c, false)] {
