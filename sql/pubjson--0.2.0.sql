@@ -217,7 +217,7 @@ $guard$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- pubjson::api::stats::sql::_pending_transactions
+-- pubjson::api::stats_functions::sql::_pending_transactions
 CREATE  FUNCTION "_pending_transactions"() RETURNS TABLE (
 	"slot_name" TEXT,  /* String */
 	"decoder_pid" INT,  /* i32 */
@@ -1131,7 +1131,7 @@ GRANT EXECUTE ON FUNCTION pubjson._slot_invalidation(jsonb) TO pg_read_all_stats
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- pubjson::api::stats::sql::decoding_counters
+-- pubjson::api::stats_functions::sql::decoding_counters
 CREATE  FUNCTION "decoding_counters"() RETURNS TABLE (
 	"slot_name" TEXT,  /* String */
 	"source" TEXT,  /* String */
@@ -1169,7 +1169,7 @@ AS 'MODULE_PATHNAME', 'decoding_counters_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- pubjson::api::stats::sql::reset_stats
+-- pubjson::api::stats_functions::sql::reset_stats
 CREATE  FUNCTION "reset_stats"(
 	"slot_name" TEXT DEFAULT NULL /* Option < String > */
 ) RETURNS bool /* bool */
@@ -1179,7 +1179,7 @@ AS 'MODULE_PATHNAME', 'reset_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- pubjson::api::stats::sql::worst_transactions
+-- pubjson::api::stats_functions::sql::worst_transactions
 CREATE  FUNCTION "worst_transactions"() RETURNS TABLE (
 	"slot_name" TEXT,  /* String */
 	"rank" INT,  /* i32 */

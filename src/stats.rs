@@ -1,4 +1,4 @@
-//! Decoding statistics per slot (their SQL functions are in `api/stats.rs`): what the plugin saw, filtered, transformed
+//! Decoding statistics per slot (their SQL functions are in `api/stats_functions.rs`): what the plugin saw, filtered, transformed
 //! and emitted, and how large transactions behaved in the reorder buffer.
 //!
 //! The decoding backend counts into its state and publishes the counts at
@@ -32,13 +32,16 @@ use table::{Placement, SlotEntry, SlotKey};
 /// Worst recent transactions kept per slot.
 pub const WORST_KEPT: usize = 8;
 
-/// One transaction, as the reorder-buffer view reports it.
+/// One finished transaction, as `worst_transactions()` and the `largest_txn_*`
+/// columns report it: what the decoding session counted for it (see
+/// `TxnState` in `plugin/state.rs`) and the reorder buffer's facts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct TxnRecord {
     pub xid: u32,
+    /// Changes decoded, emitted or not (with subtransactions).
     pub changes: u64,
-    /// Reorder-buffer bytes of the transaction (with subtransactions).
+    /// JSON bytes written for it (all its blocks when streamed).
     pub bytes: u64,
     pub spilled: bool,
     pub streamed: bool,

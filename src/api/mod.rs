@@ -1,5 +1,5 @@
 //! The whole SQL surface of the extension (schema `pubjson`): the decoding
-//! statistics functions (`stats.rs`) and the files below.
+//! statistics functions (`stats_functions.rs`) and the files below.
 //!
 //! `schema_guard.sql` opens the extension script (and, as a copy, every
 //! upgrade script): it refuses a schema `pubjson` that a role other than a
@@ -11,7 +11,7 @@
 //! (`pubjson.publication_risks`, `pubjson.subscription_status`,
 //! `pubjson.standby_conflicts`) and the internal helper
 //! `pubjson._slot_invalidation` (also used by `pubjson.decoding_stats`, see
-//! `stats.rs`); they are plain SQL/PL/pgSQL, so this module only includes the
+//! `stats_functions.rs`); they are plain SQL/PL/pgSQL, so this module only includes the
 //! file into the generated extension script, after the one C function they
 //! call (`recovery.rs`: the startup process's WAL receipt time).
 //!
@@ -28,7 +28,7 @@
 //! not track a value).
 
 mod recovery;
-mod stats;
+mod stats_functions;
 
 pgrx::extension_sql_file!("schema_guard.sql", name = "schema_guard", bootstrap);
 pgrx::extension_sql_file!(

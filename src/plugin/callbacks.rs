@@ -1,7 +1,7 @@
 //! The output plugin callbacks: thin `#[pg_guard]` shims that turn
 //! PostgreSQL's raw pointers into safe handles (`pg/handles.rs`) once, lend
 //! the slot's state to the call, and call the safe decoding code
-//! (`decode.rs`, `stream.rs`).
+//! (`decode.rs`, `transactions.rs`).
 //!
 //! `#[pg_guard]` turns a Rust panic into a PostgreSQL ERROR and lets a
 //! PostgreSQL ERROR unwind through Rust frames safely, so no callback can
@@ -20,7 +20,7 @@ use crate::pg::port::alloc_set_context;
 use crate::pg::relation::RelationCache;
 use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
-use crate::plugin::{decode, live, stream};
+use crate::plugin::{decode, sampling, transactions};
 use crate::stats::{self, table::SlotKey};
 
 /// Fills PostgreSQL's callback table.
@@ -161,10 +161,8 @@ unsafe extern "C-unwind" fn startup(
 
         let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
-        let relations = RelationCache::new(
-            cache_memory,
-            crate::output::format_for(&opts).type_rendering(),
-        );
+        let format = crate::output::format_for(&opts);
+        let relations = RelationCache::new(cache_memory, format.type_rendering());
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {
             let data = &(*(*ctx).slot).data;
@@ -181,7 +179,7 @@ unsafe extern "C-unwind" fn startup(
             }
         }
         let live_view = !is_init && !slot.name().is_empty();
-        let mut state = DecodingState::new(opts, change_memory, relations, slot);
+        let mut state = DecodingState::new(opts, format, change_memory, relations, slot);
         if live_view {
             // Sample the reorder buffer before the decoder waits for WAL
             // (see `page_read`).
@@ -201,7 +199,7 @@ unsafe extern "C-unwind" fn shutdown(ctx: *mut pg_sys::LogicalDecodingContext) {
     unsafe {
         with_state(ctx, |state, _| {
             state.publish_stats();
-            live::session_ended(state);
+            sampling::session_ended(state);
         })
     };
 }
@@ -215,7 +213,7 @@ unsafe extern "C-unwind" fn begin_txn(
     // has run, and `txn` the transaction being replayed, kept until the callback returns. Every
     // callback below passes its own arguments on the same way, with what PostgreSQL guarantees
     // for them said at each.
-    unsafe { with_state(ctx, |s, w| stream::begin(s, w, Txn::new(txn))) }
+    unsafe { with_state(ctx, |s, w| transactions::begin(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -227,7 +225,11 @@ unsafe extern "C-unwind" fn commit_txn(
     // SAFETY: commit_cb's arguments: `ctx` is the running decoding context, whose startup callback
     // has run, and `txn` the committed transaction; logical.c keeps both until the callback
     // returns.
-    unsafe { with_state(ctx, |s, w| stream::commit(s, w, Txn::new(txn), commit_lsn)) }
+    unsafe {
+        with_state(ctx, |s, w| {
+            transactions::commit(s, w, Txn::new(txn), commit_lsn)
+        })
+    }
 }
 
 /// change_cb and stream_change_cb.
@@ -430,7 +432,7 @@ unsafe extern "C-unwind" fn stream_start(
     // SAFETY: stream_start_cb's arguments: `ctx` is the running decoding context, whose startup
     // callback has run, and `txn` the transaction whose block of changes starts, kept until the
     // callback returns.
-    unsafe { with_state(ctx, |s, w| stream::stream_start(s, w, Txn::new(txn))) }
+    unsafe { with_state(ctx, |s, w| transactions::stream_start(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -440,7 +442,7 @@ unsafe extern "C-unwind" fn stream_stop(
 ) {
     // SAFETY: stream_stop_cb's context: `ctx` is the running decoding context, whose startup
     // callback has run; valid until the callback returns.
-    unsafe { with_state(ctx, stream::stream_stop) }
+    unsafe { with_state(ctx, transactions::stream_stop) }
 }
 
 #[pg_guard]
@@ -454,7 +456,7 @@ unsafe extern "C-unwind" fn stream_abort(
     // returns.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::stream_abort(s, w, Txn::new(txn), abort_lsn)
+            transactions::stream_abort(s, w, Txn::new(txn), abort_lsn)
         })
     }
 }
@@ -470,7 +472,7 @@ unsafe extern "C-unwind" fn stream_commit(
     // returns.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::stream_commit(s, w, Txn::new(txn), commit_lsn)
+            transactions::stream_commit(s, w, Txn::new(txn), commit_lsn)
         })
     }
 }
@@ -486,7 +488,7 @@ unsafe extern "C-unwind" fn stream_prepare(
     // returns.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::prepare(s, w, Txn::new(txn), prepare_lsn, true)
+            transactions::prepare(s, w, Txn::new(txn), prepare_lsn, true)
         })
     }
 }
@@ -498,7 +500,7 @@ unsafe extern "C-unwind" fn begin_prepare(
 ) {
     // SAFETY: begin_prepare_cb's arguments: `ctx` is the running decoding context, whose startup
     // callback has run, and `txn` the transaction being prepared, kept until the callback returns.
-    unsafe { with_state(ctx, |s, w| stream::begin_prepare(s, w, Txn::new(txn))) }
+    unsafe { with_state(ctx, |s, w| transactions::begin_prepare(s, w, Txn::new(txn))) }
 }
 
 #[pg_guard]
@@ -511,7 +513,7 @@ unsafe extern "C-unwind" fn prepare(
     // has run, and `txn` the prepared transaction, kept until the callback returns.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::prepare(s, w, Txn::new(txn), prepare_lsn, false)
+            transactions::prepare(s, w, Txn::new(txn), prepare_lsn, false)
         })
     }
 }
@@ -527,7 +529,7 @@ unsafe extern "C-unwind" fn commit_prepared(
     // callback), kept until it returns.
     unsafe {
         with_state(ctx, |s, w| {
-            stream::commit_prepared(s, w, Txn::new(txn), commit_lsn)
+            transactions::commit_prepared(s, w, Txn::new(txn), commit_lsn)
         })
     }
 }
@@ -542,7 +544,11 @@ unsafe extern "C-unwind" fn rollback_prepared(
     // SAFETY: rollback_prepared_cb's arguments: `ctx` is the running decoding context, whose
     // startup callback has run, and `txn` the transaction rolled back, kept until the callback
     // returns.
-    unsafe { with_state(ctx, |s, w| stream::rollback_prepared(s, w, Txn::new(txn))) }
+    unsafe {
+        with_state(ctx, |s, w| {
+            transactions::rollback_prepared(s, w, Txn::new(txn))
+        })
+    }
 }
 
 #[pg_guard]
@@ -559,7 +565,7 @@ unsafe extern "C-unwind" fn filter_by_origin(
             if !filtered {
                 // Called for every decoded change before it is queued: the
                 // live view's regular look at the reorder buffer.
-                live::change_decoded(state, writer);
+                sampling::change_decoded(state, writer);
             }
             filtered
         })
@@ -586,7 +592,7 @@ unsafe extern "C-unwind" fn page_read(
         with_state(ctx, |state, writer| {
             let wanted_end = target_page.saturating_add(u64::try_from(req_len).unwrap_or(0));
             if wanted_end > readable_wal_end() {
-                live::caught_up(state, writer);
+                sampling::caught_up(state, writer);
             }
             state.page_read
         })

@@ -7,13 +7,13 @@ use std::rc::Rc;
 
 use pgrx::prelude::*;
 
-use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues};
+use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues, TxnInfo};
 use crate::pg::handles::{Change, Rel, Txn, Writer};
 use crate::pg::publication::PublishedRows;
 use crate::pg::relation::RelationEntry;
 use crate::pg::tuple::Row;
 use crate::plugin::state::DecodingState;
-use crate::plugin::txn::{ensure_begun, ensure_timestamp, output, update_progress};
+use crate::plugin::txn::{begin_item, current_txn, update_progress};
 use crate::rules::row_filter::FilterVerdict;
 
 fn raise_encode_error(err: EncodeError) -> ! {
@@ -37,10 +37,11 @@ pub fn decode_change(
         return;
     };
     state.stats.changes_seen += 1;
-    state.txn.changes_seen += 1;
-    if let Some(block) = &state.stream_block {
+    let streaming = state.stream_block.is_some();
+    if let Some(record) = state.txns.current() {
+        record.changes_seen += 1;
         // Sent now: the live view counts it as decoded, no longer held.
-        state.live.note_streamed(block.xid, 1);
+        record.changes_streamed += streaming as u64;
     }
     let reorder_size = writer.reorder_buffer_size();
     if reorder_size > state.stats.peak_reorder_buffer_bytes {
@@ -75,16 +76,15 @@ pub fn decode_change(
             return;
         }
         let entry = state.relations.get(relation, &state.opts, None);
-        emit_decoded(
-            state,
-            writer,
+        let change = ChangeToEmit {
             lsn,
-            ChangeHeader::plain_in(kind, stream_xid),
-            &entry,
-            None,
-            Row::heap(relation, new_tuple),
-            Row::heap(relation, old_tuple),
-        );
+            header: ChangeHeader::plain_in(kind, stream_xid),
+            entry: &entry,
+            column_mask: None,
+            new: Row::heap(relation, new_tuple),
+            old: Row::heap(relation, old_tuple),
+        };
+        emit_decoded(state, writer, change);
     });
 }
 
@@ -97,25 +97,27 @@ struct DecodedChange<'a> {
     old: Option<crate::pg::handles::Tuple<'a>>,
 }
 
+/// A change on its way to the format: where it is, what it is, its
+/// relation (with the published columns) and its rows.
+struct ChangeToEmit<'e, 'r> {
+    lsn: u64,
+    header: ChangeHeader,
+    entry: &'e RelationEntry,
+    /// The publication's column list, if any.
+    column_mask: Option<&'e [bool]>,
+    new: Row<'r>,
+    old: Row<'r>,
+}
+
 /// Emits a change as decoded (wal2json mode, or a table its publications
 /// publish as itself without a row filter), unless wal2json's table
 /// options (`add-tables`, `filter-tables`) leave the relation out.
-#[allow(clippy::too_many_arguments)]
-fn emit_decoded(
-    state: &mut DecodingState,
-    writer: &mut Writer<'_>,
-    lsn: u64,
-    header: ChangeHeader,
-    entry: &RelationEntry,
-    column_mask: Option<&[bool]>,
-    new: Row<'_>,
-    old: Row<'_>,
-) {
-    if !entry.wanted {
+fn emit_decoded(state: &mut DecodingState, writer: &mut Writer<'_>, change: ChangeToEmit<'_, '_>) {
+    if !change.entry.wanted {
         state.stats.filtered_by_table += 1;
         return;
     }
-    emit_change(state, writer, lsn, header, entry, column_mask, new, old);
+    emit_change(state, writer, change);
 }
 
 /// Applies the publications to a change, as pgoutput_change() does: actions,
@@ -145,16 +147,15 @@ fn publish_change(
         // decoded tuples are printed as in wal2json mode, through the
         // column list. (A decoded INSERT has no old tuple, a DELETE no
         // new one.)
-        emit_decoded(
-            state,
-            writer,
-            change.lsn,
-            ChangeHeader::plain_in(kind, change.stream_xid),
-            &entry,
-            Some(&info.column_mask),
-            Row::heap(relation, change.new),
-            Row::heap(relation, change.old),
-        );
+        let decoded = ChangeToEmit {
+            lsn: change.lsn,
+            header: ChangeHeader::plain_in(kind, change.stream_xid),
+            entry: &entry,
+            column_mask: Some(&info.column_mask),
+            new: Row::heap(relation, change.new),
+            old: Row::heap(relation, change.old),
+        };
+        emit_decoded(state, writer, decoded);
         return;
     }
 
@@ -203,16 +204,15 @@ fn publish_change(
                 transformed_from: transformed.then_some(kind),
                 stream_xid: change.stream_xid,
             };
-            emit_change(
-                state,
-                writer,
-                change.lsn,
+            let published = ChangeToEmit {
+                lsn: change.lsn,
                 header,
-                &target,
-                Some(&info.column_mask),
-                new_row,
-                old_row,
-            );
+                entry: &target,
+                column_mask: Some(&info.column_mask),
+                new: new_row,
+                old: old_row,
+            };
+            emit_change(state, writer, published);
         }
     }
     rows.release();
@@ -220,17 +220,15 @@ fn publish_change(
 
 /// Writes one INSERT/UPDATE/DELETE in the session's format, unless the
 /// format skips it (missing identity), in which case its WARNING is raised.
-#[allow(clippy::too_many_arguments)]
-fn emit_change(
-    state: &mut DecodingState,
-    writer: &mut Writer<'_>,
-    lsn: u64,
-    header: ChangeHeader,
-    entry: &RelationEntry,
-    column_mask: Option<&[bool]>,
-    new: Row<'_>,
-    old: Row<'_>,
-) {
+fn emit_change(state: &mut DecodingState, writer: &mut Writer<'_>, change: ChangeToEmit<'_, '_>) {
+    let ChangeToEmit {
+        lsn,
+        header,
+        entry,
+        column_mask,
+        new,
+        old,
+    } = change;
     let meta = &entry.meta;
     let skip = state
         .format
@@ -239,10 +237,8 @@ fn emit_change(
         warning!("{}", warning);
         return;
     }
-    ensure_begun(state, writer);
-    ensure_timestamp(state);
-    state.stats.changes_emitted += 1;
-    state.txn.items_emitted += 1;
+    begin_item(state, writer);
+    let record = current_txn(&mut state.txns);
     let mut new_values = state.new_tuple.load(new, entry, column_mask);
     let mut old_values = state.old_tuple.load(old, entry, column_mask);
     let new_dyn = new_values.as_mut().map(|t| t as &mut dyn TupleValues);
@@ -250,8 +246,8 @@ fn emit_change(
     let warning = state
         .format
         .change(
-            output!(state, writer),
-            &state.txn.info,
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+            &record.info,
             lsn,
             &header,
             meta,
@@ -278,7 +274,9 @@ pub fn decode_truncate(
     // table).
     let tables = relations.len() as u64;
     state.stats.changes_seen += tables;
-    state.txn.changes_seen += tables;
+    if let Some(record) = state.txns.current() {
+        record.changes_seen += tables;
+    }
     if !state.opts.actions.truncate || !state.format.writes_truncate() {
         state.stats.filtered_by_action += tables;
         return;
@@ -312,13 +310,11 @@ pub fn decode_truncate(
                 state.stats.filtered_by_table += 1;
                 continue;
             }
-            ensure_begun(state, writer);
-            ensure_timestamp(state);
-            state.txn.items_emitted += 1;
-            state.stats.changes_emitted += 1;
+            begin_item(state, writer);
+            let record = current_txn(&mut state.txns);
             state.format.truncate(
-                output!(state, writer),
-                &state.txn.info,
+                &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+                &record.info,
                 stream_xid,
                 lsn,
                 &entry.meta,
@@ -343,30 +339,53 @@ pub fn decode_message(
     // A message is a change (of its transaction, if transactional).
     state.stats.changes_seen += 1;
     if transactional {
-        state.txn.changes_seen += 1;
+        if let Some(record) = state.txns.current() {
+            record.changes_seen += 1;
+        }
     }
     if !state.opts.messages_enabled() || !state.opts.message_prefix_wanted(prefix) {
         state.stats.filtered_by_action += 1;
         return;
     }
-    state.stats.changes_emitted += 1;
     // A streamed message belongs to the block's top-level transaction.
     let stream_xid = match txn {
         Some(txn) if streamed && transactional => Some(txn.xid()),
         _ => None,
     };
-    if transactional {
-        state.txn.items_emitted += 1;
-        ensure_begun(state, writer);
-        ensure_timestamp(state);
+    if !transactional {
+        // Outside any transaction: its bytes are no transaction's.
+        state.stats.changes_emitted += 1;
+        state.format.message(
+            &mut state.sink.output(writer, None),
+            &NO_TXN,
+            false,
+            None,
+            lsn,
+            prefix,
+            content,
+        );
+        return;
     }
+    begin_item(state, writer);
+    let record = current_txn(&mut state.txns);
     state.format.message(
-        output!(state, writer),
-        &state.txn.info,
-        transactional,
+        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+        &record.info,
+        true,
         stream_xid,
         lsn,
         prefix,
         content,
     );
 }
+
+/// What a non-transactional message is given as its transaction (the
+/// formats read it only for transactional ones).
+static NO_TXN: TxnInfo = TxnInfo {
+    xid: 0,
+    origin: 0,
+    timestamp: Vec::new(),
+    commit_time: 0,
+    final_lsn: 0,
+    end_lsn: 0,
+};

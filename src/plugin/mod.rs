@@ -1,15 +1,16 @@
 //! The decoding core: what pubjson does with each decoding event. The
 //! callback shims (`callbacks.rs`) turn PostgreSQL's pointers into safe
 //! handles (`pg/handles.rs`) and call safe code: transactions, streaming
-//! and two-phase (`stream.rs`), changes, truncates and messages
+//! and two-phase (`transactions.rs`), changes, truncates and messages
 //! (`decode.rs`), the bookkeeping and output sink (`txn.rs`), the
-//! per-slot state (`state.rs`) and the live view's samples (`live.rs`).
+//! per-slot state with its per-transaction records (`state.rs`) and the
+//! live view's samples of the reorder buffer (`sampling.rs`).
 
 mod callbacks;
 mod decode;
-mod live;
+mod sampling;
 mod state;
-mod stream;
+mod transactions;
 mod txn;
 
 use pgrx::pg_sys;

@@ -1,6 +1,7 @@
 //! Per-slot decoding state: the parsed options, the chosen format, the
-//! output buffer, the relation cache and what the current transaction has
-//! emitted so far.
+//! output buffer, the relation cache and one record per top-level
+//! transaction being decoded (what it has seen and emitted so far), which
+//! the statistics and the live view read.
 //!
 //! The callback shims (`callbacks.rs`) own the state's lifetime: it is a
 //! Rust value owned by the decoding context's memory context (dropped when
@@ -8,7 +9,7 @@
 //! through the SQL functions ends in an ERROR and `shutdown_cb` is never
 //! called), lent to one callback at a time.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use pgrx::pg_sys;
 
@@ -19,30 +20,122 @@ use crate::pg::handles::{ChangeMemory, Txn};
 use crate::pg::port::current_timestamp;
 use crate::pg::publication::Publications;
 use crate::pg::relation::RelationCache;
-use crate::pg::server_encoding::OutputText;
 use crate::pg::tuple::DeformBuffers;
+use crate::plugin::txn::OutputBuffer;
 use crate::stats::live::{LiveTracker, ReorderTxn};
 use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
 
-/// The transaction being replayed.
+/// One top-level transaction of this decoding session: the one being
+/// replayed at its commit (or PREPARE), or a streamed one between its
+/// blocks. Subtransactions count for their top-level transaction.
 #[derive(Default)]
 pub struct TxnState {
     pub info: TxnInfo,
     pub first_lsn: u64,
-    pub commit_time: i64,
     /// Whether the timestamp text has been rendered into `info.timestamp`.
     pub timestamp_ready: bool,
     /// The BEGIN output has been written (at once, or deferred until the
     /// first emitted change when skip-empty-xacts is on).
     pub begun: bool,
-    /// Changes decoded (emitted or not), items emitted (changes, truncates,
-    /// messages) and bytes emitted, for the statistics.
+    /// A streamed block of it has been written: its abort or commit must be
+    /// reported, and its next block is not its first.
+    pub streamed_output: bool,
+    /// Changes decoded (emitted or not: INSERT/UPDATE/DELETE, each table of
+    /// a TRUNCATE, transactional messages), for the statistics.
     pub changes_seen: u64,
+    /// INSERT/UPDATE/DELETE sent in streamed blocks (the live view's
+    /// `changes_streamed`).
+    pub changes_streamed: u64,
+    /// Items emitted (changes, truncated tables, messages).
     pub items_emitted: u64,
+    /// JSON bytes written for it (see `Output`).
     pub bytes_emitted: u64,
-    /// When its replay began (the clock at BEGIN), for the replay rate.
+    /// When its replay began (the clock at BEGIN or its first streamed
+    /// block), for the replay rate.
     pub replay_start: i64,
+}
+
+/// The session's transactions by top-level xid: a record is made at a
+/// transaction's BEGIN or first streamed block and dropped at its commit,
+/// abort or PREPARE. Streamed blocks of different transactions interleave
+/// (and a committed transaction can be replayed between two of them), so
+/// each keeps its own. The record of the transaction being delivered is
+/// kept apart from the others, so that a change finds it without a lookup.
+#[derive(Default)]
+pub struct Transactions {
+    /// The transaction whose changes are being delivered, replayed (BEGIN
+    /// to COMMIT) or streamed (block start to stop), with its record.
+    current: Option<(u32, TxnState)>,
+    /// The others: streamed transactions between their blocks.
+    parked: HashMap<u32, TxnState>,
+}
+
+impl Transactions {
+    /// `xid`'s replay starts: a fresh record, the current one.
+    pub fn start(&mut self, xid: u32, record: TxnState) -> &mut TxnState {
+        self.leave();
+        self.parked.remove(&xid);
+        &mut self.current.insert((xid, record)).1
+    }
+
+    /// A block of streamed `xid` starts: its record (made now for its
+    /// first block) becomes the current one.
+    pub fn enter_block(&mut self, xid: u32, now: i64) -> &mut TxnState {
+        self.leave();
+        let record = self.parked.remove(&xid).unwrap_or_else(|| TxnState {
+            replay_start: now,
+            ..TxnState::default()
+        });
+        &mut self.current.insert((xid, record)).1
+    }
+
+    /// The changes of the current transaction have all been delivered (its
+    /// block ended, or its replay reached its end).
+    pub fn leave(&mut self) {
+        if let Some((xid, record)) = self.current.take() {
+            self.parked.insert(xid, record);
+        }
+    }
+
+    /// The record of the transaction whose changes are being delivered.
+    pub fn current(&mut self) -> Option<&mut TxnState> {
+        self.current.as_mut().map(|(_, record)| record)
+    }
+
+    pub fn get(&mut self, xid: u32) -> Option<&mut TxnState> {
+        match &mut self.current {
+            Some((current, record)) if *current == xid => Some(record),
+            _ => self.parked.get_mut(&xid),
+        }
+    }
+
+    /// INSERT/UPDATE/DELETE of `xid` sent in streamed blocks so far.
+    pub fn changes_streamed(&self, xid: u32) -> u64 {
+        let record = match &self.current {
+            Some((current, record)) if *current == xid => Some(record),
+            _ => self.parked.get(&xid),
+        };
+        record.map_or(0, |r| r.changes_streamed)
+    }
+
+    /// `xid` ended (committed, aborted, prepared): its record goes.
+    pub fn finish(&mut self, xid: u32) -> Option<TxnState> {
+        match self.current.take() {
+            Some((current, record)) if current == xid => Some(record),
+            other => {
+                self.current = other;
+                self.parked.remove(&xid)
+            }
+        }
+    }
+
+    /// Drops the records of transactions that are no longer pending
+    /// (`pending`: the reorder buffer's top-level xids), which PostgreSQL
+    /// discarded without a callback; the current one stays.
+    pub fn retain_pending(&mut self, pending: &HashSet<u32>) {
+        self.parked.retain(|xid, _| pending.contains(xid));
+    }
 }
 
 /// A block of an in-progress transaction being streamed.
@@ -58,10 +151,9 @@ pub struct DecodingState {
     /// The output format, chosen once from the options.
     pub format: Box<dyn OutputFormat>,
     /// Output not yet handed to PostgreSQL.
-    pub out: Vec<u8>,
-    /// How `out` is handed over (rewritten as ASCII outside UTF-8).
-    pub output_text: OutputText,
-    pub txn: TxnState,
+    pub sink: OutputBuffer,
+    /// The transactions begun or streamed, by top-level xid.
+    pub txns: Transactions,
     pub relations: RelationCache,
     /// The publications named by publication_names, if any.
     pub publications: Option<Publications>,
@@ -76,9 +168,6 @@ pub struct DecodingState {
     pub changes_since_progress: u32,
     /// The streamed block being decoded, if any.
     pub stream_block: Option<StreamBlock>,
-    /// Streamed transactions that have emitted something: their abort or
-    /// commit must be reported; the others leave no trace.
-    pub streamed_with_output: HashSet<u32>,
     /// The slot (name, database, plugin) under which statistics are published.
     pub slot: SlotKey,
     /// Counts since the last publication (see `stats.rs`).
@@ -94,17 +183,19 @@ pub struct DecodingState {
 }
 
 impl DecodingState {
+    /// `format`: the one the options chose (its type rendering already
+    /// given to `relations`).
     pub fn new(
         opts: Options,
+        format: Box<dyn OutputFormat>,
         change_memory: ChangeMemory,
         relations: RelationCache,
         slot: SlotKey,
     ) -> Self {
         DecodingState {
-            format: crate::output::format_for(&opts),
-            out: Vec::with_capacity(8192),
-            output_text: OutputText::for_database(),
-            txn: TxnState::default(),
+            format,
+            sink: OutputBuffer::for_database(),
+            txns: Transactions::default(),
             relations,
             publications: opts.publication_names.as_deref().map(Publications::new),
             new_tuple: DeformBuffers::default(),
@@ -113,7 +204,6 @@ impl DecodingState {
             #[cfg(feature = "pg15")]
             changes_since_progress: 0,
             stream_block: None,
-            streamed_with_output: HashSet::new(),
             slot,
             stats: Counters::default(),
             live: LiveTracker::default(),
@@ -125,6 +215,7 @@ impl DecodingState {
 
     /// Publishes the counts gathered since the last call.
     pub fn publish_stats(&mut self) {
+        self.stats.bytes_emitted += std::mem::take(&mut self.sink.bytes_written);
         if self.stats != Counters::default() {
             stats::publish(&self.slot, &self.stats);
             self.stats = Counters::default();
@@ -132,24 +223,25 @@ impl DecodingState {
     }
 
     /// Records a finished (committed, prepared or streamed) transaction in
-    /// the statistics and publishes them.
-    pub fn finish_txn_stats(&mut self, txn: Txn<'_>) {
-        let emitted = self.txn.items_emitted > 0;
+    /// the statistics and publishes them: `record` is what this session
+    /// counted for it, `emitted` whether it produced output.
+    pub fn finish_txn_stats(&mut self, txn: Txn<'_>, record: &TxnState, emitted: bool) {
         let now = current_timestamp();
         if !txn.streamed() {
-            // Streamed transactions replay their last part only here.
+            // A streamed transaction's replay is spread over its blocks,
+            // with other work between them: no measure of the rate.
             self.live.rate.note(
-                self.txn.changes_seen,
-                self.txn.bytes_emitted,
-                now - self.txn.replay_start,
+                record.changes_seen,
+                record.bytes_emitted,
+                now - record.replay_start,
             );
         }
         // It leaves the reorder buffer: the next sample shows that.
         self.live.touch();
-        let record = TxnRecord {
+        let finished = TxnRecord {
             xid: txn.xid(),
-            changes: self.txn.changes_seen,
-            bytes: self.txn.bytes_emitted,
+            changes: record.changes_seen,
+            bytes: record.bytes_emitted,
             spilled: txn.spilled(),
             streamed: txn.streamed(),
             wal_span: txn.end_lsn().saturating_sub(txn.first_lsn()),
@@ -162,10 +254,60 @@ impl DecodingState {
         } else {
             self.stats.txns_skipped_empty += 1;
         }
-        self.stats.note_transaction(record);
-        self.txn.changes_seen = 0;
-        self.txn.items_emitted = 0;
-        self.txn.bytes_emitted = 0;
+        self.stats.note_transaction(finished);
         self.publish_stats();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_transactions_keep_their_own_records() {
+        let mut txns = Transactions::default();
+        txns.enter_block(7, 100).changes_seen += 5;
+        txns.leave();
+        assert!(txns.current().is_none());
+        // A committed transaction replayed between two blocks of 7.
+        txns.start(9, TxnState::default()).changes_seen += 1;
+        assert_eq!(txns.current().map(|r| r.changes_seen), Some(1));
+        assert_eq!(txns.finish(9).map(|r| r.changes_seen), Some(1));
+        assert!(txns.current().is_none());
+        let again = txns.enter_block(7, 200);
+        again.changes_seen += 3;
+        // Its replay started at its first block.
+        assert_eq!(again.replay_start, 100);
+        txns.leave();
+        assert_eq!(txns.finish(7).map(|r| r.changes_seen), Some(8));
+        assert!(txns.finish(7).is_none());
+    }
+
+    #[test]
+    fn a_new_replay_of_an_xid_starts_from_zero() {
+        let mut txns = Transactions::default();
+        txns.start(5, TxnState::default()).items_emitted = 4;
+        txns.leave();
+        txns.start(5, TxnState::default());
+        assert_eq!(txns.current().map(|r| r.items_emitted), Some(0));
+    }
+
+    #[test]
+    fn records_of_vanished_transactions_go_but_the_current_one_stays() {
+        let mut txns = Transactions::default();
+        txns.enter_block(1, 0).changes_streamed = 10;
+        txns.leave();
+        txns.enter_block(2, 0).changes_streamed = 20;
+        txns.leave();
+        txns.start(3, TxnState::default());
+        txns.retain_pending(&HashSet::from([2]));
+        assert_eq!(
+            (
+                txns.changes_streamed(1),
+                txns.changes_streamed(2),
+                txns.get(3).is_some()
+            ),
+            (0, 20, true)
+        );
     }
 }

@@ -2,67 +2,89 @@
 //! into, progress updates, deferred BEGIN (and its streamed-block twin), the
 //! per-change memory context.
 
+use pgrx::prelude::*;
+
 use crate::model::TxnInfo;
 use crate::output::format::Sink;
 use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::pg::server_encoding::OutputText;
-use crate::plugin::state::DecodingState;
-use crate::stats::Counters;
+use crate::plugin::state::{DecodingState, Transactions, TxnState};
+
+/// The output not yet handed to PostgreSQL and how it is handed over: one
+/// field of the state, so that it can be borrowed beside the format.
+pub struct OutputBuffer {
+    pub buf: Vec<u8>,
+    /// How `buf` is handed over (rewritten as ASCII outside UTF-8).
+    pub text: OutputText,
+    /// Bytes handed over since the statistics were last published.
+    pub bytes_written: u64,
+}
+
+impl OutputBuffer {
+    pub fn for_database() -> Self {
+        OutputBuffer {
+            buf: Vec::with_capacity(8192),
+            text: OutputText::for_database(),
+            bytes_written: 0,
+        }
+    }
+
+    /// The sink a format writes into through `writer`, charging the bytes
+    /// to `txn_bytes` (the record of the transaction they belong to; `None`:
+    /// output of no transaction, e.g. a non-transactional message).
+    pub fn output<'s, 'w>(
+        &'s mut self,
+        writer: &'s mut Writer<'w>,
+        txn_bytes: Option<&'s mut u64>,
+    ) -> Output<'s, 'w> {
+        Output {
+            buffer: self,
+            writer,
+            txn_bytes,
+        }
+    }
+}
 
 /// The decoding context's writer behind the formats' [`Sink`]: each write
 /// hands the buffer to PostgreSQL (rewritten as ASCII outside UTF-8, see
-/// [`OutputText`]) and counts the bytes handed over.
+/// [`OutputText`]) and counts the bytes handed over (`Output::count`): the
+/// statistics' JSON bytes.
 pub struct Output<'s, 'w> {
-    pub buf: &'s mut Vec<u8>,
-    pub text: &'s mut OutputText,
-    pub writer: &'s mut Writer<'w>,
-    pub stats: &'s mut Counters,
-    pub txn_bytes: &'s mut u64,
+    buffer: &'s mut OutputBuffer,
+    writer: &'s mut Writer<'w>,
+    txn_bytes: Option<&'s mut u64>,
 }
 
 impl Output<'_, '_> {
     fn count(&mut self, written: usize) {
-        self.stats.bytes_emitted += written as u64;
-        *self.txn_bytes += written as u64;
-        self.buf.clear();
+        self.buffer.bytes_written += written as u64;
+        if let Some(bytes) = self.txn_bytes.as_deref_mut() {
+            *bytes += written as u64;
+        }
+        self.buffer.buf.clear();
     }
 }
 
 impl Sink for Output<'_, '_> {
     fn buf(&mut self) -> &mut Vec<u8> {
-        self.buf
+        &mut self.buffer.buf
     }
 
     fn write(&mut self, last: bool) {
-        let bytes = self.text.prepare(self.buf);
+        let bytes = self.buffer.text.prepare(&self.buffer.buf);
         self.writer.write(bytes, last);
         let written = bytes.len();
         self.count(written);
     }
 
     fn write_at(&mut self, lsn: u64) {
-        let bytes = self.text.prepare(self.buf);
+        let bytes = self.buffer.text.prepare(&self.buffer.buf);
         self.writer.write_at(bytes, lsn);
         let written = bytes.len();
         self.count(written);
     }
 }
-
-/// The [`Output`] of a state: a macro, so that the format (another field of
-/// the state) can be borrowed beside it.
-macro_rules! output {
-    ($state:expr, $writer:expr) => {
-        &mut $crate::plugin::txn::Output {
-            buf: &mut $state.out,
-            text: &mut $state.output_text,
-            writer: &mut *$writer,
-            stats: &mut $state.stats,
-            txn_bytes: &mut $state.txn.bytes_emitted,
-        }
-    };
-}
-pub(crate) use output;
 
 /// Lets the walsender send keepalives during long runs of changes that
 /// produce no output (PostgreSQL 15 leaves this to the plugin).
@@ -79,60 +101,89 @@ pub fn update_progress(state: &mut DecodingState, writer: &mut Writer<'_>, skipp
     let _ = (state, writer, skipped_xact);
 }
 
-/// Remembers the transaction's facts when its replay starts.
+/// A transaction's replay starts (BEGIN, or BEGIN PREPARE): its record.
 pub fn start_txn(state: &mut DecodingState, txn: Txn<'_>) {
-    state.txn.info = TxnInfo {
-        xid: txn.xid(),
-        origin: txn.origin(),
-        timestamp: std::mem::take(&mut state.txn.info.timestamp),
-        commit_time: txn.commit_time(),
-        final_lsn: txn.final_lsn(),
-        end_lsn: txn.end_lsn(),
+    let record = TxnState {
+        info: TxnInfo {
+            xid: txn.xid(),
+            origin: txn.origin(),
+            timestamp: Vec::new(),
+            commit_time: txn.commit_time(),
+            final_lsn: txn.final_lsn(),
+            end_lsn: txn.end_lsn(),
+        },
+        first_lsn: txn.first_lsn(),
+        replay_start: current_timestamp(),
+        ..TxnState::default()
     };
-    state.txn.first_lsn = txn.first_lsn();
-    state.txn.commit_time = txn.commit_time();
-    state.txn.info.timestamp.clear();
-    state.txn.timestamp_ready = false;
-    state.txn.begun = false;
-    state.txn.changes_seen = 0;
-    state.txn.items_emitted = 0;
-    state.txn.bytes_emitted = 0;
-    state.txn.replay_start = current_timestamp();
+    state.txns.start(txn.xid(), record);
 }
 
 /// Renders the commit timestamp (session time zone, ISO style) once per transaction.
-pub fn ensure_timestamp(state: &mut DecodingState) {
-    if !state.opts.include_timestamp || state.txn.timestamp_ready {
+pub fn ensure_timestamp(include_timestamp: bool, record: &mut TxnState) {
+    if !include_timestamp || record.timestamp_ready {
         return;
     }
-    state.txn.info.timestamp = timestamptz_text(state.txn.commit_time);
-    state.txn.timestamp_ready = true;
+    record.info.timestamp = timestamptz_text(record.info.commit_time);
+    record.timestamp_ready = true;
 }
 
 /// Writes the transaction's BEGIN output (or, inside a streamed block, the
 /// block's start) if it has not been written yet. With skip-empty-xacts
 /// this runs at the first emitted change: deferred BEGIN.
 pub fn ensure_begun(state: &mut DecodingState, writer: &mut Writer<'_>) {
+    let Some(record) = state.txns.current() else {
+        return;
+    };
     if let Some(block) = state.stream_block.as_mut() {
         if block.begun {
             return;
         }
         block.begun = true;
-        let xid = block.xid;
         // "first": the first block of this transaction the consumer sees.
-        let first = state.streamed_with_output.insert(xid);
-        state
-            .format
-            .stream_start(output!(state, writer), xid, first);
+        let first = !record.streamed_output;
+        record.streamed_output = true;
+        state.format.stream_start(
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+            block.xid,
+            first,
+        );
         return;
     }
-    if state.txn.begun {
+    if record.begun {
         return;
     }
-    state.txn.begun = true;
-    ensure_timestamp(state);
-    let first_lsn = state.txn.first_lsn;
-    state
-        .format
-        .begin(output!(state, writer), &state.txn.info, first_lsn);
+    record.begun = true;
+    ensure_timestamp(state.opts.include_timestamp, record);
+    state.format.begin(
+        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+        &record.info,
+        record.first_lsn,
+    );
+}
+
+/// An item of the current transaction (a change, a truncated table, a
+/// transactional message) is about to be written: its BEGIN (or block
+/// start) first, its timestamp, and the counts.
+pub fn begin_item(state: &mut DecodingState, writer: &mut Writer<'_>) {
+    ensure_begun(state, writer);
+    state.stats.changes_emitted += 1;
+    if let Some(record) = state.txns.current() {
+        ensure_timestamp(state.opts.include_timestamp, record);
+        record.items_emitted += 1;
+    }
+}
+
+/// The record of the transaction whose item is being written.
+pub fn current_txn(txns: &mut Transactions) -> &mut TxnState {
+    match txns.current() {
+        Some(record) => record,
+        None => {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                "pubjson: a change was delivered outside its transaction"
+            );
+        }
+    }
 }

@@ -152,7 +152,6 @@ pub struct LiveTracker {
     /// that vanished without a callback (aborts).
     last_shape: (u64, u32, u32),
     first_seen: HashMap<u32, i64>,
-    streamed: HashMap<u32, u64>,
     pub rate: ReplayRate,
 }
 
@@ -184,19 +183,17 @@ impl LiveTracker {
         self.dirty = true;
     }
 
-    /// Changes of top-level transaction `xid` sent in a streamed block.
-    pub fn note_streamed(&mut self, xid: u32, changes: u64) {
-        *self.streamed.entry(xid).or_default() += changes;
-    }
-
     /// Builds the view from the buffer's transactions (oldest first, as the
     /// reorder buffer lists them) and forgets transactions no longer there.
+    /// `changes_streamed`: the changes of a top-level xid sent in streamed
+    /// blocks so far (the decoding session's record of it).
     pub fn sample(
         &mut self,
         now: i64,
         owner_pid: i32,
         reorder_buffer_bytes: u64,
         txns: &[ReorderTxn],
+        changes_streamed: impl Fn(u32) -> u64,
     ) -> LiveView {
         self.last_sample = now;
         self.dirty = false;
@@ -205,7 +202,6 @@ impl LiveTracker {
         // of the buffer per remembered transaction).
         let present: HashSet<u32> = txns.iter().map(|t| t.xid).collect();
         self.first_seen.retain(|xid, _| present.contains(xid));
-        self.streamed.retain(|xid, _| present.contains(xid));
         let mut view = LiveView {
             owner_pid,
             as_of: now,
@@ -225,7 +221,7 @@ impl LiveTracker {
                 changes_held: t.changes,
                 changes_in_memory: t.changes_in_memory,
                 bytes_in_memory: t.bytes_in_memory,
-                changes_streamed: self.streamed.get(&t.xid).copied().unwrap_or(0),
+                changes_streamed: changes_streamed(t.xid),
                 spilled: t.spilled,
                 streamed: t.streamed,
             };
@@ -284,7 +280,7 @@ mod tests {
             };
             if let Some(at) = t.change_due(clock) {
                 assert_eq!(at, now);
-                t.sample(at, 1, 0, &[]);
+                t.sample(at, 1, 0, &[], |_| 0);
                 samples += 1;
             }
         }
@@ -295,14 +291,14 @@ mod tests {
     #[test]
     fn catching_up_samples_once_after_changes_then_stays_quiet() {
         let mut t = LiveTracker::default();
-        t.sample(1_000_000, 1, 0, &[]);
+        t.sample(1_000_000, 1, 0, &[], |_| 0);
         // A burst of changes within the interval: no sample while busy.
         for i in 1..50 {
             assert_eq!(t.change_due(|| 1_000_000 + i), None);
         }
         let shape_now = shape(500, &[txn(7, 50)]);
         assert!(t.caught_up_due(shape_now));
-        let view = t.sample(1_000_100, 1, 500, &[txn(7, 50)]);
+        let view = t.sample(1_000_100, 1, 500, &[txn(7, 50)], |_| 0);
         assert_eq!(view.txns[0].changes_held, 50);
         // Waiting again without news: nothing to do.
         assert!(!t.caught_up_due(shape_now));
@@ -316,16 +312,16 @@ mod tests {
     #[test]
     fn first_sight_is_kept_until_the_transaction_leaves() {
         let mut t = LiveTracker::default();
-        let v = t.sample(10, 1, 0, &[txn(5, 1)]);
+        let v = t.sample(10, 1, 0, &[txn(5, 1)], |_| 0);
         assert_eq!(v.txns[0].first_seen, 10);
-        let v = t.sample(20, 1, 0, &[txn(5, 2), txn(6, 1)]);
+        let v = t.sample(20, 1, 0, &[txn(5, 2), txn(6, 1)], |_| 0);
         assert_eq!((v.txns[0].first_seen, v.txns[1].first_seen), (10, 20));
         assert_eq!(v.oldest_first_seen, 10);
-        let v = t.sample(30, 1, 0, &[txn(6, 1)]);
+        let v = t.sample(30, 1, 0, &[txn(6, 1)], |_| 0);
         assert_eq!(v.kept, 1);
         assert_eq!(v.oldest_first_seen, 20);
         // xid 5 is gone: seen again later, it is new.
-        let v = t.sample(40, 1, 0, &[txn(5, 1), txn(6, 1)]);
+        let v = t.sample(40, 1, 0, &[txn(5, 1), txn(6, 1)], |_| 0);
         assert_eq!(v.txns[0].first_seen, 40);
         assert_eq!(v.oldest_first_seen, 20);
     }
@@ -334,7 +330,7 @@ mod tests {
     fn the_oldest_transactions_are_kept_and_all_are_counted() {
         let mut t = LiveTracker::default();
         let txns: Vec<ReorderTxn> = (1..=40).map(|x| txn(x, 1)).collect();
-        let v = t.sample(5, 9, 123, &txns);
+        let v = t.sample(5, 9, 123, &txns, |_| 0);
         assert_eq!(v.pending_txns, 40);
         assert_eq!(v.kept as usize, PENDING_KEPT);
         assert_eq!(v.kept_txns().last().unwrap().xid, PENDING_KEPT as u32);
@@ -344,17 +340,13 @@ mod tests {
     #[test]
     fn streamed_changes_follow_their_transaction() {
         let mut t = LiveTracker::default();
-        t.note_streamed(8, 100);
-        t.note_streamed(8, 50);
-        let v = t.sample(1, 1, 0, &[txn(8, 3)]);
+        let streamed = |xid: u32| if xid == 8 { 150 } else { 0 };
+        let v = t.sample(1, 1, 0, &[txn(8, 3), txn(9, 2)], streamed);
         assert_eq!(
             (v.txns[0].changes_streamed, v.txns[0].changes_held),
             (150, 3)
         );
-        let v = t.sample(2, 1, 0, &[]);
-        assert_eq!(v.kept, 0);
-        let v = t.sample(3, 1, 0, &[txn(8, 1)]);
-        assert_eq!(v.txns[0].changes_streamed, 0);
+        assert_eq!(v.txns[1].changes_streamed, 0);
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub struct SlotEntry {
     pub slot: SlotKey,
     pub counters: Counters,
     /// The reorder buffer of the session decoding the slot, as of its last
-    /// sample (see `live.rs`).
+    /// sample (see `stats/live.rs`).
     pub live: LiveView,
 }
 

@@ -3,11 +3,12 @@
 //! PREPARED, ROLLBACK PREPARED). The objects are the format's; this module
 //! decides when each is due and keeps the books.
 
+use crate::output::control::TwoPhaseEvent;
 use crate::output::format::PreparedTxn;
 use crate::pg::handles::{Txn, Writer};
-use crate::pg::port::timestamptz_text;
+use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::plugin::state::{DecodingState, StreamBlock};
-use crate::plugin::txn::{ensure_begun, output, start_txn, update_progress};
+use crate::plugin::txn::{ensure_begun, start_txn, update_progress};
 
 /// A committed transaction's replay starts.
 pub fn begin(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
@@ -19,22 +20,27 @@ pub fn begin(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
 
 /// A committed transaction's replay ends.
 pub fn commit(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>, commit_lsn: u64) {
-    let emitted = state.txn.begun;
+    let mut record = state.txns.finish(txn.xid()).unwrap_or_default();
+    let emitted = record.begun;
     update_progress(state, writer, !emitted);
     if emitted {
-        state
-            .format
-            .commit(output!(state, writer), &state.txn.info, commit_lsn);
+        state.format.commit(
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+            &record.info,
+            commit_lsn,
+        );
     }
     // Without a BEGIN (deferred and never due) the transaction leaves no trace.
-    state.finish_txn_stats(txn);
+    let produced = record.items_emitted > 0;
+    state.finish_txn_stats(txn, &record, produced);
 }
 
 /// A block of an in-progress transaction starts.
 pub fn stream_start(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
     let xid = txn.xid();
-    state.txn.info.xid = xid;
-    state.txn.info.origin = txn.origin();
+    let record = state.txns.enter_block(xid, current_timestamp());
+    record.info.xid = xid;
+    record.info.origin = txn.origin();
     state.stream_block = Some(StreamBlock { xid, begun: false });
     if !state.opts.skip_empty_xacts {
         ensure_begun(state, writer);
@@ -47,11 +53,17 @@ pub fn stream_stop(state: &mut DecodingState, writer: &mut Writer<'_>) {
         return;
     };
     if block.begun {
-        state.format.stream_stop(output!(state, writer), block.xid);
+        let bytes = state.txns.current().map(|r| &mut r.bytes_emitted);
+        state
+            .format
+            .stream_stop(&mut state.sink.output(writer, bytes), block.xid);
     }
+    state.txns.leave();
 }
 
-/// A streamed transaction, or one of its subtransactions, aborted.
+/// A streamed transaction, or one of its subtransactions, aborted. An
+/// aborted transaction is not counted as decoded (its changes and bytes are
+/// in the slot's totals): its record goes.
 pub fn stream_abort(
     state: &mut DecodingState,
     writer: &mut Writer<'_>,
@@ -60,15 +72,24 @@ pub fn stream_abort(
 ) {
     let top = txn.top_xid();
     let xid = txn.xid();
-    let emitted = state.streamed_with_output.contains(&top);
-    if xid == top {
-        state.streamed_with_output.remove(&top);
-    }
+    let mut ended = if xid == top {
+        state.txns.finish(top)
+    } else {
+        None
+    };
+    let emitted = match &ended {
+        Some(record) => record.streamed_output,
+        None => state.txns.get(top).is_some_and(|r| r.streamed_output),
+    };
     update_progress(state, writer, !emitted);
     if emitted || !state.opts.skip_empty_xacts {
+        let bytes = match ended.as_mut() {
+            Some(record) => Some(&mut record.bytes_emitted),
+            None => state.txns.get(top).map(|r| &mut r.bytes_emitted),
+        };
         state
             .format
-            .stream_abort(output!(state, writer), top, xid, abort_lsn);
+            .stream_abort(&mut state.sink.output(writer, bytes), top, xid, abort_lsn);
     }
     state.live.touch();
     state.publish_stats();
@@ -82,15 +103,14 @@ pub fn stream_commit(
     commit_lsn: u64,
 ) {
     let xid = txn.xid();
-    let emitted = state.streamed_with_output.remove(&xid);
+    let mut record = state.txns.finish(xid).unwrap_or_default();
+    let emitted = record.streamed_output;
     update_progress(state, writer, !emitted);
     state.stats.streamed_txns += 1;
-    // Streamed changes were counted block by block.
-    state.txn.items_emitted = emitted as u64;
     if emitted || !state.opts.skip_empty_xacts {
         let timestamp = timestamptz_text(txn.commit_time());
         state.format.stream_commit(
-            output!(state, writer),
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
             xid,
             commit_lsn,
             txn.end_lsn(),
@@ -98,7 +118,7 @@ pub fn stream_commit(
             txn.commit_time(),
         );
     }
-    state.finish_txn_stats(txn);
+    state.finish_txn_stats(txn, &record, emitted);
 }
 
 /// A transaction being decoded at PREPARE time starts. Prepared
@@ -119,20 +139,24 @@ pub fn prepare(
     prepare_lsn: u64,
     streamed: bool,
 ) {
-    let emitted = streamed && state.streamed_with_output.remove(&txn.xid());
+    let mut record = state.txns.finish(txn.xid()).unwrap_or_default();
     update_progress(state, writer, false);
     let timestamp = timestamptz_text(txn.commit_time());
     let prepared = prepared_txn(txn, &timestamp);
-    state
-        .format
-        .prepare(output!(state, writer), &prepared, prepare_lsn, streamed);
-    if streamed {
+    state.format.prepare(
+        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+        &prepared,
+        prepare_lsn,
+        streamed,
+    );
+    let emitted = if streamed {
         state.stats.streamed_txns += 1;
-        // Streamed changes were counted block by block.
-        state.txn.items_emitted = emitted as u64;
-    }
+        record.streamed_output
+    } else {
+        record.items_emitted > 0
+    };
     state.stats.prepared_txns += 1;
-    state.finish_txn_stats(txn);
+    state.finish_txn_stats(txn, &record, emitted);
 }
 
 /// COMMIT PREPARED.
@@ -164,8 +188,6 @@ pub fn rollback_prepared(state: &mut DecodingState, writer: &mut Writer<'_>, txn
     );
 }
 
-use crate::output::control::TwoPhaseEvent;
-
 fn prepared_txn<'a>(txn: Txn<'a>, timestamp: &'a [u8]) -> PreparedTxn<'a> {
     PreparedTxn {
         xid: txn.xid(),
@@ -185,7 +207,8 @@ fn two_phase(
 ) {
     let timestamp = timestamptz_text(txn.commit_time());
     let prepared = prepared_txn(txn, &timestamp);
+    // The transaction was counted at its PREPARE.
     state
         .format
-        .two_phase(output!(state, writer), event, &prepared, lsn);
+        .two_phase(&mut state.sink.output(writer, None), event, &prepared, lsn);
 }

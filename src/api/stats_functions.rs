@@ -2,7 +2,7 @@
 //! `worst_transactions()`, `reset_stats()`), the `decoding_stats()` view
 //! function over them, and the live view `pending_transactions()` over
 //! `_pending_transactions()`. The counting and the shared-memory table are
-//! `stats.rs` and `stats/`.
+//! `src/stats.rs` and `src/stats/`.
 
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgSqlErrorCode};

@@ -3,6 +3,8 @@
 //! callback shims call it from `filter_by_origin_cb` and from the WAL
 //! reader's page callback.
 
+use std::collections::HashSet;
+
 use crate::pg::handles::Writer;
 use crate::pg::port::{current_timestamp, my_pid};
 use crate::plugin::state::DecodingState;
@@ -39,9 +41,17 @@ fn publish(state: &mut DecodingState, reorder_buffer_bytes: u64, now: i64) {
     if state.slot.name().is_empty() {
         return;
     }
-    let view = state
-        .live
-        .sample(now, my_pid(), reorder_buffer_bytes, &state.live_scratch);
+    // Records of transactions PostgreSQL discarded without a callback go.
+    let pending: HashSet<u32> = state.live_scratch.iter().map(|t| t.xid).collect();
+    state.txns.retain_pending(&pending);
+    let txns = &state.txns;
+    let view = state.live.sample(
+        now,
+        my_pid(),
+        reorder_buffer_bytes,
+        &state.live_scratch,
+        |xid| txns.changes_streamed(xid),
+    );
     stats::publish_live(&state.slot, &view);
 }
 
