@@ -426,6 +426,15 @@ impl TestDb {
         db
     }
 
+    /// [`Self::new`], then `ddl` (the tables of the test), then
+    /// [`Self::create_slot_pair`]: the opening of most differential tests.
+    pub fn with_slot_pair(name: &str, ddl: &str) -> (TestDb, SlotPair) {
+        let mut db = TestDb::new(name);
+        db.exec(ddl);
+        let slots = db.create_slot_pair();
+        (db, slots)
+    }
+
     /// Runs SQL with the simple-query protocol. A string of several
     /// statements without BEGIN/COMMIT is one transaction.
     pub fn exec(&mut self, sql: &str) {
@@ -710,6 +719,16 @@ impl TestDb {
                 failures.join("\n\n")
             );
         }
+    }
+}
+
+impl TestDb {
+    /// [`Self::compare_all`] over the whole [`option_matrix`] plus the
+    /// format 1 `include-pk` cases restricted to `add_tables`.
+    pub fn compare_matrix_and_pk(&mut self, slots: &SlotPair, add_tables: &str) {
+        let mut cases = option_matrix();
+        cases.extend(v1_include_pk_cases(add_tables));
+        self.compare_all(slots, &cases);
     }
 }
 

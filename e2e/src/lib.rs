@@ -18,7 +18,15 @@
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
-//!   query file, scraped over loopback.
+//!   query file, scraped over loopback;
+//! - [`pgoutput`]: pgoutput's binary protocol decoded, pubjson's format 2
+//!   and test_decoding read, both streams compared, and the scenario
+//!   harness of the pgoutput differential suite (`tests/publications.rs`);
+//! - [`conflicts`]: where the extra clusters of the conflicts suite (a
+//!   subscriber, standbys, primaries of their own) live, and shorthands for
+//!   the main test cluster;
+//! - [`reliability`]: the reliability suite's private cluster, which its
+//!   tests crash and restart one at a time.
 //!
 //! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
 //! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
@@ -27,10 +35,13 @@
 //! "Tested examples" in docs/development.md).
 
 pub mod cluster;
+pub mod conflicts;
 pub mod differential;
 pub mod env;
 pub mod exporter;
+pub mod pgoutput;
 pub mod recvlogical;
+pub mod reliability;
 pub mod rng;
 pub mod server;
 pub mod wait;

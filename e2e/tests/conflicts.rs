@@ -7,9 +7,7 @@
 //! eval "$(scripts/cluster.sh env)" && cargo test -p pubjson-e2e --test conflicts`
 //! (as root: the extra clusters are started as the `postgres` OS user).
 
-mod conflicts_support;
-
-use conflicts_support::*;
+use pubjson_e2e::conflicts::*;
 use pubjson_e2e::{poll, scratch_dir, sqlstate, ExtraCluster, RecvLogical, Server, Standby};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

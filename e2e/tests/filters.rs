@@ -23,8 +23,8 @@ fn in_all_formats(label: &str, opts: &[(&str, &str)]) -> Vec<Case> {
 #[test]
 fn table_filters() {
     require_wal2json!();
-    let mut db = TestDb::new("filt");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "filt",
         r#"
         drop schema if exists e2e_filt2 cascade;
         create schema e2e_filt2;
@@ -41,7 +41,6 @@ fn table_filters() {
         create table e2e_filt."*" (id int primary key);
         "#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         "insert into e2e_filt.t1 values (1, 'a')",
         "insert into e2e_filt.t2 values (1, 'b')",
@@ -164,9 +163,8 @@ fn table_filters() {
 #[test]
 fn message_filters() {
     require_wal2json!();
-    let mut db = TestDb::new("msgfilt");
-    db.exec("create table e2e_msgfilt.t (id int primary key)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) =
+        TestDb::with_slot_pair("msgfilt", "create table e2e_msgfilt.t (id int primary key)");
     db.run(&[
         "select pg_logical_emit_message(true, 'pfx', 'in pfx')",
         "select pg_logical_emit_message(true, 'other', 'in other')",

@@ -7,10 +7,8 @@
 //! Each test has its own database `pubjson_f3_<name>`; slot creation is
 //! serialized with the other suites.
 
-mod pgoutput_proto;
-
-use pgoutput_proto::{decode_pgoutput, Item};
 use postgres::Client;
+use pubjson_e2e::pgoutput::{decode_pgoutput, Item};
 use pubjson_e2e::{
     complete_lines, drop_slot, poll, scratch_dir, serialize, server_major, RecvLogical, Server,
 };

@@ -138,9 +138,10 @@ fn slot_state(db: &mut TestDb, slot: &str) -> (String, String, bool) {
 #[test]
 fn bad_options_fail_cleanly_and_consume_nothing() {
     require_wal2json!();
-    let mut db = TestDb::new("opts");
-    db.exec("create table e2e_opts.t (id int primary key, v text)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "opts",
+        "create table e2e_opts.t (id int primary key, v text)",
+    );
     let good = case("good", &[("format-version", "2"), ("include-xids", "1")]);
     let good_full = good.with("", &[("skip-empty-xacts", "false")]);
 

@@ -217,14 +217,10 @@ fn run_random_workload(db: &mut TestDb, seed: u64, transactions: usize, first_id
 #[test]
 fn random_workloads() {
     require_wal2json!();
-    let mut db = TestDb::new("random");
-    db.exec(
-        "create table e2e_random.pk (id int primary key, i2 int2, i8 int8, f4 float4, f8 float8, n numeric, b bool,
+    let (mut db, slots) = TestDb::with_slot_pair("random", "create table e2e_random.pk (id int primary key, i2 int2, i8 int8, f4 float4, f8 float8, n numeric, b bool,
                                      tx text, vc varchar(10), by bytea, ts timestamp, j jsonb, ia int[], ta text[], big text);
          create table e2e_random.full (like e2e_random.pk);
-         alter table e2e_random.full replica identity full;",
-    );
-    let slots = db.create_slot_pair();
+         alter table e2e_random.full replica identity full;");
     for (i, seed) in [0x5eed_0001_u64, 0xdead_beef, 42].into_iter().enumerate() {
         run_random_workload(&mut db, seed, 60, 100_000 * i as i32 + 1);
     }

@@ -190,9 +190,10 @@ fn documents(text: &str) -> Vec<String> {
 #[test]
 fn option_without_value_means_true() {
     require_wal2json!();
-    let mut db = TestDb::new("recvpretty");
-    db.exec("create table e2e_recvpretty.t (id int primary key, v text)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "recvpretty",
+        "create table e2e_recvpretty.t (id int primary key, v text)",
+    );
     db.run(&[
         "insert into e2e_recvpretty.t values (1, 'a'), (2, 'tab\there')",
         "update e2e_recvpretty.t set v = 'b' where id = 1",

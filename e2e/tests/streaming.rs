@@ -13,7 +13,7 @@
 //! Sessions: several `pg_logical_slot_get_changes` calls cut inside open
 //! transactions; a prepared transaction streamed again by a later session
 //! before its COMMIT PREPARED; and, on the reliability suite's private
-//! cluster (`reliability_support`), pg_recvlogical reconnecting from the
+//! cluster (`pubjson_e2e::reliability`), pg_recvlogical reconnecting from the
 //! slot's confirmed position after the walsender is terminated
 //! (`pg_terminate_backend`), SIGKILLed (the postmaster then restarts every
 //! backend, as after a crash), or the server restarted with `-m immediate`,
@@ -1164,9 +1164,7 @@ fn prepared_transaction_streamed_again_after_a_new_session() {
 // cluster (see reliability.rs).
 // ---------------------------------------------------------------------------
 
-mod reliability_support;
-
-use reliability_support as rel;
+use pubjson_e2e::reliability as rel;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

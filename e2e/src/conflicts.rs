@@ -3,40 +3,38 @@
 //! clusters themselves, connections and waiting come from the support
 //! library.
 
-#![allow(dead_code)]
-
+use crate::{try_drop_slots, Server, Slots, Standby};
 use postgres::Client;
-use pubjson_e2e::{try_drop_slots, Server, Slots, Standby};
 use std::time::Duration;
 
 pub fn sub_root() -> String {
-    pubjson_e2e::cluster_dir("sub")
+    crate::cluster_dir("sub")
 }
 pub const SUB_PORT: u16 = 54332;
 pub fn standby_root() -> String {
-    pubjson_e2e::cluster_dir("standby")
+    crate::cluster_dir("standby")
 }
 pub const STANDBY_PORT: u16 = 54333;
 /// A primary of its own for the logical-slot-on-standby test (16+), so that
 /// nothing else on the main cluster holds back the catalog horizon.
 pub fn ls_primary_root() -> String {
-    pubjson_e2e::cluster_dir("lsprimary")
+    crate::cluster_dir("lsprimary")
 }
 pub const LS_PRIMARY_PORT: u16 = 54335;
 pub fn ls_standby_root() -> String {
-    pubjson_e2e::cluster_dir("lsstandby")
+    crate::cluster_dir("lsstandby")
 }
 pub const LS_STANDBY_PORT: u16 = 54336;
 
 /// The subscriber of the parallel apply test (16+).
 pub fn par_sub_root() -> String {
-    pubjson_e2e::cluster_dir("parsub")
+    crate::cluster_dir("parsub")
 }
 pub const PAR_SUB_PORT: u16 = 54338;
 
 /// A cluster of its own for the WAL-removal invalidation test.
 pub fn wal_root() -> String {
-    pubjson_e2e::cluster_dir("walremoved")
+    crate::cluster_dir("walremoved")
 }
 pub const WAL_PORT: u16 = 54337;
 

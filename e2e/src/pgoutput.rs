@@ -13,10 +13,8 @@
 //!   (one `pgoutput` slot, copies of it for the other plugins), everything
 //!   dropped at the end, even when the test panics.
 
-#![allow(dead_code)]
-
+use crate::{db_err, truncate, DbErr, Server};
 use postgres::Client;
-use pubjson_e2e::{db_err, truncate, DbErr, Server};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
