@@ -46,7 +46,7 @@ pub mod rng;
 pub mod server;
 pub mod wait;
 
-pub use cluster::{ExtraCluster, Standby};
+pub use cluster::{ExtraCluster, Place, Standby};
 pub use differential::*;
 pub use env::{
     cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
@@ -55,9 +55,9 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    db_err, describe_backend, describe_error, drop_slot, exec, one_string, server_major, sqlstate,
-    try_drop_slots, wait_clients_gone, wait_slot_released, Conn, DbErr, Server, Slots,
-    RELEASE_TIMEOUT,
+    db_err, describe_backend, describe_error, drop_slot, exec, one_string, rows, server_major,
+    sqlstate, try_drop_slots, wait_clients_gone, wait_replayed, wait_slot_released, wait_true,
+    Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
 

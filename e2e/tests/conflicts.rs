@@ -8,7 +8,7 @@
 //! (as root: the extra clusters are started as the `postgres` OS user).
 
 use pubjson_e2e::conflicts::*;
-use pubjson_e2e::{poll, scratch_dir, sqlstate, ExtraCluster, RecvLogical, Server, Standby};
+use pubjson_e2e::{poll, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -340,7 +340,7 @@ fn publication_risks_reports_each_condition() {
 /// the setting and the forced checkpoints would disturb the main cluster.
 #[test]
 fn slot_invalidated_by_wal_removal() {
-    let cl = ExtraCluster::start(&wal_root(), WAL_PORT);
+    let cl = WAL.start();
     let mut c = fresh_db(&cl.socket, cl.port, "waldb", true);
     let version = server_version(&mut c);
     // One statement per transaction: a slot cannot be created in a
@@ -469,7 +469,7 @@ fn subscription_status_with_parallel_apply() {
     )
     .expect("publisher setup");
 
-    let sub = ExtraCluster::start(&par_sub_root(), PAR_SUB_PORT);
+    let sub = PAR_SUB.start();
     let slot = "pubjson_conflicts_par";
     let _cleanup = SlotCleanup(slot.to_string());
     let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
@@ -566,7 +566,7 @@ fn subscription_disabled_by_insert_exists() {
     )
     .expect("publisher setup");
 
-    let sub = ExtraCluster::start(&sub_root(), SUB_PORT);
+    let sub = SUB.start();
     let slot = "pubjson_conflicts_sub";
     let _cleanup = SlotCleanup(slot.to_string());
     let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
@@ -1000,7 +1000,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         );
         return;
     }
-    let primary = ExtraCluster::start(&ls_primary_root(), LS_PRIMARY_PORT);
+    let primary = LS_PRIMARY.start();
     let mut p = fresh_db(&primary.socket, primary.port, "lsdb", true);
     p.batch_execute(
         "create table t (id int primary key, v text);
@@ -1008,7 +1008,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
          create publication lspub for table t;",
     )
     .expect("primary setup");
-    let sb = Standby::start_of(&primary.server(), &ls_standby_root(), LS_STANDBY_PORT);
+    let sb = LS_STANDBY.standby_of(&primary.server());
     let mut b = sb.connect("lsdb");
 
     // Creating a logical slot on a standby waits for a running-xacts record
@@ -1045,19 +1045,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         .query_one("select pg_current_wal_lsn()::text", &[])
         .expect("lsn")
         .get(0);
-    poll(
-        "standby replayed the insert",
-        Duration::from_secs(30),
-        || {
-            let r = b
-                .query_one(
-                    "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-                    &[&target],
-                )
-                .ok()?;
-            r.get::<_, bool>(0).then_some(())
-        },
-    );
+    wait_replayed(&mut b, "standby replayed the insert", &target);
     let n = b
         .query(
             "select data from pg_logical_slot_get_changes('ls_idle', NULL, NULL, 'format-version', '2')",
@@ -1089,15 +1077,13 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         &[],
         &[],
     );
-    poll("ls_active in use", Duration::from_secs(30), || {
-        let r = b
-            .query_one(
-                "select active from pg_replication_slots where slot_name = 'ls_active'",
-                &[],
-            )
-            .ok()?;
-        r.get::<_, bool>(0).then_some(())
-    });
+    wait_true(
+        &mut b,
+        "ls_active in use",
+        Duration::from_secs(30),
+        "select active from pg_replication_slots where slot_name = 'ls_active'",
+        &[],
+    );
 
     let slots_sql = "select confl_active_logicalslot, logical_slots, logical_slots_invalidated,
                             logical_slot_details::text, logical_slot_hint
@@ -1134,15 +1120,13 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
             p.batch_execute("create table conflict_test (x int)")
                 .expect("create");
             p.batch_execute("drop table conflict_test").expect("drop");
-            poll("a newer horizon", Duration::from_secs(10), || {
-                let r = p
-                    .query_one(
-                        "select pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8",
-                        &[&horizon],
-                    )
-                    .ok()?;
-                r.get::<_, bool>(0).then_some(())
-            });
+            wait_true(
+                &mut p,
+                "a newer horizon",
+                Duration::from_secs(10),
+                "select pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8",
+                &[&horizon],
+            );
             p.batch_execute("vacuum pg_class").expect("vacuum pg_class");
             p.batch_execute("insert into flush_wal default values")
                 .expect("insert");
@@ -1150,19 +1134,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
                 .query_one("select pg_current_wal_lsn()::text", &[])
                 .ok()?
                 .get(0);
-            poll(
-                "standby replayed the vacuum",
-                Duration::from_secs(30),
-                || {
-                    let r = b
-                        .query_one(
-                            "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-                            &[&lsn],
-                        )
-                        .ok()?;
-                    r.get::<_, bool>(0).then_some(())
-                },
-            );
+            wait_replayed(&mut b, "standby replayed the vacuum", &lsn);
             let _ = b.batch_execute("select pg_stat_clear_snapshot()");
             let r = b.query_one(slots_sql, &[]).ok()?;
             (r.get::<_, Option<i32>>(2) == Some(2) && r.get::<_, Option<i64>>(0) >= Some(1))
