@@ -8,7 +8,9 @@
 //! (as root: the extra clusters are started as the `postgres` OS user).
 
 use pubjson_e2e::conflicts::*;
-use pubjson_e2e::{poll, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server};
+use pubjson_e2e::{
+    poll, rows, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server,
+};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -531,12 +533,10 @@ fn subscription_status_with_parallel_apply() {
         },
     );
     println!("a parallel apply worker after {batch} transaction(s)");
-    let rows = s
-        .query(
-            "select subscription::text, worker_pid, parallel_apply_workers from pubjson.subscription_status()",
-            &[],
-        )
-        .expect("status");
+    let rows = rows(
+        &mut s,
+        "select subscription::text, worker_pid, parallel_apply_workers from pubjson.subscription_status()",
+    );
     assert_eq!(rows.len(), 1, "one row per subscription");
     assert_eq!(rows[0].get::<_, String>(0), "sub_par");
     assert_eq!(rows[0].get::<_, Option<i32>>(1), leader, "the leader's pid");

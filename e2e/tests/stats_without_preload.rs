@@ -3,7 +3,7 @@
 //! backend'`) and show what the calling backend decoded itself; another
 //! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
 
-use pubjson_e2e::{drop_slot, ExtraCluster};
+use pubjson_e2e::{drop_slot, rows, ExtraCluster};
 
 #[test]
 fn counters_fall_back_to_the_calling_backend() {
@@ -31,12 +31,10 @@ fn counters_fall_back_to_the_calling_backend() {
         db.batch_execute(sql)
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    let decoded = db
-        .query(
-            "select data from pg_logical_slot_get_changes('nopreload', NULL, NULL, 'format-version', '2')",
-            &[],
-        )
-        .expect("decode");
+    let decoded = rows(
+        &mut db,
+        "select data from pg_logical_slot_get_changes('nopreload', NULL, NULL, 'format-version', '2')",
+    );
     assert_eq!(decoded.len(), 7, "B I I C, B I C");
     let row = db
         .query_one(
@@ -55,11 +53,9 @@ fn counters_fall_back_to_the_calling_backend() {
     );
 
     let mut other = cluster.connect("postgres");
-    let rows = other
-        .query("select * from pubjson.decoding_stats()", &[])
-        .expect("stats in another session");
+    let seen = rows(&mut other, "select * from pubjson.decoding_stats()");
     assert!(
-        rows.is_empty(),
+        seen.is_empty(),
         "another backend sees the decoding session's counters"
     );
 
@@ -83,11 +79,9 @@ fn counters_fall_back_to_the_calling_backend() {
         .get(0);
     assert_eq!(decoded, 1, "the recreated slot starts from zero");
     drop_slot(&mut db, "nopreload");
-    let rows = db
-        .query("select * from pubjson.decoding_stats()", &[])
-        .expect("stats after the drop");
+    let left = rows(&mut db, "select * from pubjson.decoding_stats()");
     assert!(
-        rows.is_empty(),
+        left.is_empty(),
         "a dropped slot is gone from the statistics"
     );
     println!("without preload: the decoding session sees its counters, another session none");
