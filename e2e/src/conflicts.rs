@@ -3,7 +3,7 @@
 //! clusters themselves, connections and waiting come from the support
 //! library.
 
-use crate::{try_drop_slots, Place, Server, Slots, Standby};
+use crate::{try_drop_slots, ExtraCluster, Place, Server, Slots, Standby};
 use postgres::Client;
 use std::time::Duration;
 
@@ -51,6 +51,18 @@ pub fn fresh_db(host: &str, port: u16, db: &str, extension: bool) -> Client {
 /// A standby of the main cluster at [`STANDBY`].
 pub fn standby_of_main() -> Standby {
     STANDBY.standby_of(&Server::main())
+}
+
+/// A subscriber of the main cluster at `place`: a fresh database `subdb`
+/// with pubjson and `ddl` (its tables), for a subscription whose slot on the
+/// main cluster is `slot`. Bound as `let (cluster, cleanup, client)`, they
+/// drop in reverse: the connection, then the slot, then the cluster.
+pub fn subscriber(place: Place, slot: &str, ddl: &str) -> (ExtraCluster, SlotCleanup, Client) {
+    let cluster = place.start();
+    let cleanup = SlotCleanup(slot.to_string());
+    let mut client = cluster.server().fresh_database_with_pubjson("subdb");
+    crate::exec(&mut client, ddl);
+    (cluster, cleanup, client)
 }
 
 /// Drops a replication slot on the main cluster on drop (if it exists).

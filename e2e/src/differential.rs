@@ -82,10 +82,10 @@ pub fn wal2json_installed() -> bool {
 macro_rules! require_wal2json {
     () => {
         if !$crate::wal2json_installed() {
-            // The test harness names each test's thread after the test.
-            let thread = std::thread::current();
-            let test = format!("{}::{}", module_path!(), thread.name().unwrap_or("?"));
-            $crate::note_skip(&test, "wal2json is not installed for this server");
+            $crate::note_skip(
+                &$crate::env::current_test(module_path!()),
+                "wal2json is not installed for this server",
+            );
             return;
         }
     };

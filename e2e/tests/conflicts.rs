@@ -454,13 +454,11 @@ fn subscription_status_with_parallel_apply() {
     let (host, port) = main_cluster();
     let mut publ = fresh_db(&host, port, "pubjson_conflicts_par", true);
     let version = server_version(&mut publ);
-    if version < 160000 {
-        pubjson_e2e::note_skip(
-            "conflicts::subscription_status_with_parallel_apply",
-            "no parallel apply before PostgreSQL 16",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        version / 10000,
+        16,
+        "no parallel apply before PostgreSQL 16"
+    );
     // Every change is streamed (this database only: the walsender applies
     // the database's settings), so every transaction goes to a parallel
     // apply worker.
@@ -471,12 +469,9 @@ fn subscription_status_with_parallel_apply() {
     )
     .expect("publisher setup");
 
-    let sub = PAR_SUB.start();
     let slot = "pubjson_conflicts_par";
-    let _cleanup = SlotCleanup(slot.to_string());
-    let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
-    s.batch_execute("create table t (id int primary key, v text)")
-        .expect("subscriber table");
+    let (_sub, _cleanup, mut s) =
+        subscriber(PAR_SUB, slot, "create table t (id int primary key, v text)");
     s.batch_execute(&format!(
         "create subscription sub_par
            connection 'host={host} port={port} user=postgres dbname=pubjson_conflicts_par'
@@ -566,12 +561,9 @@ fn subscription_disabled_by_insert_exists() {
     )
     .expect("publisher setup");
 
-    let sub = SUB.start();
     let slot = "pubjson_conflicts_sub";
-    let _cleanup = SlotCleanup(slot.to_string());
-    let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
-    s.batch_execute("create table t (id int primary key, v text)")
-        .expect("subscriber table");
+    let (_sub, _cleanup, mut s) =
+        subscriber(SUB, slot, "create table t (id int primary key, v text)");
     s.batch_execute(&format!(
         "create subscription sub_conflicts
            connection 'host={host} port={port} user=postgres dbname=pubjson_conflicts_pub'
@@ -993,13 +985,11 @@ fn permissions_follow_pg_monitor() {
 fn standby_logical_slot_invalidated_by_recovery_conflict() {
     let started = Instant::now();
     let version = server_version(&mut connect_main("postgres"));
-    if version < 160000 {
-        pubjson_e2e::note_skip(
-            "conflicts::standby_logical_slot_invalidated_by_recovery_conflict",
-            "no logical decoding on a standby before PostgreSQL 16",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        version / 10000,
+        16,
+        "no logical decoding on a standby before PostgreSQL 16"
+    );
     let primary = LS_PRIMARY.start();
     let mut p = fresh_db(&primary.socket, primary.port, "lsdb", true);
     p.batch_execute(

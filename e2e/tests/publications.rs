@@ -421,13 +421,11 @@ fn column_lists() {
 fn generated_columns_18() {
     let _serial = serialize();
     let mut sc = Scenario::new("gencols18");
-    if sc.server_major() < 18 {
-        pubjson_e2e::note_skip(
-            "publications::generated_columns_18",
-            "publish_generated_columns is new in PostgreSQL 18",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        sc.server_major(),
+        18,
+        "publish_generated_columns is new in PostgreSQL 18"
+    );
     sc.exec(
         "create table g (id int primary key, a int,
                          s int generated always as (a * 2) stored,

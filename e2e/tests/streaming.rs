@@ -930,13 +930,11 @@ fn two_phase_through_pg_recvlogical() {
 #[test]
 fn immediate_streaming_of_small_transactions() {
     let mut db = TestDb::new("stream_now");
-    if db.server_major() < 16 {
-        pubjson_e2e::note_skip(
-            "streaming::immediate_streaming_of_small_transactions",
-            "debug_logical_replication_streaming is new in PostgreSQL 16",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        db.server_major(),
+        16,
+        "debug_logical_replication_streaming is new in PostgreSQL 16"
+    );
     let table = format!("{}.t", db.schema);
     let slot = format!("{}_slot", db.schema);
     db.exec(&format!(
