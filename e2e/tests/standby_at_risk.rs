@@ -201,10 +201,7 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
                 r.get(7),
             )
         };
-        let mut mon = sb
-            .server()
-            .try_connect("riskdb", "risk_monitor")
-            .expect("connect risk_monitor");
+        let mut mon = sb.server().connect_as("riskdb", "risk_monitor");
         let seen = get(&mut mon);
         assert_eq!(
             (
@@ -222,10 +219,7 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
             "pg_monitor: {seen:?}"
         );
         assert!(seen.5.is_some(), "pg_monitor sees a budget: {seen:?}");
-        let mut u = sb
-            .server()
-            .try_connect("riskdb", "risk_reader")
-            .expect("connect risk_reader");
+        let mut u = sb.server().connect_as("riskdb", "risk_reader");
         let hidden = get(&mut u);
         assert_eq!(
             (
@@ -287,10 +281,7 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
     // An unprivileged role (EXECUTE granted, no pg_read_all_stats): the row,
     // but neither b's query text nor the startup process's wait event.
     {
-        let mut u = sb
-            .server()
-            .try_connect("riskdb", "risk_reader")
-            .expect("connect risk_reader");
+        let mut u = sb.server().connect_as("riskdb", "risk_reader");
         let rows = at_risk(&mut u);
         let row = rows.iter().find(|x| x.pid == b_pid).expect("b listed");
         assert_eq!(row.query.as_deref(), Some("<insufficient privilege>"));
