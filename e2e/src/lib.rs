@@ -55,9 +55,9 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    db_err, describe_backend, describe_error, drop_slot, exec, one_string, rows, server_major,
-    sqlstate, try_drop_slots, wait_clients_gone, wait_replayed, wait_slot_released, wait_true,
-    Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
+    db_err, describe_backend, describe_error, drop_slot, exec, one_row, one_string, rows,
+    server_major, sqlstate, try_drop_slots, wait_clients_gone, wait_replayed, wait_slot_released,
+    wait_true, Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
 

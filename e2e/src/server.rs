@@ -419,6 +419,14 @@ pub fn one_string(client: &mut Client, sql: &str) -> String {
     }
 }
 
+/// The single row `sql` returns (extended protocol, no parameters); panics
+/// with the server's error or when there is not exactly one row.
+pub fn one_row(client: &mut Client, sql: &str) -> Row {
+    client
+        .query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)))
+}
+
 /// The rows `sql` returns (extended protocol, no parameters); panics with
 /// the server's error.
 pub fn rows(client: &mut Client, sql: &str) -> Vec<Row> {

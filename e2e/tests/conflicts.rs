@@ -9,7 +9,7 @@
 
 use pubjson_e2e::conflicts::*;
 use pubjson_e2e::{
-    poll, rows, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server,
+    one_row, poll, rows, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server,
 };
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -626,12 +626,10 @@ fn subscription_disabled_by_insert_exists() {
             },
         );
         println!("PG18 conflict counters after update/delete of missing rows: {c:?}");
-        let r = s
-            .query_one(
-                "select enabled, apply_error_count, worker_pid is not null from pubjson.subscription_status()",
-                &[],
-            )
-            .expect("status");
+        let r = one_row(
+            &mut s,
+            "select enabled, apply_error_count, worker_pid is not null from pubjson.subscription_status()",
+        );
         assert!(r.get::<_, bool>(0), "missing rows do not stop apply");
         assert_eq!(r.get::<_, i64>(1), 0, "missing rows are not errors");
         assert!(r.get::<_, bool>(2), "apply worker still running");

@@ -3,7 +3,7 @@
 //! backend'`) and show what the calling backend decoded itself; another
 //! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
 
-use pubjson_e2e::{drop_slot, rows, ExtraCluster};
+use pubjson_e2e::{drop_slot, one_row, rows, ExtraCluster};
 
 #[test]
 fn counters_fall_back_to_the_calling_backend() {
@@ -36,12 +36,10 @@ fn counters_fall_back_to_the_calling_backend() {
         "select data from pg_logical_slot_get_changes('nopreload', NULL, NULL, 'format-version', '2')",
     );
     assert_eq!(decoded.len(), 7, "B I I C, B I C");
-    let row = db
-        .query_one(
-            "select source, txns_decoded, changes_seen, changes_emitted from pubjson.decoding_stats() where slot_name = 'nopreload'",
-            &[],
-        )
-        .expect("stats in the decoding session");
+    let row = one_row(
+        &mut db,
+        "select source, txns_decoded, changes_seen, changes_emitted from pubjson.decoding_stats() where slot_name = 'nopreload'",
+    );
     assert_eq!(row.get::<_, String>(0), "this backend");
     assert_eq!(
         (
