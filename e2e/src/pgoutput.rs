@@ -49,10 +49,10 @@ pub struct Old {
 pub struct Change {
     /// I, U, D, T or M.
     pub action: char,
+    /// pubjson's `transformedfrom`: the action it was before.
+    pub transformed: Option<String>,
     /// `schema.table` (empty for M).
     pub relation: String,
-    /// pubjson's `transformedfrom`.
-    pub transformed: Option<String>,
     /// The new row without the unchanged-TOAST columns.
     pub new: Option<Cols>,
     /// pgoutput: columns sent as 'u' (unchanged TOAST).
