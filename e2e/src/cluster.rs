@@ -61,6 +61,35 @@ pub enum AtEnd {
     Stop,
 }
 
+/// Where an extra cluster of a suite lives: its directory under the
+/// cluster root ([`crate::cluster_dir`]) and its port. Every suite's
+/// clusters have names and ports of their own, so suites run at once.
+#[derive(Clone, Copy, Debug)]
+pub struct Place {
+    pub name: &'static str,
+    pub port: u16,
+}
+
+impl Place {
+    pub const fn new(name: &'static str, port: u16) -> Place {
+        Place { name, port }
+    }
+
+    pub fn root(self) -> String {
+        crate::cluster_dir(self.name)
+    }
+
+    /// [`ExtraCluster::start`] here.
+    pub fn start(self) -> ExtraCluster {
+        ExtraCluster::start(&self.root(), self.port)
+    }
+
+    /// [`Standby::start_of`] `primary` here.
+    pub fn standby_of(self, primary: &Server) -> Standby {
+        Standby::start_of(primary, &self.root(), self.port)
+    }
+}
+
 /// A cluster made by scripts/cluster.sh in `root` (data in `root/data`,
 /// socket in `root/socket`), listening on `port`.
 pub struct ExtraCluster {

@@ -82,10 +82,10 @@ pub fn wal2json_installed() -> bool {
 macro_rules! require_wal2json {
     () => {
         if !$crate::wal2json_installed() {
-            // The test harness names each test's thread after the test.
-            let thread = std::thread::current();
-            let test = format!("{}::{}", module_path!(), thread.name().unwrap_or("?"));
-            $crate::note_skip(&test, "wal2json is not installed for this server");
+            $crate::note_skip(
+                &$crate::env::current_test(module_path!()),
+                "wal2json is not installed for this server",
+            );
             return;
         }
     };
@@ -384,6 +384,10 @@ pub fn diff_rows(
 
 static SLOT_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// What a peek or get of a slot returned: its rows and the notices raised
+/// while decoding.
+pub type Decoded = Result<(Vec<Row>, Vec<String>), postgres::Error>;
+
 /// A serialized test with its own schema (dropped and recreated at start).
 pub struct TestDb {
     pub conn: Conn,
@@ -424,6 +428,15 @@ impl TestDb {
             "drop schema if exists {schema} cascade; create schema {schema}"
         ));
         db
+    }
+
+    /// [`Self::new`], then `ddl` (the tables of the test), then
+    /// [`Self::create_slot_pair`]: the opening of most differential tests.
+    pub fn with_slot_pair(name: &str, ddl: &str) -> (TestDb, SlotPair) {
+        let mut db = TestDb::new(name);
+        db.exec(ddl);
+        let slots = db.create_slot_pair();
+        (db, slots)
     }
 
     /// Runs SQL with the simple-query protocol. A string of several
@@ -548,29 +561,16 @@ impl TestDb {
 
     /// `pg_logical_slot_peek_changes(slot, NULL, NULL, VARIADIC opts)` and
     /// the notices raised while decoding.
-    pub fn peek(
-        &mut self,
-        slot: &str,
-        opts: &[(String, String)],
-    ) -> Result<(Vec<Row>, Vec<String>), postgres::Error> {
+    pub fn peek(&mut self, slot: &str, opts: &[(String, String)]) -> Decoded {
         self.changes("peek", slot, opts)
     }
 
     /// Like [`Self::peek`] but consumes (`pg_logical_slot_get_changes`).
-    pub fn get(
-        &mut self,
-        slot: &str,
-        opts: &[(String, String)],
-    ) -> Result<(Vec<Row>, Vec<String>), postgres::Error> {
+    pub fn get(&mut self, slot: &str, opts: &[(String, String)]) -> Decoded {
         self.changes("get", slot, opts)
     }
 
-    fn changes(
-        &mut self,
-        how: &str,
-        slot: &str,
-        opts: &[(String, String)],
-    ) -> Result<(Vec<Row>, Vec<String>), postgres::Error> {
+    fn changes(&mut self, how: &str, slot: &str, opts: &[(String, String)]) -> Decoded {
         self.conn.take_notices();
         let sql = format!(
             "select lsn::text, xid::text, data \
@@ -713,6 +713,16 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// [`Self::compare_all`] over the whole [`option_matrix`] plus the
+    /// format 1 `include-pk` cases restricted to `add_tables`.
+    pub fn compare_matrix_and_pk(&mut self, slots: &SlotPair, add_tables: &str) {
+        let mut cases = option_matrix();
+        cases.extend(v1_include_pk_cases(add_tables));
+        self.compare_all(slots, &cases);
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         // Best effort; keep the schema of a failed test for inspection.
@@ -775,48 +785,35 @@ pub fn option_matrix() -> Vec<Case> {
             opts.extend_from_slice(extra);
             case(&format!("v{fv} {label}"), &opts)
         };
+        // A label of `name` (value 1) and `name=value` words is its options.
+        let o = |label: &str| {
+            let opts: Vec<(&str, &str)> = label
+                .split(' ')
+                .map(|word| word.split_once('=').unwrap_or((word, "1")))
+                .collect();
+            c(label, &opts)
+        };
         cases.extend([
             c("defaults", &[]),
-            c("include-xids", &[("include-xids", "1")]),
-            c("include-timestamp", &[("include-timestamp", "1")]),
-            c("include-lsn", &[("include-lsn", "1")]),
-            c("include-origin", &[("include-origin", "1")]),
-            c("include-schemas=0", &[("include-schemas", "0")]),
-            c("include-types=0", &[("include-types", "0")]),
-            c("include-typmod=0", &[("include-typmod", "0")]),
-            c("include-type-oids", &[("include-type-oids", "1")]),
-            c(
-                "include-type-oids include-types=0",
-                &[("include-type-oids", "1"), ("include-types", "0")],
-            ),
-            c(
-                "include-domain-data-type",
-                &[("include-domain-data-type", "1")],
-            ),
-            c(
-                "include-domain-data-type include-typmod=0",
-                &[("include-domain-data-type", "1"), ("include-typmod", "0")],
-            ),
-            c(
-                "include-domain-data-type include-type-oids",
-                &[
-                    ("include-domain-data-type", "1"),
-                    ("include-type-oids", "1"),
-                ],
-            ),
-            c(
-                "include-column-positions",
-                &[("include-column-positions", "1")],
-            ),
-            c("include-not-null", &[("include-not-null", "1")]),
-            c(
-                "include-not-null include-types=0",
-                &[("include-not-null", "1"), ("include-types", "0")],
-            ),
-            c("include-default", &[("include-default", "1")]),
-            c("pretty-print", &[("pretty-print", "1")]),
-            c("actions=insert,delete", &[("actions", "insert,delete")]),
-            c("actions=truncate", &[("actions", "truncate")]),
+            o("include-xids"),
+            o("include-timestamp"),
+            o("include-lsn"),
+            o("include-origin"),
+            o("include-schemas=0"),
+            o("include-types=0"),
+            o("include-typmod=0"),
+            o("include-type-oids"),
+            o("include-type-oids include-types=0"),
+            o("include-domain-data-type"),
+            o("include-domain-data-type include-typmod=0"),
+            o("include-domain-data-type include-type-oids"),
+            o("include-column-positions"),
+            o("include-not-null"),
+            o("include-not-null include-types=0"),
+            o("include-default"),
+            o("pretty-print"),
+            o("actions=insert,delete"),
+            o("actions=truncate"),
             c("actions=''", &[("actions", "")]),
             c(
                 "actions=' update , truncate '",

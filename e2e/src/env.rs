@@ -101,6 +101,28 @@ pub fn soak() -> bool {
     std::env::var("PUBJSON_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// `suite::test` of the running test, for [`note_skip`]: the test harness
+/// names each test's thread after the test, and a suite's tests are at the
+/// top of its crate (`module` is the caller's `module_path!()`).
+#[doc(hidden)]
+pub fn current_test(module: &str) -> String {
+    let thread = std::thread::current();
+    format!("{module}::{}", thread.name().unwrap_or("?"))
+}
+
+/// First check of a test that needs PostgreSQL `$needed` or later: returns
+/// early, noting the skip with `$why`, when `$major` (the server's major
+/// version) is older.
+#[macro_export]
+macro_rules! require_major {
+    ($major:expr, $needed:expr, $why:expr) => {
+        if $major < $needed {
+            $crate::note_skip(&$crate::env::current_test(module_path!()), $why);
+            return;
+        }
+    };
+}
+
 /// Records a test that skipped its checks: on stderr and, when
 /// `PUBJSON_SKIP_LOG` names a file, there (scripts/test.sh counts them).
 pub fn note_skip(test: &str, reason: &str) {

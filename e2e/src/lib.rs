@@ -18,7 +18,15 @@
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
-//!   query file, scraped over loopback.
+//!   query file, scraped over loopback;
+//! - [`pgoutput`]: pgoutput's binary protocol decoded, pubjson's format 2
+//!   and test_decoding read, both streams compared, and the scenario
+//!   harness of the pgoutput differential suite (`tests/publications.rs`);
+//! - [`conflicts`]: where the extra clusters of the conflicts suite (a
+//!   subscriber, standbys, primaries of their own) live, and shorthands for
+//!   the main test cluster;
+//! - [`reliability`]: the reliability suite's private cluster, which its
+//!   tests crash and restart one at a time.
 //!
 //! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
 //! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
@@ -27,15 +35,18 @@
 //! "Tested examples" in docs/development.md).
 
 pub mod cluster;
+pub mod conflicts;
 pub mod differential;
 pub mod env;
 pub mod exporter;
+pub mod pgoutput;
 pub mod recvlogical;
+pub mod reliability;
 pub mod rng;
 pub mod server;
 pub mod wait;
 
-pub use cluster::{ExtraCluster, Standby};
+pub use cluster::{ExtraCluster, Place, Standby};
 pub use differential::*;
 pub use env::{
     cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
@@ -44,9 +55,9 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    db_err, describe_backend, describe_error, drop_slot, exec, one_string, server_major, sqlstate,
-    try_drop_slots, wait_clients_gone, wait_slot_released, Conn, DbErr, Server, Slots,
-    RELEASE_TIMEOUT,
+    db_err, describe_backend, describe_error, drop_slot, exec, one_row, one_string, rows,
+    server_major, sqlstate, try_drop_slots, wait_clients_gone, wait_replayed, wait_slot_released,
+    wait_true, Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
 

@@ -2,9 +2,10 @@
 //! cluster, fresh databases, and server errors as the tests compare them.
 
 use crate::env::pg_env;
-use crate::wait::retry;
+use crate::wait::{poll, retry};
 use postgres::error::DbError;
-use postgres::{Client, Config, NoTls, SimpleQueryMessage};
+use postgres::types::ToSql;
+use postgres::{Client, Config, NoTls, Row, SimpleQueryMessage};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -416,6 +417,49 @@ pub fn one_string(client: &mut Client, sql: &str) -> String {
         Ok(r) => r.get(0),
         Err(e) => panic!("{sql}: {}", describe_error(&e)),
     }
+}
+
+/// The single row `sql` returns (extended protocol, no parameters); panics
+/// with the server's error or when there is not exactly one row.
+pub fn one_row(client: &mut Client, sql: &str) -> Row {
+    client
+        .query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)))
+}
+
+/// The rows `sql` returns (extended protocol, no parameters); panics with
+/// the server's error.
+pub fn rows(client: &mut Client, sql: &str) -> Vec<Row> {
+    client
+        .query(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)))
+}
+
+/// Polls until `sql`, one boolean, is true; a failed query counts as not
+/// yet (a standby that is starting, a connection that is recovering).
+pub fn wait_true(
+    client: &mut Client,
+    what: &str,
+    timeout: Duration,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) {
+    poll(what, timeout, || {
+        let r = client.query_one(sql, params).ok()?;
+        r.get::<_, bool>(0).then_some(())
+    })
+}
+
+/// Waits (up to 30 s) until the standby behind `standby` has replayed the
+/// WAL up to `lsn` (`X/Y`); `what` names it in the timeout message.
+pub fn wait_replayed(standby: &mut Client, what: &str, lsn: &str) {
+    wait_true(
+        standby,
+        what,
+        Duration::from_secs(30),
+        "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+        &[&lsn],
+    )
 }
 
 /// `SEVERITY SQLSTATE: message` (plus detail) of a server error, or the

@@ -28,13 +28,9 @@ fn assert_data(db: &mut TestDb, slot: &str, c: &Case, expected: &[&str]) {
 #[test]
 fn numeric_data_types_as_string() {
     require_wal2json!();
-    let mut db = TestDb::new("cavnum");
-    db.exec(
-        "create table e2e_cavnum.num (id int primary key, i2 int2, i8 int8, o oid, f4 float4, f8 float8, n numeric, n2 numeric(5,2), t text);
+    let (mut db, slots) = TestDb::with_slot_pair("cavnum", "create table e2e_cavnum.num (id int primary key, i2 int2, i8 int8, o oid, f4 float4, f8 float8, n numeric, n2 numeric(5,2), t text);
          create table e2e_cavnum.full_t (n numeric, f float8);
-         alter table e2e_cavnum.full_t replica identity full;",
-    );
-    let slots = db.create_slot_pair();
+         alter table e2e_cavnum.full_t replica identity full;");
     db.run(&[
         "insert into e2e_cavnum.num values (1, -5, 9223372036854775807, 4294967295, 'NaN', '-Infinity', 1.500, 2.5, '12')",
         "insert into e2e_cavnum.num values (2, null, null, null, 'Infinity', 1e300, 'NaN', -0.01, null)",
@@ -339,9 +335,8 @@ fn v1_include_pk() {
 #[test]
 fn v1_non_transactional_message_after_several_changes() {
     require_wal2json!();
-    let mut db = TestDb::new("cavmsg");
-    db.exec("create table e2e_cavmsg.t (id int primary key)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) =
+        TestDb::with_slot_pair("cavmsg", "create table e2e_cavmsg.t (id int primary key)");
     db.run(&[
         "insert into e2e_cavmsg.t values (1), (2)",
         "select pg_logical_emit_message(false, 'p', 'after two changes')",
@@ -437,8 +432,8 @@ fn strings_at(change: &Value, key: &str, field: Option<&str>) -> Vec<Option<Stri
 #[test]
 fn quoted_type_names_are_valid_json() {
     require_wal2json!();
-    let mut db = TestDb::new("cavtypes");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "cavtypes",
         r#"
         drop schema if exists "E2e Cav Types" cascade;
         create schema "E2e Cav Types";
@@ -457,7 +452,6 @@ fn quoted_type_names_are_valid_json() {
         alter table e2e_cavtypes.t replica identity full;
         "#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         "insert into e2e_cavtypes.t values (1, 'a', 'x', '{a,b}', '{x}', 1)",
         "update e2e_cavtypes.t set m = 'b'",
@@ -586,11 +580,10 @@ fn quoted_type_names_are_valid_json() {
 #[test]
 fn default_expressions_with_quotes_are_valid_json() {
     require_wal2json!();
-    let mut db = TestDb::new("cavdef");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "cavdef",
         r#"create table e2e_cavdef."Quoted" (id serial primary key, note text default 'say "hi"', plain int default 1, nodefault int);"#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[r#"insert into e2e_cavdef."Quoted" default values"#]);
     let expected: Vec<Option<String>> = db
         .conn

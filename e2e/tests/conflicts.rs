@@ -7,10 +7,10 @@
 //! eval "$(scripts/cluster.sh env)" && cargo test -p pubjson-e2e --test conflicts`
 //! (as root: the extra clusters are started as the `postgres` OS user).
 
-mod conflicts_support;
-
-use conflicts_support::*;
-use pubjson_e2e::{poll, scratch_dir, sqlstate, ExtraCluster, RecvLogical, Server, Standby};
+use pubjson_e2e::conflicts::*;
+use pubjson_e2e::{
+    one_row, poll, rows, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server,
+};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -342,7 +342,7 @@ fn publication_risks_reports_each_condition() {
 /// the setting and the forced checkpoints would disturb the main cluster.
 #[test]
 fn slot_invalidated_by_wal_removal() {
-    let cl = ExtraCluster::start(&wal_root(), WAL_PORT);
+    let cl = WAL.start();
     let mut c = fresh_db(&cl.socket, cl.port, "waldb", true);
     let version = server_version(&mut c);
     // One statement per transaction: a slot cannot be created in a
@@ -454,13 +454,11 @@ fn subscription_status_with_parallel_apply() {
     let (host, port) = main_cluster();
     let mut publ = fresh_db(&host, port, "pubjson_conflicts_par", true);
     let version = server_version(&mut publ);
-    if version < 160000 {
-        pubjson_e2e::note_skip(
-            "conflicts::subscription_status_with_parallel_apply",
-            "no parallel apply before PostgreSQL 16",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        version / 10000,
+        16,
+        "no parallel apply before PostgreSQL 16"
+    );
     // Every change is streamed (this database only: the walsender applies
     // the database's settings), so every transaction goes to a parallel
     // apply worker.
@@ -471,12 +469,9 @@ fn subscription_status_with_parallel_apply() {
     )
     .expect("publisher setup");
 
-    let sub = ExtraCluster::start(&par_sub_root(), PAR_SUB_PORT);
     let slot = "pubjson_conflicts_par";
-    let _cleanup = SlotCleanup(slot.to_string());
-    let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
-    s.batch_execute("create table t (id int primary key, v text)")
-        .expect("subscriber table");
+    let (_sub, _cleanup, mut s) =
+        subscriber(PAR_SUB, slot, "create table t (id int primary key, v text)");
     s.batch_execute(&format!(
         "create subscription sub_par
            connection 'host={host} port={port} user=postgres dbname=pubjson_conflicts_par'
@@ -533,12 +528,10 @@ fn subscription_status_with_parallel_apply() {
         },
     );
     println!("a parallel apply worker after {batch} transaction(s)");
-    let rows = s
-        .query(
-            "select subscription::text, worker_pid, parallel_apply_workers from pubjson.subscription_status()",
-            &[],
-        )
-        .expect("status");
+    let rows = rows(
+        &mut s,
+        "select subscription::text, worker_pid, parallel_apply_workers from pubjson.subscription_status()",
+    );
     assert_eq!(rows.len(), 1, "one row per subscription");
     assert_eq!(rows[0].get::<_, String>(0), "sub_par");
     assert_eq!(rows[0].get::<_, Option<i32>>(1), leader, "the leader's pid");
@@ -568,12 +561,9 @@ fn subscription_disabled_by_insert_exists() {
     )
     .expect("publisher setup");
 
-    let sub = ExtraCluster::start(&sub_root(), SUB_PORT);
     let slot = "pubjson_conflicts_sub";
-    let _cleanup = SlotCleanup(slot.to_string());
-    let mut s = fresh_db(&sub.socket, sub.port, "subdb", true);
-    s.batch_execute("create table t (id int primary key, v text)")
-        .expect("subscriber table");
+    let (_sub, _cleanup, mut s) =
+        subscriber(SUB, slot, "create table t (id int primary key, v text)");
     s.batch_execute(&format!(
         "create subscription sub_conflicts
            connection 'host={host} port={port} user=postgres dbname=pubjson_conflicts_pub'
@@ -636,12 +626,10 @@ fn subscription_disabled_by_insert_exists() {
             },
         );
         println!("PG18 conflict counters after update/delete of missing rows: {c:?}");
-        let r = s
-            .query_one(
-                "select enabled, apply_error_count, worker_pid is not null from pubjson.subscription_status()",
-                &[],
-            )
-            .expect("status");
+        let r = one_row(
+            &mut s,
+            "select enabled, apply_error_count, worker_pid is not null from pubjson.subscription_status()",
+        );
         assert!(r.get::<_, bool>(0), "missing rows do not stop apply");
         assert_eq!(r.get::<_, i64>(1), 0, "missing rows are not errors");
         assert!(r.get::<_, bool>(2), "apply worker still running");
@@ -995,14 +983,12 @@ fn permissions_follow_pg_monitor() {
 fn standby_logical_slot_invalidated_by_recovery_conflict() {
     let started = Instant::now();
     let version = server_version(&mut connect_main("postgres"));
-    if version < 160000 {
-        pubjson_e2e::note_skip(
-            "conflicts::standby_logical_slot_invalidated_by_recovery_conflict",
-            "no logical decoding on a standby before PostgreSQL 16",
-        );
-        return;
-    }
-    let primary = ExtraCluster::start(&ls_primary_root(), LS_PRIMARY_PORT);
+    pubjson_e2e::require_major!(
+        version / 10000,
+        16,
+        "no logical decoding on a standby before PostgreSQL 16"
+    );
+    let primary = LS_PRIMARY.start();
     let mut p = fresh_db(&primary.socket, primary.port, "lsdb", true);
     p.batch_execute(
         "create table t (id int primary key, v text);
@@ -1010,7 +996,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
          create publication lspub for table t;",
     )
     .expect("primary setup");
-    let sb = Standby::start_of(&primary.server(), &ls_standby_root(), LS_STANDBY_PORT);
+    let sb = LS_STANDBY.standby_of(&primary.server());
     let mut b = sb.connect("lsdb");
 
     // Creating a logical slot on a standby waits for a running-xacts record
@@ -1047,19 +1033,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         .query_one("select pg_current_wal_lsn()::text", &[])
         .expect("lsn")
         .get(0);
-    poll(
-        "standby replayed the insert",
-        Duration::from_secs(30),
-        || {
-            let r = b
-                .query_one(
-                    "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-                    &[&target],
-                )
-                .ok()?;
-            r.get::<_, bool>(0).then_some(())
-        },
-    );
+    wait_replayed(&mut b, "standby replayed the insert", &target);
     let n = b
         .query(
             "select data from pg_logical_slot_get_changes('ls_idle', NULL, NULL, 'format-version', '2')",
@@ -1091,15 +1065,13 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         &[],
         &[],
     );
-    poll("ls_active in use", Duration::from_secs(30), || {
-        let r = b
-            .query_one(
-                "select active from pg_replication_slots where slot_name = 'ls_active'",
-                &[],
-            )
-            .ok()?;
-        r.get::<_, bool>(0).then_some(())
-    });
+    wait_true(
+        &mut b,
+        "ls_active in use",
+        Duration::from_secs(30),
+        "select active from pg_replication_slots where slot_name = 'ls_active'",
+        &[],
+    );
 
     let slots_sql = "select confl_active_logicalslot, logical_slots, logical_slots_invalidated,
                             logical_slot_details::text, logical_slot_hint
@@ -1136,15 +1108,13 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
             p.batch_execute("create table conflict_test (x int)")
                 .expect("create");
             p.batch_execute("drop table conflict_test").expect("drop");
-            poll("a newer horizon", Duration::from_secs(10), || {
-                let r = p
-                    .query_one(
-                        "select pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8",
-                        &[&horizon],
-                    )
-                    .ok()?;
-                r.get::<_, bool>(0).then_some(())
-            });
+            wait_true(
+                &mut p,
+                "a newer horizon",
+                Duration::from_secs(10),
+                "select pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8",
+                &[&horizon],
+            );
             p.batch_execute("vacuum pg_class").expect("vacuum pg_class");
             p.batch_execute("insert into flush_wal default values")
                 .expect("insert");
@@ -1152,19 +1122,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
                 .query_one("select pg_current_wal_lsn()::text", &[])
                 .ok()?
                 .get(0);
-            poll(
-                "standby replayed the vacuum",
-                Duration::from_secs(30),
-                || {
-                    let r = b
-                        .query_one(
-                            "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-                            &[&lsn],
-                        )
-                        .ok()?;
-                    r.get::<_, bool>(0).then_some(())
-                },
-            );
+            wait_replayed(&mut b, "standby replayed the vacuum", &lsn);
             let _ = b.batch_execute("select pg_stat_clear_snapshot()");
             let r = b.query_one(slots_sql, &[]).ok()?;
             (r.get::<_, Option<i32>>(2) == Some(2) && r.get::<_, Option<i64>>(0) >= Some(1))

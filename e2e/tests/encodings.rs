@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pubjson_e2e::{
-    complete_lines, connect, connect_db, describe_error, scratch_dir, serialize, wait_for, Conn,
-    RecvLogical, Server,
+    complete_lines, connect, connect_db, describe_error, rows, scratch_dir, serialize, wait_for,
+    Conn, RecvLogical, Server,
 };
 use serde_json::Value;
 
@@ -460,21 +460,21 @@ fn format_3_json_escapes_mean_their_characters() {
                 .unwrap_or_else(|e| panic!("{} insert: {}", s.encoding, describe_error(&e)));
         }
         // What the database holds, rendered by it and converted to UTF-8.
-        let expected: BTreeMap<i64, (Value, Value)> = db
-            .client
-            .query("select id, j::text, to_json(ja)::text from j3", &[])
-            .expect("read j3")
-            .iter()
-            .map(|r| {
-                let id: i32 = r.get(0);
-                let j: String = r.get(1);
-                let ja: String = r.get(2);
-                let parse = |t: &str| -> Value {
-                    serde_json::from_str(t).unwrap_or_else(|e| panic!("{e}: {t}"))
-                };
-                (id as i64, (parse(&j), parse(&ja)))
-            })
-            .collect();
+        let expected: BTreeMap<i64, (Value, Value)> = rows(
+            &mut db.client,
+            "select id, j::text, to_json(ja)::text from j3",
+        )
+        .iter()
+        .map(|r| {
+            let id: i32 = r.get(0);
+            let j: String = r.get(1);
+            let ja: String = r.get(2);
+            let parse = |t: &str| -> Value {
+                serde_json::from_str(t).unwrap_or_else(|e| panic!("{e}: {t}"))
+            };
+            (id as i64, (parse(&j), parse(&ja)))
+        })
+        .collect();
         assert_eq!(expected.len(), docs.len());
         assert_eq!(expected[&0].1.as_array().map(Vec::len), Some(129));
 

@@ -23,8 +23,8 @@ fn in_all_formats(label: &str, opts: &[(&str, &str)]) -> Vec<Case> {
 #[test]
 fn table_filters() {
     require_wal2json!();
-    let mut db = TestDb::new("filt");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "filt",
         r#"
         drop schema if exists e2e_filt2 cascade;
         create schema e2e_filt2;
@@ -41,7 +41,6 @@ fn table_filters() {
         create table e2e_filt."*" (id int primary key);
         "#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         "insert into e2e_filt.t1 values (1, 'a')",
         "insert into e2e_filt.t2 values (1, 'b')",
@@ -68,60 +67,48 @@ fn table_filters() {
         "create table e2e_filt.ddl_only (a int)",
     ]);
     let mut cases = Vec::new();
-    for (label, opts) in [
-        ("filter-tables one", &[("filter-tables", "e2e_filt.t1")][..]),
+    // One option each (the first word of the label), then combinations.
+    for (label, value) in [
+        ("filter-tables one", "e2e_filt.t1"),
         (
             "filter-tables two with spaces",
-            &[("filter-tables", " e2e_filt.t1 ,  e2e_filt2.t1 ")],
+            " e2e_filt.t1 ,  e2e_filt2.t1 ",
         ),
-        ("filter-tables *.t1", &[("filter-tables", "*.t1")]),
-        ("filter-tables schema.*", &[("filter-tables", "e2e_filt.*")]),
-        ("filter-tables *.*", &[("filter-tables", "*.*")]),
+        ("filter-tables *.t1", "*.t1"),
+        ("filter-tables schema.*", "e2e_filt.*"),
+        ("filter-tables *.*", "*.*"),
         (
             "filter-tables escaped dot and comma",
-            &[("filter-tables", r"e2e_filt.dot\.and\,comma")],
+            r"e2e_filt.dot\.and\,comma",
         ),
         (
             "filter-tables escaped space and backslash",
-            &[("filter-tables", r"e2e_filt.a\ b,e2e_filt.back\\slash")],
+            r"e2e_filt.a\ b,e2e_filt.back\\slash",
         ),
         (
             "filter-tables escaped star (a table named *)",
-            &[("filter-tables", r"e2e_filt.\*")],
+            r"e2e_filt.\*",
         ),
-        (
-            "filter-tables missing table",
-            &[("filter-tables", "e2e_filt.nosuch")],
-        ),
-        ("filter-tables empty", &[("filter-tables", "")]),
-        ("add-tables one", &[("add-tables", "e2e_filt.t2")]),
-        ("add-tables *.t1", &[("add-tables", "*.t1")]),
-        ("add-tables schema.*", &[("add-tables", "e2e_filt2.*")]),
+        ("filter-tables missing table", "e2e_filt.nosuch"),
+        ("filter-tables empty", ""),
+        ("add-tables one", "e2e_filt.t2"),
+        ("add-tables *.t1", "*.t1"),
+        ("add-tables schema.*", "e2e_filt2.*"),
         (
             "add-tables escaped",
-            &[(
-                "add-tables",
-                r"e2e_filt.dot\.and\,comma,e2e_filt.a\ b,e2e_filt.back\\slash",
-            )],
+            r"e2e_filt.dot\.and\,comma,e2e_filt.a\ b,e2e_filt.back\\slash",
         ),
-        ("add-tables escaped star", &[("add-tables", r"e2e_filt.\*")]),
-        (
-            "add-tables schema with a dot",
-            &[("add-tables", r"e2e_filt3\.s.t1")],
-        ),
-        (
-            "filter-tables schema with a dot",
-            &[("filter-tables", r"e2e_filt3\.s.*")],
-        ),
-        (
-            "add-tables unescaped dot in schema",
-            &[("add-tables", "e2e_filt3.s.t1")],
-        ),
-        ("add-tables empty", &[("add-tables", "")]),
-        (
-            "add-tables missing table",
-            &[("add-tables", "nosuch.nosuch")],
-        ),
+        ("add-tables escaped star", r"e2e_filt.\*"),
+        ("add-tables schema with a dot", r"e2e_filt3\.s.t1"),
+        ("filter-tables schema with a dot", r"e2e_filt3\.s.*"),
+        ("add-tables unescaped dot in schema", "e2e_filt3.s.t1"),
+        ("add-tables empty", ""),
+        ("add-tables missing table", "nosuch.nosuch"),
+    ] {
+        let name = label.split(' ').next().expect("a label");
+        cases.extend(in_all_formats(label, &[(name, value)]));
+    }
+    for (label, opts) in [
         (
             "add-tables and filter-tables",
             &[
@@ -164,9 +151,8 @@ fn table_filters() {
 #[test]
 fn message_filters() {
     require_wal2json!();
-    let mut db = TestDb::new("msgfilt");
-    db.exec("create table e2e_msgfilt.t (id int primary key)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) =
+        TestDb::with_slot_pair("msgfilt", "create table e2e_msgfilt.t (id int primary key)");
     db.run(&[
         "select pg_logical_emit_message(true, 'pfx', 'in pfx')",
         "select pg_logical_emit_message(true, 'other', 'in other')",

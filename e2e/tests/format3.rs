@@ -7,12 +7,11 @@
 //! Each test has its own database `pubjson_f3_<name>`; slot creation is
 //! serialized with the other suites.
 
-mod pgoutput_proto;
-
-use pgoutput_proto::{decode_pgoutput, Item};
 use postgres::Client;
+use pubjson_e2e::pgoutput::{decode_pgoutput, Item};
 use pubjson_e2e::{
-    complete_lines, drop_slot, poll, scratch_dir, serialize, server_major, RecvLogical, Server,
+    complete_lines, drop_slot, poll, rows, scratch_dir, serialize, server_major, RecvLogical,
+    Server,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -695,9 +694,7 @@ fn intervals_do_not_depend_on_interval_style() {
     exec(&mut c, "select txid_current()");
     // What PostgreSQL prints in the iso_8601 style.
     exec(&mut c, "set intervalstyle = iso_8601");
-    let expected: BTreeMap<i64, Value> = c
-        .query("select id, v::text from ti", &[])
-        .expect("ti")
+    let expected: BTreeMap<i64, Value> = rows(&mut c, "select id, v::text from ti")
         .iter()
         .map(|r| {
             let id: i32 = r.get(0);

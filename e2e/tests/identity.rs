@@ -1,13 +1,11 @@
 //! Differential tests: replica identities, key changes, TOAST and TRUNCATE.
 
-use pubjson_e2e::{option_matrix, require_wal2json, v1_include_pk_cases, TestDb};
+use pubjson_e2e::{require_wal2json, TestDb};
 
 #[test]
 fn replica_identities() {
     require_wal2json!();
-    let mut db = TestDb::new("replident");
-    db.exec(
-        "
+    let (mut db, slots) = TestDb::with_slot_pair("replident", "
         create table e2e_replident.pk_default (id int primary key, v text, n int);
         create table e2e_replident.no_pk (a int, b text);
         create table e2e_replident.full_pk (id int primary key, v text, n numeric);
@@ -25,9 +23,7 @@ fn replica_identities() {
         create table e2e_replident.nothing_no_pk (a int, v text);
         alter table e2e_replident.nothing_no_pk replica identity nothing;
         create table e2e_replident.multi_pk (a int, b text, c int not null, v text, primary key (b, a));
-        ",
-    );
-    let slots = db.create_slot_pair();
+        ");
     // (table, columns, first rows, more rows). The first column is an int key
     // (or the only identity); every unique column differs between the two
     // row sets.
@@ -121,11 +117,10 @@ fn replica_identities() {
         "update e2e_replident.multi_pk set a = a * 7, c = c + 1 where b = 'y'",
         "delete from e2e_replident.multi_pk where b = 'z'",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases(
+    db.compare_matrix_and_pk(
+        &slots,
         "e2e_replident.pk_default,e2e_replident.no_pk,e2e_replident.multi_pk",
-    ));
-    db.compare_all(&slots, &cases);
+    );
 }
 
 /// An expression giving a new value to column `col` of the tables above.
@@ -139,8 +134,8 @@ fn new_value(col: &str) -> String {
 #[test]
 fn toast() {
     require_wal2json!();
-    let mut db = TestDb::new("toast");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "toast",
         "
         create table e2e_toast.t (id int primary key, small int, big text, other text);
         create table e2e_toast.full_t (id int primary key, small int, big text);
@@ -150,7 +145,6 @@ fn toast() {
         alter table e2e_toast.ext alter column b set storage external;
         ",
     );
-    let slots = db.create_slot_pair();
     // > 100 kB of hex digits: stored out of line.
     let big = "(select string_agg(md5(i::text), '') from generate_series(1, 4000) i)";
     let big2 = "(select string_agg(md5((i * 7)::text), ' ') from generate_series(1, 3000) i)";
@@ -175,26 +169,20 @@ fn toast() {
         "delete from e2e_toast.full_t",
         "delete from e2e_toast.ext where id = 1",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases("e2e_toast.t,e2e_toast.ext"));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, "e2e_toast.t,e2e_toast.ext");
 }
 
 #[test]
 fn truncate() {
     require_wal2json!();
-    let mut db = TestDb::new("truncate");
-    db.exec(
-        "
+    let (mut db, slots) = TestDb::with_slot_pair("truncate", "
         create table e2e_truncate.a (id int primary key, v text);
         create table e2e_truncate.b (id int primary key, a_id int references e2e_truncate.a (id));
         create table e2e_truncate.c (id serial primary key);
         create table e2e_truncate.part (id int, k int, primary key (id, k)) partition by range (k);
         create table e2e_truncate.part_1 partition of e2e_truncate.part for values from (0) to (10);
         create table e2e_truncate.part_2 partition of e2e_truncate.part for values from (10) to (20);
-        ",
-    );
-    let slots = db.create_slot_pair();
+        ");
     db.run(&[
         "insert into e2e_truncate.a values (1, 'x'), (2, 'y')",
         "insert into e2e_truncate.b values (1, 1)",
@@ -214,9 +202,7 @@ fn truncate() {
         "begin; insert into e2e_truncate.c default values; truncate e2e_truncate.c; insert into e2e_truncate.c default values; commit",
         "truncate e2e_truncate.a, e2e_truncate.b, e2e_truncate.c",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases("e2e_truncate.*"));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, "e2e_truncate.*");
 }
 
 /// Old tuples written before ALTER TABLE: columns added since (with a
@@ -225,9 +211,7 @@ fn truncate() {
 #[test]
 fn columns_added_and_dropped_before_the_change() {
     require_wal2json!();
-    let mut db = TestDb::new("altered");
-    db.exec(
-        "
+    let (mut db, slots) = TestDb::with_slot_pair("altered", "
         create table e2e_altered.full_t (id int, gone text, v text);
         alter table e2e_altered.full_t replica identity full;
         create table e2e_altered.pk_t (id int primary key, gone text, v text);
@@ -237,9 +221,7 @@ fn columns_added_and_dropped_before_the_change() {
         alter table e2e_altered.pk_t drop column gone;
         alter table e2e_altered.full_t add column fast int default 5, add column fast_text text default 'dflt', add column plain int;
         alter table e2e_altered.pk_t add column fast int default 5, add column plain int;
-        ",
-    );
-    let slots = db.create_slot_pair();
+        ");
     db.run(&[
         // Rows stored before the ALTERs.
         "update e2e_altered.full_t set v = 'a2' where id = 1",
@@ -254,7 +236,5 @@ fn columns_added_and_dropped_before_the_change() {
         "insert into e2e_altered.full_t (id, v) values (5, 'e')",
         "delete from e2e_altered.full_t",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases("e2e_altered.pk_t"));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, "e2e_altered.pk_t");
 }

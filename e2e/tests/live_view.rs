@@ -8,7 +8,9 @@
 //! other session's query.
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, poll, retry, scratch_dir, RecvLogical, Server, TestDb};
+use pubjson_e2e::{
+    exec, one_string, poll, retry, scratch_dir, RecvLogical, Server, SlotGuard, TestDb,
+};
 use std::time::{Duration, Instant};
 
 /// Rows of the batch transaction: enough to spill past 64kB many times
@@ -145,6 +147,19 @@ fn setup(c: &mut Client) {
     );
 }
 
+/// The test's schema with a table `batch`, [`setup`], and a pubjson slot
+/// named after `suffix`: (the database, its schema, the slot, its guard).
+fn batch_db(name: &str, suffix: &str) -> (TestDb, String, String, SlotGuard) {
+    let mut db = TestDb::new(name);
+    let schema = db.schema.clone();
+    db.exec(&format!(
+        "create table {schema}.batch (id int primary key, pad text)"
+    ));
+    setup(&mut db.conn.client);
+    let (slot, guard) = db.create_slot("pubjson", suffix);
+    (db, schema, slot, guard)
+}
+
 fn start_decoder(slot: &str, name: &str, opts: &[&str]) -> RecvLogical {
     let dir = scratch_dir("live_view");
     let file = dir.join(format!("{name}.out"));
@@ -173,13 +188,7 @@ fn commit_to_emit_ms(c: &mut Client, slot: &str, xid: &str) -> Option<f64> {
 
 #[test]
 fn a_held_back_batch_is_shown_while_it_builds_up() {
-    let mut db = TestDb::new("live");
-    let schema = db.schema.clone();
-    db.exec(&format!(
-        "create table {schema}.batch (id int primary key, pad text)"
-    ));
-    setup(&mut db.conn.client);
-    let (slot, _guard) = db.create_slot("pubjson", "spill");
+    let (_db, schema, slot, _guard) = batch_db("live", "spill");
     let mut rl = start_decoder(&slot, "spill", &[]);
     let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
 
@@ -299,13 +308,7 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
 
 #[test]
 fn a_streamed_batch_counts_what_was_sent() {
-    let mut db = TestDb::new("live_stream");
-    let schema = db.schema.clone();
-    db.exec(&format!(
-        "create table {schema}.batch (id int primary key, pad text)"
-    ));
-    setup(&mut db.conn.client);
-    let (slot, _guard) = db.create_slot("pubjson", "stream");
+    let (_db, schema, slot, _guard) = batch_db("live_stream", "stream");
     let mut rl = start_decoder(&slot, "stream", &["streaming=on"]);
     let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
     let (mut batch, pid, xid) = open_batch(&schema, ROWS, 1);
@@ -321,13 +324,7 @@ fn a_streamed_batch_counts_what_was_sent() {
 
 #[test]
 fn sql_decoding_leaves_no_rows_behind() {
-    let mut db = TestDb::new("live_sql");
-    let schema = db.schema.clone();
-    db.exec(&format!(
-        "create table {schema}.batch (id int primary key, pad text)"
-    ));
-    setup(&mut db.conn.client);
-    let (slot, _guard) = db.create_slot("pubjson", "sql");
+    let (mut db, schema, slot, _guard) = batch_db("live_sql", "sql");
     let (mut open, _, xid) = open_batch(&schema, 100, 1);
     db.flush_wal();
     let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);

@@ -18,7 +18,7 @@
 
 use postgres::Client;
 use pubjson_e2e::{
-    exec, one_string, poll, scratch_dir, server_major, Exporter, RecvLogical, Server,
+    exec, one_string, poll, scratch_dir, server_major, wait_true, Exporter, RecvLogical, Server,
 };
 use std::time::{Duration, Instant};
 
@@ -154,18 +154,12 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
             server.host, server.port
         ),
     );
-    poll(
+    wait_true(
+        &mut sub,
         "the subscription's apply worker",
         Duration::from_secs(30),
-        || {
-            let r = sub
-                .query_one(
-                    "select worker_pid is not null from pubjson.subscription_status()",
-                    &[],
-                )
-                .ok()?;
-            r.get::<_, bool>(0).then_some(())
-        },
+        "select worker_pid is not null from pubjson.subscription_status()",
+        &[],
     );
     exec(&mut publ, "insert into replicated values (1, 'publisher')");
     poll(

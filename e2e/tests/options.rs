@@ -5,121 +5,131 @@
 use pubjson_e2e::{case, describe_error, diff_rows, require_wal2json, Case, TestDb};
 
 struct BadOption {
-    opts: &'static [(&'static str, &'static str)],
+    /// `name=value` words.
+    opts: &'static str,
     sqlstate: &'static str,
     message: &'static str,
     /// wal2json 2.5 fails the same way (false for pubjson/2.6-only options).
     same_in_wal2json: bool,
 }
 
+/// Whether wal2json fails the same way.
+const SAME: bool = true;
+const PUBJSON_ONLY: bool = false;
+
 const BAD: &[BadOption] = &[
     BadOption {
-        opts: &[("x", "y")],
+        opts: "x=y",
         sqlstate: "22023",
         message: r#"option "x" = "y" is unknown"#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("include-xids", "1"), ("format-version", "2"), ("nope", "")],
+        opts: "include-xids=1 format-version=2 nope=",
         sqlstate: "22023",
         message: r#"option "nope" = "" is unknown"#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("include-xids", "v")],
+        opts: "include-xids=v",
         sqlstate: "22023",
         message: r#"could not parse value "v" for parameter "include-xids""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("format-version", "2"), ("pretty-print", "maybe")],
+        opts: "format-version=2 pretty-print=maybe",
         sqlstate: "22023",
         message: r#"could not parse value "maybe" for parameter "pretty-print""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("include-types", "")],
+        opts: "include-types=",
         sqlstate: "22023",
         message: r#"could not parse value "" for parameter "include-types""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("format-version", "4")],
+        opts: "format-version=4",
         sqlstate: "0A000",
-        message: "client sent format_version=4 but we only support format 3 or lower",
-        same_in_wal2json: false,
+        message: r#"client sent format_version=4 but we only support format 3 or lower"#,
+        same_in_wal2json: PUBJSON_ONLY,
     },
     BadOption {
-        opts: &[("include-pk", "1"), ("format-version", "3")],
+        opts: "include-pk=1 format-version=3",
         sqlstate: "22023",
         message: r#"option "include-pk" does not apply to format-version 3"#,
-        same_in_wal2json: false,
+        same_in_wal2json: PUBJSON_ONLY,
     },
     BadOption {
-        opts: &[("format-version", "0")],
+        opts: "format-version=0",
         sqlstate: "0A000",
-        message: "client sent format_version=0 but we only support format 1 or higher",
-        same_in_wal2json: true,
+        message: r#"client sent format_version=0 but we only support format 1 or higher"#,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("format-version", "two")],
+        opts: "format-version=two",
         sqlstate: "22023",
         message: r#"could not parse value "two" for parameter "format-version""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("actions", "upsert")],
+        opts: "actions=upsert",
         sqlstate: "22023",
         message: r#"could not parse value "upsert" for parameter "actions""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("actions", "insert,,delete")],
+        opts: "actions=insert,,delete",
         sqlstate: "42602",
         message: r#"could not parse value "insert,,delete" for parameter "actions""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("add-tables", "nodot")],
+        opts: "add-tables=nodot",
         sqlstate: "42602",
         message: r#"could not parse value "nodot" for parameter "add-tables""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("filter-tables", "public.t,nodot")],
+        opts: "filter-tables=public.t,nodot",
         sqlstate: "42602",
         message: r#"could not parse value "public.t,nodot" for parameter "filter-tables""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("filter-msg-prefixes", "a,,b")],
+        opts: "filter-msg-prefixes=a,,b",
         sqlstate: "42602",
         message: r#"could not parse value "a,,b" for parameter "filter-msg-prefixes""#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     BadOption {
-        opts: &[("include-unchanged-toast", "1")],
+        opts: "include-unchanged-toast=1",
         sqlstate: "42602",
         message: r#"parameter "include-unchanged-toast" was deprecated"#,
-        same_in_wal2json: true,
+        same_in_wal2json: SAME,
     },
     // pubjson's own option, and wal2json 2.6's.
     BadOption {
-        opts: &[("skip-empty-xacts", "sometimes")],
+        opts: "skip-empty-xacts=sometimes",
         sqlstate: "22023",
         message: r#"could not parse value "sometimes" for parameter "skip-empty-xacts""#,
-        same_in_wal2json: false,
+        same_in_wal2json: PUBJSON_ONLY,
     },
     BadOption {
-        opts: &[("numeric-data-types-as-string", "2")],
+        opts: "numeric-data-types-as-string=2",
         sqlstate: "22023",
         message: r#"could not parse value "2" for parameter "numeric-data-types-as-string""#,
-        same_in_wal2json: false,
+        same_in_wal2json: PUBJSON_ONLY,
     },
 ];
 
 fn as_case(b: &BadOption) -> Case {
-    case(&format!("{:?}", b.opts), b.opts)
+    let opts: Vec<(&str, &str)> = b
+        .opts
+        .split(' ')
+        .map(|word| word.split_once('=').expect("name=value"))
+        .collect();
+    case(&format!("{opts:?}"), &opts)
 }
 
 /// (confirmed_flush_lsn, restart_lsn, active) of a slot.
@@ -138,9 +148,10 @@ fn slot_state(db: &mut TestDb, slot: &str) -> (String, String, bool) {
 #[test]
 fn bad_options_fail_cleanly_and_consume_nothing() {
     require_wal2json!();
-    let mut db = TestDb::new("opts");
-    db.exec("create table e2e_opts.t (id int primary key, v text)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "opts",
+        "create table e2e_opts.t (id int primary key, v text)",
+    );
     let good = case("good", &[("format-version", "2"), ("include-xids", "1")]);
     let good_full = good.with("", &[("skip-empty-xacts", "false")]);
 

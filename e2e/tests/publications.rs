@@ -6,7 +6,7 @@
 //! decodes the same WAL with both plugins:
 //!
 //! * pgoutput: `pg_logical_slot_peek_binary_changes(..., 'proto_version',
-//!   '1', 'publication_names', P)`, decoded by `pgoutput_proto`;
+//!   '1', 'publication_names', P)`, decoded by `pubjson_e2e::pgoutput`;
 //! * pubjson: `pg_logical_slot_peek_changes(..., 'format-version', '2',
 //!   'publication_names', P, 'include-types', '0', 'include-xids', '1')`.
 //!
@@ -23,9 +23,7 @@
 //! `--nocapture` prints the counts of every comparison;
 //! `PUBJSON_PUB_SHOW=1` also prints both decoded streams.
 
-mod pgoutput_proto;
-
-use pgoutput_proto::{decode_pgoutput, read_pubjson, xids, Check, Item, Scenario};
+use pubjson_e2e::pgoutput::{decode_pgoutput, read_pubjson, xids, Check, Item, Scenario};
 use pubjson_e2e::{
     complete_lines, db_err, scratch_dir, serialize, wait_slot_released, RecvLogical, Server,
 };
@@ -423,13 +421,11 @@ fn column_lists() {
 fn generated_columns_18() {
     let _serial = serialize();
     let mut sc = Scenario::new("gencols18");
-    if sc.server_major() < 18 {
-        pubjson_e2e::note_skip(
-            "publications::generated_columns_18",
-            "publish_generated_columns is new in PostgreSQL 18",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        sc.server_major(),
+        18,
+        "publish_generated_columns is new in PostgreSQL 18"
+    );
     sc.exec(
         "create table g (id int primary key, a int,
                          s int generated always as (a * 2) stored,
@@ -1040,7 +1036,7 @@ fn pg_recvlogical_stream() {
         .unwrap_or_else(|e| panic!("pgoutput: {e}"));
     let pg = decode_pgoutput(&pg).unwrap_or_else(|e| panic!("{e}"));
     let pj = read_pubjson(&streamed_lines).unwrap_or_else(|e| panic!("{e}"));
-    let stats = pgoutput_proto::compare_streams(&pg, &pj, None)
+    let stats = pubjson_e2e::pgoutput::compare_streams(&pg, &pj, None)
         .unwrap_or_else(|e| panic!("pg_recvlogical stream diverges from pgoutput: {e}"));
     println!(
         "[recvlogical] {} lines through pg_recvlogical in {:.2?}; {} transactions, {} changes compared",

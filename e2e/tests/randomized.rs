@@ -54,79 +54,62 @@ fn numeric(rng: &mut SeededRng) -> String {
 
 const COLUMNS: &str = "id, i2, i8, f4, f8, n, b, tx, vc, by, ts, j, ia, ta, big";
 
+/// NULL (`None`) 15% of the time, else `Some` of a value drawn after the
+/// coin toss.
+fn maybe<T>(rng: &mut SeededRng, value: impl FnOnce(&mut SeededRng) -> T) -> Option<T> {
+    if rng.chance(15) {
+        None
+    } else {
+        Some(value(rng))
+    }
+}
+
 fn random_row(rng: &mut SeededRng, id: i32) -> Vec<Box<dyn ToSql + Sync>> {
     let null = |rng: &mut SeededRng| rng.chance(15);
     let mut v: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(id)];
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(rng.next_u64() as i16)
-    }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(rng.next_u64() as i64)
-    }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(float(rng) as f32)
-    }));
-    v.push(Box::new(if null(rng) { None } else { Some(float(rng)) }));
-    v.push(Box::new(if null(rng) { None } else { Some(numeric(rng)) }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(rng.chance(50))
-    }));
-    v.push(Box::new(if null(rng) { None } else { Some(text(rng, 40)) }));
-    v.push(Box::new(if null(rng) { None } else { Some(text(rng, 10)) }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(
-            (0..rng.below(20))
-                .map(|_| rng.next_u64() as u8)
-                .collect::<Vec<u8>>(),
-        )
-    }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(format!(
+    v.push(Box::new(maybe(rng, |rng| rng.next_u64() as i16)));
+    v.push(Box::new(maybe(rng, |rng| rng.next_u64() as i64)));
+    v.push(Box::new(maybe(rng, |rng| float(rng) as f32)));
+    v.push(Box::new(maybe(rng, float)));
+    v.push(Box::new(maybe(rng, numeric)));
+    v.push(Box::new(maybe(rng, |rng| rng.chance(50))));
+    v.push(Box::new(maybe(rng, |rng| text(rng, 40))));
+    v.push(Box::new(maybe(rng, |rng| text(rng, 10))));
+    v.push(Box::new(maybe(rng, |rng| {
+        (0..rng.below(20))
+            .map(|_| rng.next_u64() as u8)
+            .collect::<Vec<u8>>()
+    })));
+    v.push(Box::new(maybe(rng, |rng| {
+        format!(
             "20{:02}-0{}-1{} 0{}:30:00.{}",
             rng.below(99),
             rng.below(9) + 1,
             rng.below(9),
             rng.below(9),
             rng.below(1_000_000)
-        ))
-    }));
-    v.push(Box::new(if null(rng) { None } else { Some(serde_json::json!({ "k": text(rng, 8), "n": rng.below(1000), "a": [rng.chance(50), null] }).to_string()) }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(
-            (0..rng.below(4))
-                .map(|_| rng.next_u64() as i32)
-                .collect::<Vec<i32>>(),
         )
-    }));
-    v.push(Box::new(if null(rng) {
-        None
-    } else {
-        Some(
-            (0..rng.below(4))
-                .map(|_| {
-                    if rng.chance(20) {
-                        None
-                    } else {
-                        Some(text(rng, 6))
-                    }
-                })
-                .collect::<Vec<Option<String>>>(),
-        )
-    }));
+    })));
+    v.push(Box::new(maybe(rng, |rng| {
+        serde_json::json!({ "k": text(rng, 8), "n": rng.below(1000), "a": [rng.chance(50), null] })
+            .to_string()
+    })));
+    v.push(Box::new(maybe(rng, |rng| {
+        (0..rng.below(4))
+            .map(|_| rng.next_u64() as i32)
+            .collect::<Vec<i32>>()
+    })));
+    v.push(Box::new(maybe(rng, |rng| {
+        (0..rng.below(4))
+            .map(|_| {
+                if rng.chance(20) {
+                    None
+                } else {
+                    Some(text(rng, 6))
+                }
+            })
+            .collect::<Vec<Option<String>>>()
+    })));
     // Sometimes large enough to be TOASTed (out of line).
     v.push(Box::new(if rng.chance(10) {
         Some(
@@ -217,14 +200,10 @@ fn run_random_workload(db: &mut TestDb, seed: u64, transactions: usize, first_id
 #[test]
 fn random_workloads() {
     require_wal2json!();
-    let mut db = TestDb::new("random");
-    db.exec(
-        "create table e2e_random.pk (id int primary key, i2 int2, i8 int8, f4 float4, f8 float8, n numeric, b bool,
+    let (mut db, slots) = TestDb::with_slot_pair("random", "create table e2e_random.pk (id int primary key, i2 int2, i8 int8, f4 float4, f8 float8, n numeric, b bool,
                                      tx text, vc varchar(10), by bytea, ts timestamp, j jsonb, ia int[], ta text[], big text);
          create table e2e_random.full (like e2e_random.pk);
-         alter table e2e_random.full replica identity full;",
-    );
-    let slots = db.create_slot_pair();
+         alter table e2e_random.full replica identity full;");
     for (i, seed) in [0x5eed_0001_u64, 0xdead_beef, 42].into_iter().enumerate() {
         run_random_workload(&mut db, seed, 60, 100_000 * i as i32 + 1);
     }

@@ -4,6 +4,7 @@
 
 use pubjson_e2e::{complete_lines, require_wal2json, scratch_dir, wait_for, RecvLogical, TestDb};
 use serde_json::Value;
+use std::path::Path;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -64,6 +65,31 @@ fn wait_until_confirmed(db: &mut TestDb, slot: &str, lines: &[String]) {
     );
 }
 
+/// pg_recvlogical streams `slot` into `file` while transactions `first` to
+/// `last` run; once the file has `commits` commits (those run before it
+/// started and not yet confirmed count too) and the slot has confirmed
+/// them, it is stopped and must have exited cleanly.
+fn stream_part(
+    db: &mut TestDb,
+    (slot, file): (&str, &Path),
+    opts: &[(&str, Option<&str>)],
+    (first, last): (i32, i32),
+    commits: usize,
+    part: &str,
+) {
+    let mut rl = RecvLogical::start(slot, file, opts, &[]);
+    run_transactions(db, first, last);
+    wait_for(&format!("{commits} commits in {part}"), TIMEOUT, || {
+        count_commits(&complete_lines(file)) == commits
+    });
+    wait_until_confirmed(db, slot, &complete_lines(file));
+    assert!(
+        rl.stop().success(),
+        "pg_recvlogical failed: {}",
+        rl.stderr()
+    );
+}
+
 #[test]
 fn stop_and_restart_loses_and_repeats_nothing() {
     let mut db = TestDb::new("recv");
@@ -78,33 +104,13 @@ fn stop_and_restart_loses_and_repeats_nothing() {
 
     // Phase 1: streaming while the transactions run.
     let file1 = dir.join("part1.jsonl");
-    let mut rl = RecvLogical::start(&slot, &file1, &opts, &[]);
-    run_transactions(&mut db, 1, 20);
-    wait_for("20 commits in part 1", TIMEOUT, || {
-        count_commits(&complete_lines(&file1)) == 20
-    });
-    wait_until_confirmed(&mut db, &slot, &complete_lines(&file1));
-    assert!(
-        rl.stop().success(),
-        "pg_recvlogical failed: {}",
-        rl.stderr()
-    );
+    stream_part(&mut db, (&slot, &file1), &opts, (1, 20), 20, "part 1");
 
     // Phase 2: transactions while nobody streams, then a restart from the
     // confirmed position while more run.
     run_transactions(&mut db, 21, 35);
     let file2 = dir.join("part2.jsonl");
-    let mut rl = RecvLogical::start(&slot, &file2, &opts, &[]);
-    run_transactions(&mut db, 36, 50);
-    wait_for("30 commits in part 2", TIMEOUT, || {
-        count_commits(&complete_lines(&file2)) == 30
-    });
-    wait_until_confirmed(&mut db, &slot, &complete_lines(&file2));
-    assert!(
-        rl.stop().success(),
-        "pg_recvlogical failed: {}",
-        rl.stderr()
-    );
+    stream_part(&mut db, (&slot, &file2), &opts, (36, 50), 30, "part 2");
 
     let (part1, part2) = (complete_lines(&file1), complete_lines(&file2));
     assert_eq!(
@@ -190,9 +196,10 @@ fn documents(text: &str) -> Vec<String> {
 #[test]
 fn option_without_value_means_true() {
     require_wal2json!();
-    let mut db = TestDb::new("recvpretty");
-    db.exec("create table e2e_recvpretty.t (id int primary key, v text)");
-    let slots = db.create_slot_pair();
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "recvpretty",
+        "create table e2e_recvpretty.t (id int primary key, v text)",
+    );
     db.run(&[
         "insert into e2e_recvpretty.t values (1, 'a'), (2, 'tab\there')",
         "update e2e_recvpretty.t set v = 'b' where id = 1",

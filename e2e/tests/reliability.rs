@@ -49,11 +49,9 @@
 //!   NaN/Infinity; formats 1 and 2, pretty and chunked; values equal
 //!   SELECT's text.
 
-mod reliability_support;
-
 use postgres::Client;
+use pubjson_e2e::reliability::*;
 use pubjson_e2e::{db_err, drop_slot, exec, lsn, one_string, soak, RecvLogical, SeededRng};
-use reliability_support::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

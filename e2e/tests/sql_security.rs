@@ -35,10 +35,8 @@
 //!   ordinary roles on every function; pg_read_all_stats members read the
 //!   statistics, pg_monitor members everything but reset_stats.
 
-mod conflicts_support;
-
-use conflicts_support::{connect_main, fresh_db, main_cluster};
 use postgres::Client;
+use pubjson_e2e::conflicts::{connect_main, fresh_db, main_cluster};
 use pubjson_e2e::{describe_error, drop_slot, sqlstate, Conn, ExtraCluster, Server, Standby};
 use std::collections::{BTreeMap, BTreeSet};
 

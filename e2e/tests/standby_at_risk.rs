@@ -201,32 +201,21 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
                 r.get(7),
             )
         };
-        let mut mon = sb
-            .server()
-            .try_connect("riskdb", "risk_monitor")
-            .expect("connect risk_monitor");
-        let seen = get(&mut mon);
+        // The limit, its value, whether it is unlimited, and the WAL source.
+        let limit = |t: &Cols| (t.0.clone(), t.1.clone(), t.2, t.3.clone());
+        let seen = get(&mut sb.server().connect_as("riskdb", "risk_monitor"));
         assert_eq!(
+            limit(&seen),
             (
-                seen.0.as_deref(),
-                seen.1.as_deref(),
-                seen.2,
-                seen.3.as_deref()
-            ),
-            (
-                Some("max_standby_streaming_delay"),
-                Some("00:00:08"),
+                Some("max_standby_streaming_delay".to_string()),
+                Some("00:00:08".to_string()),
                 Some(false),
-                Some("streaming")
+                Some("streaming".to_string())
             ),
             "pg_monitor: {seen:?}"
         );
         assert!(seen.5.is_some(), "pg_monitor sees a budget: {seen:?}");
-        let mut u = sb
-            .server()
-            .try_connect("riskdb", "risk_reader")
-            .expect("connect risk_reader");
-        let hidden = get(&mut u);
+        let hidden = get(&mut sb.server().connect_as("riskdb", "risk_reader"));
         assert_eq!(
             (
                 hidden.0.as_deref(),
@@ -287,10 +276,7 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
     // An unprivileged role (EXECUTE granted, no pg_read_all_stats): the row,
     // but neither b's query text nor the startup process's wait event.
     {
-        let mut u = sb
-            .server()
-            .try_connect("riskdb", "risk_reader")
-            .expect("connect risk_reader");
+        let mut u = sb.server().connect_as("riskdb", "risk_reader");
         let rows = at_risk(&mut u);
         let row = rows.iter().find(|x| x.pid == b_pid).expect("b listed");
         assert_eq!(row.query.as_deref(), Some("<insufficient privilege>"));

@@ -3,7 +3,7 @@
 //! backend'`) and show what the calling backend decoded itself; another
 //! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
 
-use pubjson_e2e::{drop_slot, ExtraCluster};
+use pubjson_e2e::{drop_slot, one_row, rows, ExtraCluster};
 
 #[test]
 fn counters_fall_back_to_the_calling_backend() {
@@ -31,19 +31,15 @@ fn counters_fall_back_to_the_calling_backend() {
         db.batch_execute(sql)
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    let decoded = db
-        .query(
-            "select data from pg_logical_slot_get_changes('nopreload', NULL, NULL, 'format-version', '2')",
-            &[],
-        )
-        .expect("decode");
+    let decoded = rows(
+        &mut db,
+        "select data from pg_logical_slot_get_changes('nopreload', NULL, NULL, 'format-version', '2')",
+    );
     assert_eq!(decoded.len(), 7, "B I I C, B I C");
-    let row = db
-        .query_one(
-            "select source, txns_decoded, changes_seen, changes_emitted from pubjson.decoding_stats() where slot_name = 'nopreload'",
-            &[],
-        )
-        .expect("stats in the decoding session");
+    let row = one_row(
+        &mut db,
+        "select source, txns_decoded, changes_seen, changes_emitted from pubjson.decoding_stats() where slot_name = 'nopreload'",
+    );
     assert_eq!(row.get::<_, String>(0), "this backend");
     assert_eq!(
         (
@@ -55,11 +51,9 @@ fn counters_fall_back_to_the_calling_backend() {
     );
 
     let mut other = cluster.connect("postgres");
-    let rows = other
-        .query("select * from pubjson.decoding_stats()", &[])
-        .expect("stats in another session");
+    let seen = rows(&mut other, "select * from pubjson.decoding_stats()");
     assert!(
-        rows.is_empty(),
+        seen.is_empty(),
         "another backend sees the decoding session's counters"
     );
 
@@ -83,11 +77,9 @@ fn counters_fall_back_to_the_calling_backend() {
         .get(0);
     assert_eq!(decoded, 1, "the recreated slot starts from zero");
     drop_slot(&mut db, "nopreload");
-    let rows = db
-        .query("select * from pubjson.decoding_stats()", &[])
-        .expect("stats after the drop");
+    let left = rows(&mut db, "select * from pubjson.decoding_stats()");
     assert!(
-        rows.is_empty(),
+        left.is_empty(),
         "a dropped slot is gone from the statistics"
     );
     println!("without preload: the decoding session sees its counters, another session none");

@@ -13,7 +13,7 @@
 //! Sessions: several `pg_logical_slot_get_changes` calls cut inside open
 //! transactions; a prepared transaction streamed again by a later session
 //! before its COMMIT PREPARED; and, on the reliability suite's private
-//! cluster (`reliability_support`), pg_recvlogical reconnecting from the
+//! cluster (`pubjson_e2e::reliability`), pg_recvlogical reconnecting from the
 //! slot's confirmed position after the walsender is terminated
 //! (`pg_terminate_backend`), SIGKILLed (the postmaster then restarts every
 //! backend, as after a crash), or the server restarted with `-m immediate`,
@@ -930,13 +930,11 @@ fn two_phase_through_pg_recvlogical() {
 #[test]
 fn immediate_streaming_of_small_transactions() {
     let mut db = TestDb::new("stream_now");
-    if db.server_major() < 16 {
-        pubjson_e2e::note_skip(
-            "streaming::immediate_streaming_of_small_transactions",
-            "debug_logical_replication_streaming is new in PostgreSQL 16",
-        );
-        return;
-    }
+    pubjson_e2e::require_major!(
+        db.server_major(),
+        16,
+        "debug_logical_replication_streaming is new in PostgreSQL 16"
+    );
     let table = format!("{}.t", db.schema);
     let slot = format!("{}_slot", db.schema);
     db.exec(&format!(
@@ -1164,9 +1162,7 @@ fn prepared_transaction_streamed_again_after_a_new_session() {
 // cluster (see reliability.rs).
 // ---------------------------------------------------------------------------
 
-mod reliability_support;
-
-use reliability_support as rel;
+use pubjson_e2e::reliability as rel;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

@@ -6,12 +6,11 @@ use pubjson_e2e::{case, connect, option_matrix, require_wal2json, TestDb};
 #[test]
 fn transaction_shapes() {
     require_wal2json!();
-    let mut db = TestDb::new("xact");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "xact",
         "create table e2e_xact.t (id int primary key, v text);
          create table e2e_xact.side (id int primary key);",
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         // Savepoints: rolled-back changes are absent.
         "begin;

@@ -1,13 +1,13 @@
 //! Differential tests: values of many data types, NULLs, defaults,
 //! generated and dropped columns, and identifiers that need quoting.
 
-use pubjson_e2e::{option_matrix, require_wal2json, v1_include_pk_cases, TestDb};
+use pubjson_e2e::{option_matrix, require_wal2json, TestDb};
 
 #[test]
 fn data_types() {
     require_wal2json!();
-    let mut db = TestDb::new("types");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "types",
         r#"
         drop type if exists public."E2eTypesMood" cascade;
         create type public."E2eTypesMood" as enum ('calm', 'tense');
@@ -34,7 +34,6 @@ fn data_types() {
         );
         "#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         // Ordinary values.
         r#"insert into e2e_types.t values (
@@ -86,9 +85,7 @@ fn data_types() {
         // An empty transaction (DDL only) in the middle.
         "create table e2e_types.ddl_only (a int)",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases("e2e_types.*"));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, "e2e_types.*");
 }
 
 #[test]
@@ -131,16 +128,14 @@ fn defaults_generated_and_dropped_columns() {
         "insert into e2e_defaults.nopk default values",
         "insert into e2e_defaults.nopk (a, b) values (null, 'x')",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases("e2e_defaults.*"));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, "e2e_defaults.*");
 }
 
 #[test]
 fn identifiers_needing_quotes() {
     require_wal2json!();
-    let mut db = TestDb::new("ident");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "ident",
         r#"
         drop schema if exists "My Schema" cascade;
         create schema "My Schema";
@@ -157,7 +152,6 @@ fn identifiers_needing_quotes() {
         create table e2e_ident."select" ("from" int primary key, "where" text);
         "#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         r#"insert into "My Schema"."Odd ""Name""" values (1, 's p', 'q"t', 3, 4, 'ü', 'U')"#,
         r#"insert into e2e_ident."dot.and,comma" values (1, 'x')"#,
@@ -170,17 +164,15 @@ fn identifiers_needing_quotes() {
         r#"delete from "My Schema"."Odd ""Name""""#,
         r#"truncate "My Schema"."Odd ""Name""", e2e_ident."dot.and,comma""#,
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases(r#"My\ Schema.*,e2e_ident.*"#));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, r#"My\ Schema.*,e2e_ident.*"#);
     db.exec(r#"drop schema "My Schema" cascade"#);
 }
 
 #[test]
 fn domains() {
     require_wal2json!();
-    let mut db = TestDb::new("domains");
-    db.exec(
+    let (mut db, slots) = TestDb::with_slot_pair(
+        "domains",
         r#"
         create domain e2e_domains.dbool as bool;
         create domain e2e_domains.di2 as int2;
@@ -207,7 +199,6 @@ fn domains() {
         );
         "#,
     );
-    let slots = db.create_slot_pair();
     db.run(&[
         r#"insert into e2e_domains.t values
             (1, true, -3, 42, 1.5, 'NaN', 1234.5, 'x "y"', 'abc', 'ab', '{1,NULL}', '{"k": [1, 2]}', 999, 7, '{t,f,NULL}', '{1.5,NaN}'),
@@ -215,9 +206,7 @@ fn domains() {
         "update e2e_domains.t set f8 = f8 * 2, b = not b, id = id + 10",
         "delete from e2e_domains.t where id = 12",
     ]);
-    let mut cases = option_matrix();
-    cases.extend(v1_include_pk_cases("e2e_domains.*"));
-    db.compare_all(&slots, &cases);
+    db.compare_matrix_and_pk(&slots, "e2e_domains.*");
 }
 
 /// Values are printed by the types' output functions, which read the
@@ -225,12 +214,8 @@ fn domains() {
 #[test]
 fn session_settings() {
     require_wal2json!();
-    let mut db = TestDb::new("settings");
-    db.exec(
-        "create table e2e_settings.t (id int primary key, f4 float4, f8 float8, d date, ts timestamp, tstz timestamptz,
-                                      iv interval, by bytea, m money, n numeric, ta timestamptz[])",
-    );
-    let slots = db.create_slot_pair();
+    let (mut db, slots) = TestDb::with_slot_pair("settings", "create table e2e_settings.t (id int primary key, f4 float4, f8 float8, d date, ts timestamp, tstz timestamptz,
+                                      iv interval, by bytea, m money, n numeric, ta timestamptz[])");
     db.run(&[
         r"insert into e2e_settings.t values
             (1, 0.1, 0.1, '2024-02-29', '2024-02-29 13:14:15.5', '2024-02-29 13:14:15.5+02', '-1 year 2 days 03:04:05.6',

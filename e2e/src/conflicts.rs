@@ -3,42 +3,23 @@
 //! clusters themselves, connections and waiting come from the support
 //! library.
 
-#![allow(dead_code)]
-
+use crate::{try_drop_slots, ExtraCluster, Place, Server, Slots, Standby};
 use postgres::Client;
-use pubjson_e2e::{try_drop_slots, Server, Slots, Standby};
 use std::time::Duration;
 
-pub fn sub_root() -> String {
-    pubjson_e2e::cluster_dir("sub")
-}
-pub const SUB_PORT: u16 = 54332;
-pub fn standby_root() -> String {
-    pubjson_e2e::cluster_dir("standby")
-}
-pub const STANDBY_PORT: u16 = 54333;
+/// The subscriber of the conflict tests.
+pub const SUB: Place = Place::new("sub", 54332);
+/// The standby of the main cluster.
+pub const STANDBY: Place = Place::new("standby", 54333);
 /// A primary of its own for the logical-slot-on-standby test (16+), so that
-/// nothing else on the main cluster holds back the catalog horizon.
-pub fn ls_primary_root() -> String {
-    pubjson_e2e::cluster_dir("lsprimary")
-}
-pub const LS_PRIMARY_PORT: u16 = 54335;
-pub fn ls_standby_root() -> String {
-    pubjson_e2e::cluster_dir("lsstandby")
-}
-pub const LS_STANDBY_PORT: u16 = 54336;
-
+/// nothing else on the main cluster holds back the catalog horizon, and its
+/// standby.
+pub const LS_PRIMARY: Place = Place::new("lsprimary", 54335);
+pub const LS_STANDBY: Place = Place::new("lsstandby", 54336);
 /// The subscriber of the parallel apply test (16+).
-pub fn par_sub_root() -> String {
-    pubjson_e2e::cluster_dir("parsub")
-}
-pub const PAR_SUB_PORT: u16 = 54338;
-
+pub const PAR_SUB: Place = Place::new("parsub", 54338);
 /// A cluster of its own for the WAL-removal invalidation test.
-pub fn wal_root() -> String {
-    pubjson_e2e::cluster_dir("walremoved")
-}
-pub const WAL_PORT: u16 = 54337;
+pub const WAL: Place = Place::new("walremoved", 54337);
 
 /// server_version_num of the connected server (150000 and up).
 pub fn server_version(c: &mut Client) -> i32 {
@@ -67,9 +48,21 @@ pub fn fresh_db(host: &str, port: u16, db: &str, extension: bool) -> Client {
     }
 }
 
-/// A standby of the main cluster at `standby_root()` / STANDBY_PORT.
+/// A standby of the main cluster at [`STANDBY`].
 pub fn standby_of_main() -> Standby {
-    Standby::start_of(&Server::main(), &standby_root(), STANDBY_PORT)
+    STANDBY.standby_of(&Server::main())
+}
+
+/// A subscriber of the main cluster at `place`: a fresh database `subdb`
+/// with pubjson and `ddl` (its tables), for a subscription whose slot on the
+/// main cluster is `slot`. Bound as `let (cluster, cleanup, client)`, they
+/// drop in reverse: the connection, then the slot, then the cluster.
+pub fn subscriber(place: Place, slot: &str, ddl: &str) -> (ExtraCluster, SlotCleanup, Client) {
+    let cluster = place.start();
+    let cleanup = SlotCleanup(slot.to_string());
+    let mut client = cluster.server().fresh_database_with_pubjson("subdb");
+    crate::exec(&mut client, ddl);
+    (cluster, cleanup, client)
 }
 
 /// Drops a replication slot on the main cluster on drop (if it exists).

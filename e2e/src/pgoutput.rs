@@ -13,10 +13,9 @@
 //!   (one `pgoutput` slot, copies of it for the other plugins), everything
 //!   dropped at the end, even when the test panics.
 
-#![allow(dead_code)]
-
+use crate::{db_err, truncate, DbErr, Server};
+use postgres::types::FromSql;
 use postgres::Client;
-use pubjson_e2e::{db_err, truncate, DbErr, Server};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -50,10 +49,10 @@ pub struct Old {
 pub struct Change {
     /// I, U, D, T or M.
     pub action: char,
+    /// pubjson's `transformedfrom`: the action it was before.
+    pub transformed: Option<String>,
     /// `schema.table` (empty for M).
     pub relation: String,
-    /// pubjson's `transformedfrom`.
-    pub transformed: Option<String>,
     /// The new row without the unchanged-TOAST columns.
     pub new: Option<Cols>,
     /// pgoutput: columns sent as 'u' (unchanged TOAST).
@@ -721,6 +720,23 @@ fn check_against_raw(pj: &[Change], raw: &[char]) -> Result<(), String> {
     Ok(())
 }
 
+/// [`compare_change`] of one change of each side at `at`, counted in `stats`.
+fn compare_counted(
+    x: &Change,
+    y: &Change,
+    at: &str,
+    stats: &mut Stats,
+    dump: &dyn Fn() -> String,
+) -> Result<(), String> {
+    compare_change(x, y)
+        .map_err(|e| format!("{at}: {e}\n    pgoutput: {x}\n    pubjson:  {y}{}", dump()))?;
+    stats.changes += 1;
+    if y.action == 'M' {
+        stats.messages += 1;
+    }
+    Ok(())
+}
+
 /// Compares the pgoutput stream with the pubjson stream, transaction by
 /// transaction; `raw` (test_decoding) checks the transformed changes.
 pub fn compare_streams(
@@ -784,18 +800,10 @@ pub fn compare_streams(
                     ));
                 }
                 for (k, (x, y)) in ca.iter().zip(&cb).enumerate() {
-                    compare_change(x, y).map_err(|e| {
-                        format!(
-                            "transaction {xa}, change {k}: {e}\n    pgoutput: {x}\n    pubjson:  {y}{}",
-                            dump()
-                        )
-                    })?;
-                    stats.changes += 1;
+                    let at = format!("transaction {xa}, change {k}");
+                    compare_counted(x, y, &at, &mut stats, &dump)?;
                     if y.transformed.is_some() {
                         stats.transformed += 1;
-                    }
-                    if y.action == 'M' {
-                        stats.messages += 1;
                     }
                 }
                 if let Some(raw) = raw {
@@ -806,16 +814,8 @@ pub fn compare_streams(
                 stats.txns += 1;
             }
             (Item::Loose(x), Item::Loose(y)) => {
-                compare_change(x, y).map_err(|e| {
-                    format!(
-                        "item {n} (outside a transaction): {e}\n    pgoutput: {x}\n    pubjson:  {y}{}",
-                        dump()
-                    )
-                })?;
-                stats.changes += 1;
-                if y.action == 'M' {
-                    stats.messages += 1;
-                }
+                let at = format!("item {n} (outside a transaction)");
+                compare_counted(x, y, &at, &mut stats, &dump)?;
             }
             _ => {
                 return Err(format!(
@@ -1043,14 +1043,24 @@ impl Scenario {
             opts.push("messages".into());
             opts.push(m.to_string());
         }
+        self.peek_data("pg_logical_slot_peek_binary_changes", slot, &opts, upto)
+    }
+
+    /// The `data` column of `function(slot, upto, NULL, VARIADIC opts)`.
+    fn peek_data<T: for<'a> FromSql<'a>>(
+        &mut self,
+        function: &str,
+        slot: &str,
+        opts: &[String],
+        upto: Option<&str>,
+    ) -> Result<Vec<T>, DbErr> {
+        let sql =
+            format!("select data from {function}($1, $2::text::pg_lsn, NULL, VARIADIC $3::text[])");
         let rows = self
             .dec
-            .query(
-                "select data from pg_logical_slot_peek_binary_changes($1, $2::text::pg_lsn, NULL, VARIADIC $3::text[])",
-                &[&slot, &upto, &opts],
-            )
+            .query(&sql, &[&slot, &upto, &opts])
             .map_err(|e| db_err(&e))?;
-        Ok(rows.iter().map(|r| r.get::<_, Vec<u8>>(0)).collect())
+        Ok(rows.iter().map(|r| r.get::<_, T>(0)).collect())
     }
 
     /// pubjson, format 2, without types, with xids, plus `extra` options.
@@ -1087,14 +1097,7 @@ impl Scenario {
         opts: &[String],
         upto: Option<&str>,
     ) -> Result<Vec<String>, DbErr> {
-        let rows = self
-            .dec
-            .query(
-                "select data from pg_logical_slot_peek_changes($1, $2::text::pg_lsn, NULL, VARIADIC $3::text[])",
-                &[&slot, &upto, &opts],
-            )
-            .map_err(|e| db_err(&e))?;
-        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        self.peek_data("pg_logical_slot_peek_changes", slot, opts, upto)
     }
 
     pub fn peek_raw(&mut self, slot: &str, upto: Option<&str>) -> HashMap<u32, Vec<char>> {

@@ -2,10 +2,8 @@
 //! so it never touches the shared test cluster. Everything else comes from
 //! the support library.
 
-#![allow(dead_code)]
-
+use crate::{cluster_dir, ExtraCluster, RecvLogical, Server};
 use postgres::Client;
-use pubjson_e2e::{cluster_dir, ExtraCluster, RecvLogical, Server};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
