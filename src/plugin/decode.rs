@@ -8,6 +8,7 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 
 use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues};
+use crate::output::format::ChangeContext;
 use crate::pg::handles::{Change, Rel, Txn, Writer};
 use crate::pg::publication::PublishedRows;
 use crate::pg::relation::RelationEntry;
@@ -243,22 +244,20 @@ fn emit_change(
     ensure_timestamp(state);
     state.stats.changes_emitted += 1;
     state.txn.items_emitted += 1;
-    let mut new_values = state.new_tuple.load(new, entry, column_mask);
-    let mut old_values = state.old_tuple.load(old, entry, column_mask);
-    let new_dyn = new_values.as_mut().map(|t| t as &mut dyn TupleValues);
-    let old_dyn = old_values.as_mut().map(|t| t as &mut dyn TupleValues);
+    let new_values = state.new_tuple.load(new, entry, column_mask);
+    let old_values = state.old_tuple.load(old, entry, column_mask);
+    let change = ChangeContext {
+        txn: &state.txn.info,
+        lsn,
+        header: &header,
+        rel: meta,
+        render: &entry.render,
+        new: new_values.as_ref().map(|t| t as &dyn TupleValues),
+        old: old_values.as_ref().map(|t| t as &dyn TupleValues),
+    };
     let warning = state
         .format
-        .change(
-            output!(state, writer),
-            &state.txn.info,
-            lsn,
-            &header,
-            meta,
-            &entry.render,
-            new_dyn,
-            old_dyn,
-        )
+        .change(output!(state, writer), &change)
         .unwrap_or_else(|e| raise_encode_error(e));
     if let Some(w) = warning {
         warning!("{}", w);

@@ -1,7 +1,11 @@
 //! Format 3's encoder, byte by byte, and the property that every object
 //! parses with serde_json.
 
-use super::value::{is_json_number, push_array, push_base64, push_compact_json, push_value, Value};
+use super::value::{
+    is_json_number, push_array, push_base64, push_compact_json, push_value, Style,
+};
+use crate::model::{ChangeHeader, Value};
+use crate::output::format::{ChangeContext, RelationRender};
 use super::*;
 use crate::model::ValueKind;
 use crate::output::encoding::ServerEncoding;
@@ -11,9 +15,16 @@ use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb
 use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
+fn st(numbers_as_strings: bool) -> Style {
+    Style {
+        numbers_as_strings,
+        ascii: false,
+    }
+}
+
 fn value(v: Value<'_>) -> String {
     let mut out = Vec::new();
-    push_value(&mut out, v, false).unwrap();
+    push_value(&mut out, v, st(false)).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -27,13 +38,13 @@ fn numbers_keep_postgres_digits_and_specials_are_strings() {
     assert_eq!(value(Value::Int(i64::MIN)), "-9223372036854775808");
     assert_eq!(value(Value::Int(4_294_967_295)), "4294967295");
     for text in ["1.5", "-0", "1e+100", "1.5e-07", "3.4028235e+38", "0"] {
-        assert_eq!(value(Value::NumberText(text.as_bytes())), text);
+        assert_eq!(value(Value::Float(text.as_bytes())), text);
     }
-    assert_eq!(value(Value::NumberText(b"NaN")), r#""NaN""#);
-    assert_eq!(value(Value::NumberText(b"Infinity")), r#""Infinity""#);
-    assert_eq!(value(Value::NumberText(b"-Infinity")), r#""-Infinity""#);
+    assert_eq!(value(Value::Float(b"NaN")), r#""NaN""#);
+    assert_eq!(value(Value::Float(b"Infinity")), r#""Infinity""#);
+    assert_eq!(value(Value::Float(b"-Infinity")), r#""-Infinity""#);
     // Anything not in JSON's number grammar stays valid JSON as a string.
-    assert_eq!(value(Value::NumberText(b".5")), r#"".5""#);
+    assert_eq!(value(Value::Float(b".5")), r#"".5""#);
     // numeric from its binary form: 1.50 keeps its scale.
     assert_eq!(
         value(Value::Numeric(&numeric(&[0x8000 | (2 << 7), 1, 5000]))),
@@ -45,17 +56,15 @@ fn numbers_keep_postgres_digits_and_specials_are_strings() {
     assert_eq!(value(Value::Numeric(&numeric(&[0xF000]))), r#""-Infinity""#);
     // Unreadable: nothing written, the caller uses the output function.
     let mut out = b"x".to_vec();
-    assert!(push_value(&mut out, Value::Numeric(&[0xff]), false).is_err());
+    assert!(push_value(&mut out, Value::Numeric(&[0xff]), st(false)).is_err());
     assert_eq!(out, b"x");
     // numeric-data-types-as-string quotes them all.
     let mut out = Vec::new();
-    push_value(&mut out, Value::Int(5), true).unwrap();
-    push_value(&mut out, Value::NumberText(b"2.5"), true).unwrap();
+    push_value(&mut out, Value::Int(5), st(true)).unwrap();
+    push_value(&mut out, Value::Float(b"2.5"), st(true)).unwrap();
     push_value(
         &mut out,
-        Value::Numeric(&numeric(&[0x8000 | 0x2000, 7])),
-        true,
-    )
+        Value::Numeric(&numeric(&[0x8000 | 0x2000, 7])), st(true))
     .unwrap();
     assert_eq!(out, br#""5""2.5""-7""#);
 }
@@ -137,8 +146,11 @@ fn json_null_and_wrapper_objects_are_wrapped() {
     let mut out = Vec::new();
     push_value(
         &mut out,
-        Value::JsonForAscii(br#"{"\u0024json":"\\"}"#),
-        false,
+        Value::Json(br#"{"\u0024json":"\\"}"#),
+        Style {
+            numbers_as_strings: false,
+            ascii: true,
+        },
     )
     .unwrap();
     assert_eq!(out, b"{\"$json\":{\"\0u0024json\":\"\0\0\"}}");
@@ -179,7 +191,7 @@ fn jsonb_is_embedded_compact() {
         r#"{"k":[1.50,null,true],"nested \"q\"":{"x":"line\nbreak"}}"#
     );
     let mut out = Vec::new();
-    assert!(push_value(&mut out, Value::Jsonb(&[1, 2]), false).is_err());
+    assert!(push_value(&mut out, Value::Jsonb(&[1, 2]), st(false)).is_err());
     assert!(out.is_empty());
 }
 
@@ -213,7 +225,7 @@ fn timestamps_and_dates_are_iso_8601() {
     assert_eq!(value(Value::Date(i32::MAX)), r#""infinity""#);
     assert_eq!(value(Value::Date(i32::MIN)), r#""-infinity""#);
     let mut out = Vec::new();
-    assert!(push_value(&mut out, Value::Date(-3_000_000), false).is_err());
+    assert!(push_value(&mut out, Value::Date(-3_000_000), st(false)).is_err());
     assert!(out.is_empty());
 }
 
@@ -221,7 +233,7 @@ fn array(dims: &[usize], elements: &[Option<i64>]) -> String {
     let mut out = Vec::new();
     push_array(&mut out, dims, |out, i| -> Result<(), ()> {
         match elements[i] {
-            Some(v) => push_value(out, Value::Int(v), false).map_err(|_| ()),
+            Some(v) => push_value(out, Value::Int(v), st(false)).map_err(|_| ()),
             None => {
                 out.extend_from_slice(b"null");
                 Ok(())
@@ -290,16 +302,8 @@ impl TupleValues for Row {
             T::Null | T::Toast => None,
         }
     }
-    fn write_value(&mut self, _: &ColumnMeta, _: bool, _: &mut Vec<u8>) -> Result<(), EncodeError> {
-        unreachable!("format 3 writes typed values")
-    }
-    fn write_typed(
-        &mut self,
-        c: &ColumnMeta,
-        s: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        let v = match &self.values[c.attr_index] {
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        match &self.values[c.attr_index] {
             T::Int(i) => Value::Int(*i),
             T::Text(t) => Value::Text(t),
             T::Json(t) => Value::Json(t),
@@ -307,8 +311,14 @@ impl TupleValues for Row {
             T::Ts(t) => Value::TimestampTz(*t),
             T::Num(b) => Value::Numeric(b),
             T::Null | T::Toast => unreachable!("not a value"),
-        };
-        push_value(out, v, s).map_err(|_| EncodeError::NotANumber("test".into()))
+        }
+    }
+    /// What an output function would print, for the fallback.
+    fn text(&self, c: &ColumnMeta) -> &[u8] {
+        match &self.values[c.attr_index] {
+            T::Text(b) | T::Json(b) => b,
+            _ => b"<text>",
+        }
     }
 }
 
@@ -347,7 +357,6 @@ fn relation(identity: ReplicaIdentity) -> RelationMeta {
         ],
         has_primary_key: true,
         has_identity_index: identity != ReplicaIdentity::Full,
-        identity_full: identity == ReplicaIdentity::Full,
         identity,
     }
 }
@@ -398,18 +407,17 @@ fn change(
     new: Option<&mut Row>,
     old: Option<&mut Row>,
 ) {
-    let warning = f
-        .change(
-            sink,
-            &txn(),
-            0,
-            &header,
-            rel,
-            render,
-            new.map(|r| r as &mut dyn TupleValues),
-            old.map(|r| r as &mut dyn TupleValues),
-        )
-        .unwrap();
+    let txn = txn();
+    let change = ChangeContext {
+        txn: &txn,
+        lsn: 0,
+        header: &header,
+        rel,
+        render,
+        new: new.map(|r| &*r as &dyn TupleValues),
+        old: old.map(|r| &*r as &dyn TupleValues),
+    };
+    let warning = f.change(sink, &change).unwrap();
     assert_eq!(warning, None);
 }
 
@@ -999,7 +1007,7 @@ proptest! {
     #[test]
     fn numbers_are_json_numbers_or_strings(text in "[-+.eE0-9a-zA-Z]{0,12}") {
         let mut out = Vec::new();
-        push_value(&mut out, Value::NumberText(text.as_bytes()), false).unwrap();
+        push_value(&mut out, Value::Float(text.as_bytes()), st(false)).unwrap();
         let v: Json = serde_json::from_slice(&out).unwrap();
         prop_assert!(v.is_number() || v == json!(text));
     }

@@ -1,7 +1,7 @@
 use super::v1;
 use super::v2;
 use super::*;
-use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo};
+use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo, Value};
 use crate::options::Options;
 use crate::output::encoding::ServerEncoding;
 use crate::output::json::json_string;
@@ -18,18 +18,12 @@ impl TupleValues for Literal {
     fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
         self.0[c.attr_index] == Some("<toast>")
     }
-    fn write_value(
-        &mut self,
-        c: &ColumnMeta,
-        s: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        push_text_value(
-            out,
-            c.kind,
-            self.0[c.attr_index].unwrap_or_default().as_bytes(),
-            s,
-        )
+    /// Every value as its output function's text.
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        Value::OutputText(self.text(c))
+    }
+    fn text(&self, c: &ColumnMeta) -> &[u8] {
+        self.0[c.attr_index].unwrap_or_default().as_bytes()
     }
 }
 
@@ -67,7 +61,6 @@ fn relation() -> RelationMeta {
         ],
         has_primary_key: true,
         has_identity_index: true,
-        identity_full: false,
         identity: ReplicaIdentity::Default,
     }
 }
@@ -84,7 +77,7 @@ fn v2_insert_default_options() {
     };
     let f = v2::Format2::new(&opts);
     let mut out = Vec::new();
-    let mut new = Literal(vec![Some("1"), Some("a\"b"), Some("t")]);
+    let new = Literal(vec![Some("1"), Some("a\"b"), Some("t")]);
     let r = f
         .v2_change(
             &mut out,
@@ -93,7 +86,7 @@ fn v2_insert_default_options() {
             &ChangeHeader::plain(ChangeKind::Insert),
             &relation(),
             &Default::default(),
-            Some(&mut new),
+            Some(&new),
             None,
         )
         .unwrap();
@@ -114,7 +107,7 @@ fn v2_update_identity_from_new_tuple_and_pk() {
     };
     let f = v2::Format2::new(&opts);
     let mut out = Vec::new();
-    let mut new = Literal(vec![Some("1"), Some("<toast>"), None]);
+    let new = Literal(vec![Some("1"), Some("<toast>"), None]);
     f.v2_change(
         &mut out,
         &TxnInfo::default(),
@@ -122,7 +115,7 @@ fn v2_update_identity_from_new_tuple_and_pk() {
         &ChangeHeader::plain(ChangeKind::Update),
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -219,13 +212,13 @@ fn v1_cached_arrays_match_fresh_rendering() {
             for kind in [ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete] {
                 let render = |rel: &RelationMeta, cache: &v1::Rendered| {
                     let mut out = Vec::new();
-                    let mut new = Literal(values.clone());
-                    let mut old = Literal(values.clone());
-                    let (new, old): (Option<&mut dyn TupleValues>, Option<&mut dyn TupleValues>) =
+                    let new = Literal(values.clone());
+                    let old = Literal(values.clone());
+                    let (new, old): (Option<&dyn TupleValues>, Option<&dyn TupleValues>) =
                         match kind {
-                            ChangeKind::Insert => (Some(&mut new), None),
-                            ChangeKind::Update => (Some(&mut new), Some(&mut old)),
-                            ChangeKind::Delete => (None, Some(&mut old)),
+                            ChangeKind::Insert => (Some(&new), None),
+                            ChangeKind::Update => (Some(&new), Some(&old)),
+                            ChangeKind::Delete => (None, Some(&old)),
                         };
                     f.v1_change(
                         &mut out,
@@ -260,18 +253,18 @@ fn v1_document_plain_and_pretty() {
         let f = v1::Format1::new(&opts);
         let mut out = Vec::new();
         f.v1_begin(&mut out, &TxnInfo::default());
-        let mut new = Literal(vec![Some("2"), None, Some("f")]);
+        let new = Literal(vec![Some("2"), None, Some("f")]);
         f.v1_change(
             &mut out,
             1,
             &ChangeHeader::plain(ChangeKind::Insert),
             &relation(),
             &Default::default(),
-            Some(&mut new),
+            Some(&new),
             None,
         )
         .unwrap();
-        let mut old = Literal(vec![Some("2"), None, None]);
+        let old = Literal(vec![Some("2"), None, None]);
         f.v1_change(
             &mut out,
             2,
@@ -279,7 +272,7 @@ fn v1_document_plain_and_pretty() {
             &relation(),
             &Default::default(),
             None,
-            Some(&mut old),
+            Some(&old),
         )
         .unwrap();
         f.v1_commit(&mut out);
@@ -312,13 +305,11 @@ impl TupleValues for Masked {
     fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
         self.0.is_unchanged_toast(c)
     }
-    fn write_value(
-        &mut self,
-        c: &ColumnMeta,
-        s: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        self.0.write_value(c, s, out)
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        self.0.value(c)
+    }
+    fn text(&self, c: &ColumnMeta) -> &[u8] {
+        self.0.text(c)
     }
 }
 
@@ -331,7 +322,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
     };
     let f2 = v2::Format2::new(&opts);
     let mut out = Vec::new();
-    let mut new = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+    let new = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
     f2.v2_change(
         &mut out,
         &TxnInfo::default(),
@@ -343,7 +334,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
         },
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -357,7 +348,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
     };
     let f1 = v1::Format1::new(&opts);
     let mut out = Vec::new();
-    let mut old = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+    let old = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
     f1.v1_change(
         &mut out,
         1,
@@ -369,7 +360,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
         &relation(),
         &Default::default(),
         None,
-        Some(&mut old),
+        Some(&old),
     )
     .unwrap();
     assert_eq!(
@@ -387,14 +378,14 @@ fn v1_not_null_without_types_is_an_empty_array() {
     };
     let f = v1::Format1::new(&opts);
     let mut out = Vec::new();
-    let mut new = Literal(vec![Some("1"), None, Some("t")]);
+    let new = Literal(vec![Some("1"), None, Some("t")]);
     f.v1_change(
         &mut out,
         1,
         &ChangeHeader::plain(ChangeKind::Insert),
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -415,7 +406,7 @@ fn v1_not_null_without_types_is_an_empty_array() {
         &ChangeHeader::plain(ChangeKind::Insert),
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -501,15 +492,15 @@ proptest! {
         };
         let f1 = v1::Format1::new(&opts);
         let f2 = v2::Format2::new(&opts);
-        let mut new = Literal(values.clone());
-        let mut old = Literal(values.clone());
+        let new = Literal(values.clone());
+        let old = Literal(values.clone());
         let header = ChangeHeader::plain(kind);
         let mut out = Vec::new();
-        let (new_arg, old_arg): (Option<&mut dyn TupleValues>, Option<&mut dyn TupleValues>) =
+        let (new_arg, old_arg): (Option<&dyn TupleValues>, Option<&dyn TupleValues>) =
             match kind {
-                ChangeKind::Insert => (Some(&mut new), None),
-                ChangeKind::Update => (Some(&mut new), Some(&mut old)),
-                ChangeKind::Delete => (None, Some(&mut old)),
+                ChangeKind::Insert => (Some(&new), None),
+                ChangeKind::Update => (Some(&new), Some(&old)),
+                ChangeKind::Delete => (None, Some(&old)),
             };
         if opts.format_version == 1 {
             f1.v1_begin(&mut out, &TxnInfo::default());
@@ -565,7 +556,7 @@ fn v1_skip_reasons() {
             .unwrap(),
         "table \"t\" without primary key or replica identity is nothing"
     );
-    rel.identity_full = true;
+    rel.identity = ReplicaIdentity::Full;
     assert_eq!(
         f.v1_skip_reason(ChangeKind::Delete, &rel, false, true),
         None
