@@ -18,17 +18,17 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::model::{
-    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering,
-    ValueKind, ValueReads,
+    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
+    ValueReads,
 };
 use crate::options::Options;
-use crate::output::json::json_string;
-use crate::output::type_name::type_name_json_in;
 use crate::pg::handles::Rel;
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
+use crate::text::json::json_string;
+use crate::text::type_name::type_name_json_in;
 
 /// How a column's values are read ([`Value`](crate::model::Value)): one plan per column, chosen
 /// once from its type, the format's [`ValueReads`] and the session's
@@ -113,7 +113,6 @@ impl ReadPlan {
         memory: pg_sys::MemoryContext,
         nested: bool,
     ) -> ReadPlan {
-        let _ = catalog;
         // SAFETY: a catalog lookup, inside a decoding callback (`catalog`).
         let base = unsafe { pg_sys::getBaseType(typid) };
         match base {
@@ -245,13 +244,16 @@ pub struct RelationCache {
     /// Memory of invalidated entries, freed once no callback can still be
     /// using them (at the start of the next one).
     retired: Vec<pg_sys::MemoryContext>,
-    /// Settings fixed for the decoding session (they pick fast paths).
+    /// Settings fixed for the decoding session (they pick read plans).
     dates: DateSettings,
-    /// How the session's format names column types.
+    /// How the session's format names, classifies and reads column types.
     types: TypeRendering,
 }
 
 impl RelationCache {
+    /// The cache of a decoding session: made once, by the startup callback,
+    /// from the memory context PostgreSQL gave it.
+    ///
     /// # Safety
     /// `memory` is a valid memory context that outlives the cache.
     pub unsafe fn new(memory: pg_sys::MemoryContext, types: TypeRendering) -> Self {
@@ -317,7 +319,9 @@ impl RelationCache {
         }
         let mut entry = build_entry(rel, opts, self.memory, self.dates, self.types);
         if let Some(publications) = publications {
-            // SAFETY: as above; the cache's context is valid while it exists.
+            // SAFETY: `rel` is a handle, so this runs inside its decoding
+            // callback; `self.memory` is valid while the cache exists (the
+            // contract of RelationCache::new).
             entry.publish = unsafe { build_publish_info(rel, publications.current(), self.memory) };
         }
         let entry = Rc::new(entry);

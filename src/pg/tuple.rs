@@ -406,7 +406,9 @@ impl TupleValues for DeformedTuple<'_> {
             return Cell::Null;
         }
         // SAFETY: the non-null datum of a varlena attribute is a varlena pointer.
-        if self.output(i).is_some_and(|o| o.is_varlena) && unsafe { is_external_ondisk(self.values[i]) } {
+        if self.output(i).is_some_and(|o| o.is_varlena)
+            && unsafe { is_external_ondisk(self.values[i]) }
+        {
             return Cell::UnchangedToast;
         }
         Cell::Value

@@ -33,7 +33,8 @@ use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::encoding::qualified_name;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName,
+    TypeRendering,
 };
 use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
 
@@ -460,7 +461,11 @@ impl OutputFormat for Format3 {
         ))
     }
 
-    fn change(&mut self, sink: &mut dyn Sink, c: &ChangeContext<'_>) -> Result<Option<String>, EncodeError> {
+    fn change(
+        &mut self,
+        sink: &mut dyn Sink,
+        c: &ChangeContext<'_>,
+    ) -> Result<Option<String>, EncodeError> {
         let (header, rel, new, old) = (c.header, c.rel, c.new, c.old);
         let fresh;
         let render = match c.render.get::<V3Render>() {
@@ -506,15 +511,7 @@ impl OutputFormat for Format3 {
         // unchanged TOAST values and tells which columns changed.
         let old_complete = rel.identity == ReplicaIdentity::Full && old.is_some();
         let mut unchanged = Vec::new();
-        let result = self.rows(
-            &mut out,
-            rel,
-            keys,
-            new,
-            old,
-            old_complete,
-            &mut unchanged,
-        );
+        let result = self.rows(&mut out, rel, keys, new, old, old_complete, &mut unchanged);
         if let Err(e) = result {
             out.clear();
             *sink.buf() = out;

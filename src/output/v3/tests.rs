@@ -1,14 +1,12 @@
 //! Format 3's encoder, byte by byte, and the property that every object
 //! parses with serde_json.
 
-use super::value::{
-    is_json_number, push_array, push_base64, push_compact_json, push_value, Style,
-};
-use crate::model::{ChangeHeader, Value};
-use crate::output::format::{ChangeContext, RelationRender};
+use super::value::{is_json_number, push_array, push_base64, push_compact_json, push_value, Style};
 use super::*;
 use crate::model::ValueKind;
+use crate::model::{ChangeHeader, Value};
 use crate::output::encoding::ServerEncoding;
+use crate::output::format::{ChangeContext, RelationRender};
 use crate::output::json::json_string;
 use crate::output::json::tests::{bytes, text};
 use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
@@ -64,7 +62,9 @@ fn numbers_keep_postgres_digits_and_specials_are_strings() {
     push_value(&mut out, Value::Float(b"2.5"), st(true)).unwrap();
     push_value(
         &mut out,
-        Value::Numeric(&numeric(&[0x8000 | 0x2000, 7])), st(true))
+        Value::Numeric(&numeric(&[0x8000 | 0x2000, 7])),
+        st(true),
+    )
     .unwrap();
     assert_eq!(out, br#""5""2.5""-7""#);
 }

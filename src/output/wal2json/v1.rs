@@ -14,8 +14,8 @@ use crate::options::Options;
 use crate::output::control;
 use crate::output::encoding::message_name;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName, TypeRendering,
-    FLUSH_BYTES,
+    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName,
+    TypeRendering, FLUSH_BYTES,
 };
 use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
 
@@ -173,7 +173,10 @@ impl Format1 {
         has_old: bool,
     ) -> Option<String> {
         let table = message_name(&rel.table, rel.server_encoding);
-        if kind != ChangeKind::Insert && !rel.has_identity_index && rel.identity != ReplicaIdentity::Full {
+        if kind != ChangeKind::Insert
+            && !rel.has_identity_index
+            && rel.identity != ReplicaIdentity::Full
+        {
             return Some(format!(
                 "table \"{table}\" without primary key or replica identity is nothing"
             ));
@@ -596,7 +599,11 @@ impl OutputFormat for Format1 {
         self.v1_skip_reason(kind, rel, has_new, has_old)
     }
 
-    fn change(&mut self, sink: &mut dyn Sink, c: &ChangeContext<'_>) -> Result<Option<String>, EncodeError> {
+    fn change(
+        &mut self,
+        sink: &mut dyn Sink,
+        c: &ChangeContext<'_>,
+    ) -> Result<Option<String>, EncodeError> {
         let fresh;
         let cache = match c.render.get::<Rendered>() {
             Some(cache) => cache,
@@ -606,7 +613,15 @@ impl OutputFormat for Format1 {
             }
         };
         self.nr_changes += 1;
-        self.v1_change(sink.buf(), self.nr_changes, c.header, c.rel, cache, c.new, c.old)?;
+        self.v1_change(
+            sink.buf(),
+            self.nr_changes,
+            c.header,
+            c.rel,
+            cache,
+            c.new,
+            c.old,
+        )?;
         if self.opts.write_in_chunks || sink.buf().len() >= FLUSH_BYTES {
             sink.write(self.opts.write_in_chunks);
         }

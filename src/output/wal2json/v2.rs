@@ -460,7 +460,11 @@ impl OutputFormat for Format2 {
         self.v2_skip_reason(kind, rel, has_new, has_old)
     }
 
-    fn change(&mut self, sink: &mut dyn Sink, c: &ChangeContext<'_>) -> Result<Option<String>, EncodeError> {
+    fn change(
+        &mut self,
+        sink: &mut dyn Sink,
+        c: &ChangeContext<'_>,
+    ) -> Result<Option<String>, EncodeError> {
         let fresh;
         let cache = match c.render.get::<Rendered>() {
             Some(cache) => cache,

@@ -180,9 +180,9 @@ pub fn message_name(name: &[u8], encoding: ServerEncoding) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::json::json_string;
     use crate::model::Value;
     use crate::output::v3::value::{push_value, Style};
+    use crate::text::json::json_string;
 
     /// Format 3's values in a database whose output is rewritten to ASCII.
     const ASCII: Style = Style {
