@@ -1031,3 +1031,160 @@ proptest! {
         }
     }
 }
+
+/// One non-null value as PostgreSQL's side would deliver it: `value`, the
+/// output function's `text`, and the elements of an array value.
+struct Cellv<'v> {
+    value: Option<Value<'v>>,
+    text: &'v [u8],
+    array: Option<Elems<'v>>,
+}
+
+struct Elems<'v> {
+    dims: Vec<usize>,
+    default_bounds: bool,
+    elements: Vec<Option<Value<'v>>>,
+    texts: Vec<&'v [u8]>,
+}
+
+impl crate::model::ArrayValues for Elems<'_> {
+    fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+    fn default_bounds(&self) -> bool {
+        self.default_bounds
+    }
+    fn element(&self, i: usize) -> Option<Value<'_>> {
+        self.elements[i]
+    }
+    fn element_text(&self, i: usize) -> &[u8] {
+        self.texts[i]
+    }
+}
+
+impl TupleValues for Cellv<'_> {
+    fn is_null(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn is_unchanged_toast(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        self.value
+            .unwrap_or_else(|| Value::Array(crate::model::ArrayRef::new(self, c)))
+    }
+    fn text(&self, _: &ColumnMeta) -> &[u8] {
+        self.text
+    }
+    fn read_array(&self, _: &ColumnMeta, visit: &mut dyn FnMut(&dyn crate::model::ArrayValues)) {
+        if let Some(array) = &self.array {
+            visit(array);
+        }
+    }
+}
+
+fn column_value(tuple: &Cellv<'_>, style: Style) -> String {
+    let col = column(0, b"c", "t", 25, false);
+    let mut out = Vec::new();
+    super::value::push_column(&mut out, tuple, &col, style);
+    String::from_utf8(out).unwrap()
+}
+
+fn scalar<'v>(value: Value<'v>, text: &'v [u8]) -> Cellv<'v> {
+    Cellv {
+        value: Some(value),
+        text,
+        array: None,
+    }
+}
+
+#[test]
+fn unreadable_binary_forms_fall_back_to_the_output_function_text() {
+    // numeric: the digits as a number; jsonb: the document; others: a string.
+    assert_eq!(
+        column_value(&scalar(Value::Numeric(&[0xff]), b"12.50"), st(false)),
+        "12.50"
+    );
+    assert_eq!(
+        column_value(&scalar(Value::Numeric(&[0xff]), b"12.50"), st(true)),
+        r#""12.50""#
+    );
+    assert_eq!(
+        column_value(&scalar(Value::Jsonb(&[1, 2]), br#"{"a": null}"#), st(false)),
+        r#"{"a":null}"#
+    );
+    assert_eq!(
+        column_value(&scalar(Value::Jsonb(&[1, 2]), b"null"), st(false)),
+        r#"{"$json":null}"#
+    );
+    assert_eq!(
+        column_value(
+            &scalar(Value::Date(-3_000_000), b"6244-01-01 BC"),
+            st(false)
+        ),
+        r#""6244-01-01 BC""#
+    );
+    // Any other type: its output function's text as a string.
+    assert_eq!(
+        column_value(&scalar(Value::OutputText(b"(1,\"a\")"), b""), st(false)),
+        r#""(1,\"a\")""#
+    );
+}
+
+#[test]
+fn arrays_are_read_element_by_element() {
+    let array = |elements: Vec<Option<Value<'static>>>, texts, dims, default_bounds| Cellv {
+        value: None,
+        text: b"[0:1]={1,2}",
+        array: Some(Elems {
+            dims,
+            default_bounds,
+            elements,
+            texts,
+        }),
+    };
+    let ints = array(
+        vec![
+            Some(Value::Int(1)),
+            None,
+            Some(Value::Int(3)),
+            Some(Value::Int(4)),
+        ],
+        vec![b"1", b"", b"3", b"4"],
+        vec![2, 2],
+        true,
+    );
+    assert_eq!(column_value(&ints, st(false)), "[[1,null],[3,4]]");
+    assert_eq!(column_value(&ints, st(true)), r#"[["1",null],["3","4"]]"#);
+    // Lower bounds other than 1: the text form, which shows them.
+    let bounded = array(vec![], vec![], vec![2], false);
+    assert_eq!(column_value(&bounded, st(false)), r#""[0:1]={1,2}""#);
+    // An element whose binary form is unreadable: its own text.
+    let numerics = array(
+        vec![Some(Value::Numeric(&[0xff])), Some(Value::Text(b"x"))],
+        vec![b"1.5", b"x"],
+        vec![2],
+        true,
+    );
+    assert_eq!(column_value(&numerics, st(false)), r#"[1.5,"x"]"#);
+    // json elements are marked for the ASCII rewrite like columns.
+    let docs = array(
+        vec![Some(Value::Json(br#"{"k": "\u00e9"}"#))],
+        vec![br#"{"k": "\u00e9"}"#],
+        vec![1],
+        true,
+    );
+    let ascii = Style {
+        numbers_as_strings: false,
+        ascii: true,
+    };
+    assert_eq!(column_value(&docs, ascii), "[{\"k\":\"\0u00e9\"}]");
+    assert_eq!(column_value(&docs, st(false)), r#"[{"k":"\u00e9"}]"#);
+    // A row that cannot read the array: its text.
+    let unread = Cellv {
+        value: None,
+        text: b"{1,2}",
+        array: None,
+    };
+    assert_eq!(column_value(&unread, st(false)), r#""{1,2}""#);
+}

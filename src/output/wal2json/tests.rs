@@ -579,3 +579,173 @@ fn numbers_follow_wal2json_rules() {
         Err(EncodeError::NotANumber("abc".into()))
     );
 }
+
+/// One non-null value as PostgreSQL's side would deliver it, with the text
+/// its output function would print.
+struct One<'v> {
+    value: Value<'v>,
+    text: &'v [u8],
+}
+
+impl TupleValues for One<'_> {
+    fn is_null(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn is_unchanged_toast(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn value<'a>(&'a self, _: &'a ColumnMeta) -> Value<'a> {
+        self.value
+    }
+    fn text(&self, _: &ColumnMeta) -> &[u8] {
+        self.text
+    }
+}
+
+/// wal2json's encoding of `value` in a column of `kind`.
+fn encoded(kind: ValueKind, value: Value<'_>, text: &str, numbers_as_strings: bool) -> String {
+    let col = column(0, "c", "t", kind, false);
+    let mut out = Vec::new();
+    let tuple = One {
+        value,
+        text: text.as_bytes(),
+    };
+    push_value(&mut out, &tuple, &col, numbers_as_strings).unwrap();
+    s(&out).to_string()
+}
+
+/// The same column written from its output function's text alone.
+fn from_text(kind: ValueKind, text: &str, numbers_as_strings: bool) -> String {
+    let mut out = Vec::new();
+    push_text_value(&mut out, kind, text.as_bytes(), numbers_as_strings).unwrap();
+    s(&out).to_string()
+}
+
+fn numeric_body(words: &[u16]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+#[test]
+fn binary_values_print_as_their_output_function_text() {
+    use ValueKind::{Bool, Number, Text};
+    for nas in [false, true] {
+        for (v, text) in [
+            (i16::MIN as i64, "-32768"),
+            (i64::MIN, "-9223372036854775808"),
+            (u32::MAX as i64, "4294967295"),
+            (0, "0"),
+        ] {
+            assert_eq!(
+                encoded(Number, Value::Int(v), text, nas),
+                from_text(Number, text, nas)
+            );
+        }
+        for (b, text) in [(true, "t"), (false, "f")] {
+            assert_eq!(
+                encoded(Bool, Value::Bool(b), text, nas),
+                from_text(Bool, text, nas)
+            );
+        }
+        let text = "a\"b\\c\n\u{1}/é";
+        assert_eq!(
+            encoded(Text, Value::Text(text.as_bytes()), text, nas),
+            from_text(Text, text, nas)
+        );
+        // numeric's digits: 1.50 keeps its scale; NaN is null (a string
+        // with numeric-data-types-as-string), like the text "NaN".
+        let cases: [(&[u16], &str); 4] = [
+            (&[0x8000 | (2 << 7), 1, 5000], "1.50"),
+            (&[0x8000 | 0x2000, 7], "-7"),
+            (&[0xC000], "NaN"),
+            (&[0xF000], "-Infinity"),
+        ];
+        for (words, text) in cases {
+            let body = numeric_body(words);
+            assert_eq!(
+                encoded(Number, Value::Numeric(&body), text, nas),
+                from_text(Number, text, nas),
+                "{text}"
+            );
+        }
+        for text in ["1.5", "NaN", "-Infinity", "1e+100"] {
+            assert_eq!(
+                encoded(Number, Value::Float(text.as_bytes()), text, nas),
+                from_text(Number, text, nas)
+            );
+        }
+        // Output function text (any other type) by the column's kind.
+        assert_eq!(
+            encoded(
+                ValueKind::Bytea,
+                Value::OutputText(b"\\xdead"),
+                "\\xdead",
+                nas
+            ),
+            "\"dead\""
+        );
+    }
+    // timestamp_out / timestamptz_out in ISO DateStyle (and UTC).
+    assert_eq!(
+        encoded(Text, Value::Timestamp(0), "", false),
+        "\"2000-01-01 00:00:00\""
+    );
+    assert_eq!(
+        encoded(Text, Value::TimestampTz(1_500_000), "", false),
+        "\"2000-01-01 00:00:01.5+00\""
+    );
+    assert_eq!(
+        encoded(Text, Value::TimestampTz(i64::MAX), "", false),
+        "\"infinity\""
+    );
+}
+
+#[test]
+fn unreadable_or_foreign_values_use_the_output_function_text() {
+    use ValueKind::{Number, Text};
+    // A numeric or jsonb whose binary form is not understood.
+    assert_eq!(
+        encoded(Number, Value::Numeric(&[0xff]), "12.5", false),
+        "12.5"
+    );
+    assert_eq!(
+        encoded(Number, Value::Numeric(&[0xff]), "12.5", true),
+        "\"12.5\""
+    );
+    assert_eq!(
+        encoded(Text, Value::Jsonb(&[1, 2]), "{\"a\": 1}", false),
+        r#""{\"a\": 1}""#
+    );
+    // A timestamp this does not print (before the Julian epoch).
+    assert_eq!(
+        encoded(Text, Value::Timestamp(i64::MIN + 1), "4714-11-24 BC", false),
+        "\"4714-11-24 BC\""
+    );
+    // Binary forms wal2json never prints itself: the text, by kind.
+    assert_eq!(
+        encoded(Text, Value::Date(0), "2000-01-01", false),
+        "\"2000-01-01\""
+    );
+    assert_eq!(
+        encoded(
+            ValueKind::Bytea,
+            Value::Bytea(b"\xde\xad"),
+            "\\xdead",
+            false
+        ),
+        "\"dead\""
+    );
+    assert_eq!(
+        encoded(Text, Value::Json(b"{\"a\": 1}"), "{\"a\": 1}", false),
+        r#""{\"a\": 1}""#
+    );
+    // A value whose kind is not the column's (a domain over int4 is text).
+    assert_eq!(encoded(Text, Value::Int(5), "5", false), "\"5\"");
+    assert_eq!(encoded(Text, Value::Bool(true), "t", false), "\"t\"");
+    // An unparsable number is an error, as in wal2json.
+    let col = column(0, "c", "t", Number, false);
+    let tuple = One {
+        value: Value::OutputText(b"abc"),
+        text: b"abc",
+    };
+    assert!(push_value(&mut Vec::new(), &tuple, &col, false).is_err());
+}
