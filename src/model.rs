@@ -192,16 +192,6 @@ pub trait TupleValues {
     }
     /// A non-null value, read as the session's [`ValueReads`] say.
     fn value<'a>(&'a self, column: &'a ColumnMeta) -> Value<'a>;
-    /// [`Self::cell`] and, for a value, [`Self::value`], in one call: what
-    /// formats that print every value they look at ask for each column.
-    fn cell_value<'a>(&'a self, column: &'a ColumnMeta) -> CellValue<'a> {
-        match self.cell(column) {
-            Cell::Hidden => CellValue::Hidden,
-            Cell::Null => CellValue::Null,
-            Cell::UnchangedToast => CellValue::UnchangedToast,
-            Cell::Value => CellValue::Value(self.value(column)),
-        }
-    }
     /// The output function's text of a non-null value: what a format
     /// writes when it does not print a binary form itself, or when that
     /// form could not be read.
@@ -329,15 +319,6 @@ pub enum Cell {
     /// An unchanged TOAST value, not in the WAL.
     UnchangedToast,
     Value,
-}
-
-/// What a tuple holds for one column, the value read ([`TupleValues::cell_value`]).
-#[derive(Debug, Clone, Copy)]
-pub enum CellValue<'a> {
-    Hidden,
-    Null,
-    UnchangedToast,
-    Value(Value<'a>),
 }
 
 /// Transaction facts printed by begin/commit/change/message objects.

@@ -6,7 +6,7 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use crate::model::{ArrayRef, ArrayValues, Cell, CellValue, ColumnMeta, Image, TupleValues, Value};
+use crate::model::{ArrayRef, ArrayValues, Cell, ColumnMeta, Image, TupleValues, Value};
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
 use crate::pg::relation::{ArrayElement, ColumnOutput, ReadPlan, RelationEntry};
@@ -283,32 +283,6 @@ impl TupleValues for DeformedTuple<'_> {
 
     fn text(&self, column: &ColumnMeta) -> &[u8] {
         self.datum(column).map_or(&[], PlannedDatum::text)
-    }
-
-    fn cell_value<'a>(&'a self, column: &'a ColumnMeta) -> CellValue<'a> {
-        let i = column.attr_index;
-        if !self.is_visible(column) {
-            return CellValue::Hidden;
-        }
-        let Some(output) = self.output(i) else {
-            return CellValue::Hidden;
-        };
-        if self.nulls[i] {
-            return CellValue::Null;
-        }
-        let datum = self.values[i];
-        // SAFETY: the non-null datum of a varlena attribute is a varlena pointer.
-        if output.is_varlena && unsafe { is_external_ondisk(datum) } {
-            return CellValue::UnchangedToast;
-        }
-        // Non-null, not a TOAST pointer, of the row's own attribute.
-        let datum = PlannedDatum {
-            datum,
-            plan: &output.plan,
-            finfo: &output.finfo,
-            is_varlena: output.is_varlena,
-        };
-        CellValue::Value(datum.value(|| Value::Array(ArrayRef::new(self, column))))
     }
 
     fn read_array(&self, column: &ColumnMeta, visit: &mut dyn FnMut(&dyn ArrayValues)) {

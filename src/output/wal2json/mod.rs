@@ -20,7 +20,7 @@ use crate::output::json::{classify_number, push_i64, push_json_string, NumberTex
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
 
-/// Appends `value`, a non-null value of `tuple`, as wal2json writes it: its output
+/// Appends a non-null value of `tuple` as wal2json writes it: its output
 /// function's text encoded by the column's [`ValueKind`]
 /// ([`push_text_value`]). The binary forms the session reads
 /// ([`ValueReads::AsText`](crate::model::ValueReads)) are printed here
@@ -29,7 +29,6 @@ use crate::output::numeric::{numeric_text, NumericKind};
 /// string; where one cannot be read, the output function's text is used.
 pub fn push_value(
     out: &mut Vec<u8>,
-    value: Value<'_>,
     tuple: &dyn TupleValues,
     column: &ColumnMeta,
     numbers_as_strings: bool,
@@ -37,7 +36,7 @@ pub fn push_value(
     let text = |out: &mut Vec<u8>| {
         push_text_value(out, column.kind, tuple.text(column), numbers_as_strings)
     };
-    match value {
+    match tuple.value(column) {
         Value::Int(v) if column.kind == ValueKind::Number => {
             if numbers_as_strings {
                 out.push(b'"');

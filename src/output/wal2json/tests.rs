@@ -610,14 +610,7 @@ fn encoded(kind: ValueKind, value: Value<'_>, text: &str, numbers_as_strings: bo
         value,
         text: text.as_bytes(),
     };
-    push_value(
-        &mut out,
-        tuple.value(&col),
-        &tuple,
-        &col,
-        numbers_as_strings,
-    )
-    .unwrap();
+    push_value(&mut out, &tuple, &col, numbers_as_strings).unwrap();
     s(&out).to_string()
 }
 
@@ -754,5 +747,5 @@ fn unreadable_or_foreign_values_use_the_output_function_text() {
         value: Value::OutputText(b"abc"),
         text: b"abc",
     };
-    assert!(push_value(&mut Vec::new(), tuple.value(&col), &tuple, &col, false).is_err());
+    assert!(push_value(&mut Vec::new(), &tuple, &col, false).is_err());
 }

@@ -7,8 +7,8 @@ use std::cell::RefCell;
 
 use super::{push_value, selected, Selection};
 use crate::model::{
-    Cell, CellValue, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta,
-    ReplicaIdentity, TupleValues, TxnInfo, ValueReads,
+    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
+    TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control;
@@ -345,20 +345,14 @@ impl Format1 {
         out.push(b'[');
         let mut first = true;
         for col in &rel.columns {
-            // `printed`, with the value read in the same call.
-            if !selected(rel, col, selection) {
+            if !printed(tuple, col) {
                 continue;
             }
-            let value = match tuple.cell_value(col) {
-                CellValue::Hidden | CellValue::UnchangedToast => continue,
-                CellValue::Null if replident => continue,
-                CellValue::Null => None,
-                CellValue::Value(value) => Some(value),
-            };
             separator(out, &mut first);
-            match value {
-                None => out.extend_from_slice(b"null"),
-                Some(value) => push_value(out, value, tuple, col, o.numeric_data_types_as_string)?,
+            if tuple.is_null(col) {
+                out.extend_from_slice(b"null");
+            } else {
+                push_value(out, tuple, col, o.numeric_data_types_as_string)?;
             }
         }
         out.push(b']');
