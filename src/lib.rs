@@ -3,11 +3,12 @@
 //!
 //! Layout (from the top down; nothing imports upwards): `plugin` holds the
 //! callback shims and the safe decoding core; `pg` the PostgreSQL edge
-//! (safe handles, catalog reads, publications, tuples, ports); `output` the
-//! formats and JSON encoders, `model` the relations and changes they
-//! render, `rules` pgoutput's publication decisions and `options` the
-//! option parser (all pure); `stats` the decoding statistics; `api` the
-//! SQL surface.
+//! (safe handles, catalog reads, publications, tuples as typed values,
+//! ports); `output` the formats, which encode those values; `text` the
+//! JSON and encoding primitives both of them use, `model` the relations,
+//! changes and values they share (importing nothing), `rules` pgoutput's
+//! publication decisions and `options` the option parser (all pure);
+//! `stats` the decoding statistics; `api` the SQL surface.
 
 #[cfg(not(panic = "unwind"))]
 compile_error!(
@@ -22,6 +23,7 @@ pub mod pg;
 pub mod plugin;
 pub mod rules;
 pub mod stats;
+pub mod text;
 
 pgrx::pg_module_magic!(name, version);
 

@@ -2,10 +2,63 @@
 //! core fills in: relations and their columns, the kinds of change, the
 //! transaction facts, and the values of a tuple behind [`TupleValues`].
 //!
-//! Pure code: no PostgreSQL calls. PostgreSQL's side (`pg/relation.rs`,
-//! `pg/tuple.rs`) builds these values; the formats (`output/`) only read them.
+//! Pure code: no PostgreSQL calls, and nothing from the layers above.
+//! PostgreSQL's side (`pg/relation.rs`, `pg/tuple.rs`) builds these values;
+//! the formats (`output/`) only read them and encode the [`Value`]s of a
+//! tuple each their own way.
 
-use crate::output::encoding::ServerEncoding;
+use std::any::Any;
+use std::cell::OnceCell;
+
+/// How the database's text becomes output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerEncoding {
+    /// UTF-8: bytes are copied (wal2json's output).
+    Utf8,
+    /// SQL_ASCII declares no encoding: bytes that form UTF-8 are copied,
+    /// the others written as their Latin-1 reading (`\u00XX`).
+    SqlAscii,
+    /// Any other encoding: converted to UTF-8, written as `\uXXXX`.
+    Other,
+}
+
+/// How the catalog reader names, classifies and reads a column's type for
+/// the session's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeRendering {
+    pub name: TypeName,
+    /// With include-domain-data-type, a domain's values are classified (and
+    /// its OID printed) as its base type's.
+    pub classify_domain_base: bool,
+    /// The type OID is printed as a signed integer (`%d`).
+    pub signed_oid: bool,
+    /// Which values the format takes in their binary form.
+    pub reads: ValueReads,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeName {
+    /// `format_type_extended` with the column's typmod: `character varying(10)`.
+    WithTypmod,
+    /// `pg_type.typname`: `varchar`.
+    Plain,
+}
+
+/// Which values of a tuple arrive in their binary form ([`Value`]); every
+/// other value arrives as its output function's text
+/// ([`Value::OutputText`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueReads {
+    /// Only where the binary form prints exactly as the output function
+    /// would in this session (wal2json's formats print output function
+    /// text): int2, int4, int8, oid, bool, text types, numeric, jsonb, and
+    /// timestamp (timestamptz) when DateStyle is ISO (and the time zone
+    /// UTC). Types are taken as they are, a domain through its own output.
+    AsText,
+    /// Every type with a binary reading ([`Value`]'s cases), domains as
+    /// their base type, arrays element by element (format 3).
+    Typed,
+}
 
 /// How a column's values are encoded, derived from its type OID (wal2json's
 /// rules).
@@ -86,7 +139,8 @@ pub struct RelationMeta {
     pub schema: Vec<u8>,
     pub table: Vec<u8>,
     /// How `schema` and `table` may appear in a warning (see
-    /// [`message_name`](crate::output::encoding::message_name)).
+    /// `text::encoding::message_name`), and how embedded JSON text is
+    /// written.
     pub server_encoding: ServerEncoding,
     pub schema_json: Vec<u8>,
     pub table_json: Vec<u8>,
@@ -95,8 +149,6 @@ pub struct RelationMeta {
     pub has_primary_key: bool,
     /// The relation has a replica identity index (`rd_replidindex`).
     pub has_identity_index: bool,
-    /// `REPLICA IDENTITY FULL`.
-    pub identity_full: bool,
     /// The replica identity setting.
     pub identity: ReplicaIdentity,
 }
@@ -138,27 +190,123 @@ pub trait TupleValues {
             Cell::Value
         }
     }
-    /// Appends the JSON encoding of a non-null value.
-    fn write_value(
-        &mut self,
-        column: &ColumnMeta,
-        numbers_as_strings: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError>;
+    /// A non-null value, read as the session's [`ValueReads`] say.
+    fn value<'a>(&'a self, column: &'a ColumnMeta) -> Value<'a>;
+    /// The output function's text of a non-null value: what a format
+    /// writes when it does not print a binary form itself, or when that
+    /// form could not be read.
+    fn text(&self, column: &ColumnMeta) -> &[u8];
+    /// The elements of a non-null array value ([`Value::Array`]), lent to
+    /// `visit`; by default there are none (`visit` is not called).
+    fn read_array(&self, _column: &ColumnMeta, _visit: &mut dyn FnMut(&dyn ArrayValues)) {}
     /// The stored form of a non-null value, `None` when it cannot be read
     /// (an unchanged TOAST value; by default).
     fn image(&self, _column: &ColumnMeta) -> Option<Image<'_>> {
         None
     }
-    /// Appends format 3's typed JSON of a non-null value
-    /// (`output::v3::value`); by default wal2json's encoding.
-    fn write_typed(
-        &mut self,
-        column: &ColumnMeta,
-        numbers_as_strings: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        self.write_value(column, numbers_as_strings, out)
+}
+
+/// A non-null value as PostgreSQL's side read it. Binary forms where they
+/// are cheap; a type without one arrives as its output function's text,
+/// borrowed, not copied ([`Value::OutputText`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a> {
+    /// int2, int4, int8, oid.
+    Int(i64),
+    Bool(bool),
+    /// float4, float8: the output function's digits.
+    Float(&'a [u8]),
+    /// numeric's bytes after the varlena header.
+    Numeric(&'a [u8]),
+    /// text, varchar, bpchar: the bytes, which are also the output
+    /// function's text.
+    Text(&'a [u8]),
+    /// json's text (a JSON document, as json's input function checked).
+    Json(&'a [u8]),
+    /// jsonb's bytes after the varlena header.
+    Jsonb(&'a [u8]),
+    Bytea(&'a [u8]),
+    /// Microseconds since 2000-01-01 00:00.
+    Timestamp(i64),
+    /// Microseconds since 2000-01-01 00:00 UTC.
+    TimestampTz(i64),
+    /// Days since 2000-01-01.
+    Date(i32),
+    /// An interval as stored: months, days, microseconds.
+    Interval {
+        months: i32,
+        days: i32,
+        micros: i64,
+    },
+    /// An array: its elements are read on request ([`ArrayRef::read`]).
+    Array(ArrayRef<'a>),
+    /// Any other type (or any type the session's [`ValueReads`] leave
+    /// out): it needs its output function's text, which this is.
+    OutputText(&'a [u8]),
+}
+
+/// An array value of a tuple's column, its elements not read yet.
+#[derive(Clone, Copy)]
+pub struct ArrayRef<'a> {
+    tuple: &'a dyn TupleValues,
+    column: &'a ColumnMeta,
+}
+
+impl<'a> ArrayRef<'a> {
+    pub fn new(tuple: &'a dyn TupleValues, column: &'a ColumnMeta) -> Self {
+        ArrayRef { tuple, column }
+    }
+
+    /// Lends the array's elements to `visit`.
+    pub fn read(&self, visit: &mut dyn FnMut(&dyn ArrayValues)) {
+        self.tuple.read_array(self.column, visit);
+    }
+
+    /// The whole array's output function text (which shows its bounds).
+    pub fn text(&self) -> &'a [u8] {
+        self.tuple.text(self.column)
+    }
+}
+
+impl std::fmt::Debug for ArrayRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArrayRef")
+    }
+}
+
+/// The elements of one array value, in storage order (row-major).
+pub trait ArrayValues {
+    /// The dimensions, outermost first (none for an empty array).
+    fn dims(&self) -> &[usize];
+    /// Every lower bound is 1 (the elements alone describe the array).
+    fn default_bounds(&self) -> bool;
+    /// The `i`-th element, `None` for NULL. Never [`Value::Array`].
+    fn element(&self, i: usize) -> Option<Value<'_>>;
+    /// The `i`-th (non-null) element's output function text.
+    fn element_text(&self, i: usize) -> &[u8];
+}
+
+/// What a format renders once per relation and reuses for its changes. It
+/// lives in the relation cache beside the relation's [`RelationMeta`] and is
+/// dropped with it when the relation's definition changes. Each format keeps
+/// a type of its own in it ([`RelationRender::get`]).
+#[derive(Default)]
+pub struct RelationRender(OnceCell<Box<dyn Any>>);
+
+impl RelationRender {
+    /// The format's rendering cache `T` for this relation, made on first
+    /// use. A session has one format, so one `T`; `None` if the relation
+    /// was rendered with another type first (only tests mix formats).
+    pub fn get<T: Default + 'static>(&self) -> Option<&T> {
+        self.0
+            .get_or_init(|| Box::new(T::default()))
+            .downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for RelationRender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelationRender")
     }
 }
 
@@ -218,6 +366,7 @@ pub struct ChangeHeader {
 }
 
 impl ChangeHeader {
+    #[cfg(test)]
     pub fn plain(kind: ChangeKind) -> Self {
         Self::plain_in(kind, None)
     }

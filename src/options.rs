@@ -1076,7 +1076,7 @@ mod tests {
                 "include-xids",
                 "messages",
             ][..]),
-            text in crate::output::json::tests::text(12),
+            text in crate::text::json::tests::text(12),
             not_utf8 in proptest::bool::weighted(0.25),
         ) {
             let mut value = text.into_bytes();

@@ -18,7 +18,7 @@ use pubjson_e2e::{
 use serde_json::Value;
 
 /// Included from the extension: the table checked against `pg_conversion`.
-#[path = "../../src/output/conversions.rs"]
+#[path = "../../src/text/conversions.rs"]
 mod conversions;
 
 struct Sample {

@@ -15,7 +15,7 @@
 //! In format 1 a block is one document: the `S` object with the block's
 //! changes in a `change` array, and no `E`.
 
-use super::json::{push_json_string, push_lsn, push_u64};
+use crate::text::json::{push_json_string, push_lsn, push_u64};
 
 fn start(out: &mut Vec<u8>, action: &[u8], xid: u32) {
     out.extend_from_slice(b"{\"action\":\"");

@@ -11,9 +11,6 @@
 //! Pure code: the formats write into a [`Sink`], which the decoding core
 //! backs with PostgreSQL's output writer (and the tests with a vector).
 
-use std::any::Any;
-use std::cell::OnceCell;
-
 use crate::model::{ChangeHeader, ChangeKind, EncodeError, RelationMeta, TupleValues, TxnInfo};
 use crate::output::control::{self, TwoPhaseEvent};
 
@@ -29,47 +26,33 @@ pub trait Sink {
     fn write_at(&mut self, lsn: u64);
 }
 
-/// How the catalog reader names and classifies a column's type for a format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TypeRendering {
-    pub name: TypeName,
-    /// With include-domain-data-type, a domain's values are classified (and
-    /// its OID printed) as its base type's.
-    pub classify_domain_base: bool,
-    /// The type OID is printed as a signed integer (`%d`).
-    pub signed_oid: bool,
-}
+pub use crate::model::{RelationRender, TypeName, TypeRendering};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TypeName {
-    /// `format_type_extended` with the column's typmod: `character varying(10)`.
-    WithTypmod,
-    /// `pg_type.typname`: `varchar`.
-    Plain,
-}
+/// The largest output buffer a format keeps after a transaction; format 1
+/// also writes a transaction's document in pieces past this many bytes
+/// (split between two changes), so a huge transaction never hits
+/// PostgreSQL's 1 GB allocation limit.
+pub const FLUSH_BYTES: usize = 16 * 1024 * 1024;
 
-/// What a format renders once per relation and reuses for its changes. It
-/// lives in the relation cache beside the relation's [`RelationMeta`] and is
-/// dropped with it when the relation's definition changes. Each format keeps
-/// a type of its own in it ([`RelationRender::get`]).
-#[derive(Default)]
-pub struct RelationRender(OnceCell<Box<dyn Any>>);
-
-impl RelationRender {
-    /// The format's rendering cache `T` for this relation, made on first
-    /// use. A session has one format, so one `T`; `None` if the relation
-    /// was rendered with another type first (only tests mix formats).
-    pub fn get<T: Default + 'static>(&self) -> Option<&T> {
-        self.0
-            .get_or_init(|| Box::new(T::default()))
-            .downcast_ref::<T>()
+/// Drops an output buffer that a large transaction grew past
+/// [`FLUSH_BYTES`], once its content has been written.
+pub fn shrink_after_transaction(buf: &mut Vec<u8>) {
+    if buf.capacity() > FLUSH_BYTES {
+        *buf = Vec::with_capacity(8192);
     }
 }
 
-impl std::fmt::Debug for RelationRender {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RelationRender")
-    }
+/// One INSERT/UPDATE/DELETE as the formats see it.
+pub struct ChangeContext<'a> {
+    pub txn: &'a TxnInfo,
+    /// The change's LSN.
+    pub lsn: u64,
+    pub header: &'a ChangeHeader,
+    pub rel: &'a RelationMeta,
+    /// The format's renderings of `rel`.
+    pub render: &'a RelationRender,
+    pub new: Option<&'a dyn TupleValues>,
+    pub old: Option<&'a dyn TupleValues>,
 }
 
 /// A prepared transaction, as two-phase objects describe it.
@@ -106,17 +89,10 @@ pub trait OutputFormat {
 
     /// One INSERT/UPDATE/DELETE that [`Self::skip_reason`] let through.
     /// Returns a WARNING to raise after it is written.
-    #[allow(clippy::too_many_arguments)]
     fn change(
         &mut self,
         sink: &mut dyn Sink,
-        txn: &TxnInfo,
-        lsn: u64,
-        header: &ChangeHeader,
-        rel: &RelationMeta,
-        render: &RelationRender,
-        new: Option<&mut dyn TupleValues>,
-        old: Option<&mut dyn TupleValues>,
+        change: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError>;
 
     /// Whether the format has anything to say about a TRUNCATE.

@@ -15,8 +15,8 @@
 //! values with `": "`, escapes strings with `escape_json` and prints numbers
 //! with `numeric_out`.
 
-use super::json::{push_u_escape, utf8_sequence_len, SPECIAL};
 use super::numeric::{numeric_text, NumericKind};
+use crate::text::json::{push_u_escape, utf8_sequence_len, SPECIAL};
 
 const JB_CMASK: u32 = 0x0FFF_FFFF;
 const JB_FSCALAR: u32 = 0x1000_0000;
@@ -39,7 +39,9 @@ const MAX_DEPTH: usize = 64;
 /// Appends the text `jsonb_out` prints for the bytes after the varlena
 /// header. Returns false, with `out` as it was, when the bytes are not a
 /// jsonb this understands (the caller then uses the output function).
-pub fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
+/// The tests' reference for the other two forms.
+#[cfg(test)]
+pub(crate) fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
     let start = out.len();
     let ok = container(body, 0, Mode::Text, out).is_some();
     if !ok {
@@ -49,8 +51,8 @@ pub fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// Appends a jsonb value as compact JSON (no blanks between tokens):
-/// [`jsonb_text`]'s document, for embedding in format 3. Returns false,
-/// with `out` as it was, like [`jsonb_text`].
+/// `jsonb_text`'s document, for embedding in format 3. Returns false,
+/// with `out` as it was, like `jsonb_text`.
 pub fn jsonb_compact(body: &[u8], out: &mut Vec<u8>) -> bool {
     let start = out.len();
     let ok = container(body, 0, Mode::Compact, out).is_some();
@@ -61,8 +63,8 @@ pub fn jsonb_compact(body: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// Appends what wal2json prints for a jsonb value: `jsonb_out`'s text as a
-/// JSON string (`push_json_string` of [`jsonb_text`]), in one pass. Returns
-/// false, with `out` as it was, like [`jsonb_text`].
+/// JSON string (`push_json_string` of `jsonb_text`), in one pass. Returns
+/// false, with `out` as it was, like `jsonb_text`.
 pub fn jsonb_json_string(body: &[u8], out: &mut Vec<u8>) -> bool {
     let start = out.len();
     out.push(b'"');
@@ -81,6 +83,8 @@ pub fn jsonb_json_string(body: &[u8], out: &mut Vec<u8>) -> bool {
 /// `Compact` is `Text` without the blanks after separators (format 3).
 #[derive(Clone, Copy)]
 enum Mode {
+    /// `jsonb_out`'s text (`jsonb_text`, the tests' reference).
+    #[cfg_attr(not(test), allow(dead_code))]
     Text,
     InJsonString,
     Compact,
@@ -347,8 +351,8 @@ fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::output::json::json_string;
-    use crate::output::json::tests::{bytes, text};
+    use crate::text::json::json_string;
+    use crate::text::json::tests::{bytes, text};
     use proptest::prelude::*;
 
     /// A JSON value to encode the way PostgreSQL's convertToJsonb does.

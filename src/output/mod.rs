@@ -1,15 +1,20 @@
-//! Output encoding (pure code): the format chosen for a session
-//! ([`format_for`], the interface in `format.rs`), wal2json's formats 1 and 2 (`wal2json/`), the streaming
-//! and two-phase objects (`control.rs`) and the JSON primitives.
+//! The output formats (pure code): the format chosen for a session
+//! ([`format_for`], the interface and what every format shares in
+//! `format.rs`), wal2json's formats 1 and 2 (`wal2json/`), pubjson's
+//! format 3 (`v3/`), the streaming and two-phase objects (`control.rs`),
+//! and the value encoders they use: jsonb from its binary form
+//! (`jsonb.rs`), numeric and timestamp text (`numeric.rs`, `datetime.rs`).
+//! The JSON and encoding primitives PostgreSQL's side uses too are in
+//! [`crate::text`] (re-exported here for the formats).
+//!
+//! A format is a module implementing [`format::OutputFormat`] and one arm
+//! in [`format_for`]; it encodes the [`Value`](crate::model::Value)s of
+//! the rows it is given its own way.
 pub mod control;
-pub mod conversions;
 pub mod datetime;
-pub mod encoding;
 pub mod format;
-pub mod json;
 pub mod jsonb;
 pub mod numeric;
-pub mod type_name;
 pub mod v3;
 pub mod wal2json;
 

@@ -10,7 +10,7 @@
 //! `0xC000`, +Infinity `0xD000`, -Infinity `0xF000`. Digits are base 10000,
 //! the first one worth 10000^weight.
 
-use super::json::DIGIT_PAIRS;
+use crate::text::json::DIGIT_PAIRS;
 
 const NBASE_DIGITS: usize = 4;
 

@@ -18,7 +18,6 @@ use pgrx::prelude::*;
 use std::ptr::NonNull;
 
 use crate::model::ChangeKind;
-use crate::output::encoding::message_name;
 use crate::pg::handles::{Rel, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
@@ -30,6 +29,7 @@ use crate::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
 use crate::rules::row_filter::{filter_verdict, FilterVerdict};
+use crate::text::encoding::message_name;
 
 unsafe extern "C-unwind" {
     /// catalog/partition.h, not in pgrx's bindings; call through

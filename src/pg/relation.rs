@@ -17,55 +17,36 @@ use std::rc::Rc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::model::{ColumnMeta, RelationMeta, ReplicaIdentity, ValueKind};
+use crate::model::{
+    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
+    ValueReads,
+};
 use crate::options::Options;
-use crate::output::format::{RelationRender, TypeName, TypeRendering};
-use crate::output::json::json_string;
-use crate::output::type_name::type_name_json_in;
 use crate::pg::handles::Rel;
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
+use crate::text::json::json_string;
+use crate::text::type_name::type_name_json_in;
 
-/// How a column's value is turned into text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FastPath {
+/// How a column's values are read ([`Value`](crate::model::Value)): one plan per column, chosen
+/// once from its type, the format's [`ValueReads`] and the session's
+/// DateStyle and TimeZone.
+pub enum ReadPlan {
     Int2,
     Int4,
     Int8,
     Oid,
     Bool,
-    /// text, varchar, bpchar: the output function returns the bytes unchanged.
-    Text,
-    /// numeric: decoded from its on-disk digits (`output/numeric.rs`).
-    Numeric,
-    /// jsonb: printed from its on-disk format (`output/jsonb.rs`).
-    Jsonb,
-    /// timestamp (`utc` false) or timestamptz (`utc` true) printed directly,
-    /// chosen only when DateStyle is ISO (and the time zone UTC for timestamptz).
-    Timestamp {
-        utc: bool,
-    },
-    /// Call the type's output function.
-    OutputFunction,
-}
-
-/// How format 3 reads a column's value (`output::v3::value`): from its
-/// binary form where that is cheap, else through the output function.
-/// Domains are read as their base type.
-pub enum TypedPath {
-    Int2,
-    Int4,
-    Int8,
-    Oid,
     /// float4, float8: the output function's digits.
     Float,
+    /// numeric: its on-disk digits.
     Numeric,
-    Bool,
     /// text, varchar, bpchar: the bytes are the output function's text.
     Text,
     Json,
+    /// jsonb: its on-disk format.
     Jsonb,
     Bytea,
     Timestamp,
@@ -74,7 +55,7 @@ pub enum TypedPath {
     Interval,
     /// An array: its elements are read one by one.
     Array(Box<ArrayElement>),
-    /// Any other type: the output function's text, as a string.
+    /// Any other type: the output function's text.
     OutputFunction,
 }
 
@@ -85,86 +66,142 @@ pub struct ArrayElement {
     pub byval: bool,
     pub align: std::ffi::c_char,
     /// Never `Array` (arrays of arrays are multidimensional arrays).
-    pub path: TypedPath,
+    pub plan: ReadPlan,
     /// The element type's output function.
     pub finfo: Box<pg_sys::FmgrInfo>,
 }
 
-impl TypedPath {
-    /// The path for values of `typid`; `nested`: an array's elements.
-    ///
-    /// # Safety
-    /// Inside a transaction; `memory` outlives the path.
-    unsafe fn of(typid: pg_sys::Oid, memory: pg_sys::MemoryContext, nested: bool) -> TypedPath {
-        // SAFETY: catalog lookups inside the decoding callback's transaction.
+impl ReadPlan {
+    /// The plan for values of `typid` (an array's elements when `nested`).
+    fn of(
+        catalog: InCallback<'_>,
+        typid: pg_sys::Oid,
+        reads: ValueReads,
+        dates: DateSettings,
+        memory: pg_sys::MemoryContext,
+        nested: bool,
+    ) -> ReadPlan {
+        match reads {
+            ValueReads::AsText => ReadPlan::as_text(typid, dates),
+            ValueReads::Typed => ReadPlan::typed(catalog, typid, memory, nested),
+        }
+    }
+
+    /// [`ValueReads::AsText`]: binary forms only where they print exactly
+    /// as the type's own output function does in this session.
+    fn as_text(typid: pg_sys::Oid, dates: DateSettings) -> ReadPlan {
+        match typid {
+            pg_sys::TIMESTAMPOID if dates.iso => ReadPlan::Timestamp,
+            pg_sys::TIMESTAMPTZOID if dates.iso && dates.utc => ReadPlan::TimestampTz,
+            pg_sys::INT2OID => ReadPlan::Int2,
+            pg_sys::INT4OID => ReadPlan::Int4,
+            pg_sys::INT8OID => ReadPlan::Int8,
+            pg_sys::OIDOID => ReadPlan::Oid,
+            pg_sys::BOOLOID => ReadPlan::Bool,
+            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => ReadPlan::Text,
+            pg_sys::NUMERICOID => ReadPlan::Numeric,
+            pg_sys::JSONBOID => ReadPlan::Jsonb,
+            _ => ReadPlan::OutputFunction,
+        }
+    }
+
+    /// [`ValueReads::Typed`]: domains as their base type, arrays element
+    /// by element; `memory` is where element output functions live.
+    fn typed(
+        catalog: InCallback<'_>,
+        typid: pg_sys::Oid,
+        memory: pg_sys::MemoryContext,
+        nested: bool,
+    ) -> ReadPlan {
+        // SAFETY: a catalog lookup, inside a decoding callback (`catalog`).
         let base = unsafe { pg_sys::getBaseType(typid) };
         match base {
-            pg_sys::INT2OID => TypedPath::Int2,
-            pg_sys::INT4OID => TypedPath::Int4,
-            pg_sys::INT8OID => TypedPath::Int8,
-            pg_sys::OIDOID => TypedPath::Oid,
-            pg_sys::FLOAT4OID | pg_sys::FLOAT8OID => TypedPath::Float,
-            pg_sys::NUMERICOID => TypedPath::Numeric,
-            pg_sys::BOOLOID => TypedPath::Bool,
-            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => TypedPath::Text,
-            pg_sys::JSONOID => TypedPath::Json,
-            pg_sys::JSONBOID => TypedPath::Jsonb,
-            pg_sys::BYTEAOID => TypedPath::Bytea,
-            pg_sys::TIMESTAMPOID => TypedPath::Timestamp,
-            pg_sys::TIMESTAMPTZOID => TypedPath::TimestampTz,
-            pg_sys::DATEOID => TypedPath::Date,
-            pg_sys::INTERVALOID => TypedPath::Interval,
-            _ if nested => TypedPath::OutputFunction,
-            // SAFETY: as above; the element's output function is resolved
-            // into `memory`, which outlives the path.
-            _ => unsafe {
-                let elem_type = pg_sys::get_element_type(base);
-                if elem_type == pg_sys::InvalidOid || pg_sys::get_typlen(base) != -1 {
-                    return TypedPath::OutputFunction;
-                }
-                let mut typlen = 0i16;
-                let mut byval = false;
-                let mut align: std::ffi::c_char = 0;
-                pg_sys::get_typlenbyvalalign(elem_type, &mut typlen, &mut byval, &mut align);
-                let mut output_fn = pg_sys::InvalidOid;
-                let mut is_varlena = false;
-                pg_sys::getTypeOutputInfo(elem_type, &mut output_fn, &mut is_varlena);
-                let mut finfo = Box::new(pg_sys::FmgrInfo::default());
-                pg_sys::fmgr_info_cxt(output_fn, &mut *finfo, memory);
-                TypedPath::Array(Box::new(ArrayElement {
+            pg_sys::INT2OID => ReadPlan::Int2,
+            pg_sys::INT4OID => ReadPlan::Int4,
+            pg_sys::INT8OID => ReadPlan::Int8,
+            pg_sys::OIDOID => ReadPlan::Oid,
+            pg_sys::FLOAT4OID | pg_sys::FLOAT8OID => ReadPlan::Float,
+            pg_sys::NUMERICOID => ReadPlan::Numeric,
+            pg_sys::BOOLOID => ReadPlan::Bool,
+            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => ReadPlan::Text,
+            pg_sys::JSONOID => ReadPlan::Json,
+            pg_sys::JSONBOID => ReadPlan::Jsonb,
+            pg_sys::BYTEAOID => ReadPlan::Bytea,
+            pg_sys::TIMESTAMPOID => ReadPlan::Timestamp,
+            pg_sys::TIMESTAMPTZOID => ReadPlan::TimestampTz,
+            pg_sys::DATEOID => ReadPlan::Date,
+            pg_sys::INTERVALOID => ReadPlan::Interval,
+            _ if nested => ReadPlan::OutputFunction,
+            _ => {
+                // SAFETY: catalog lookups inside a decoding callback
+                // (`catalog`); the output arguments are locals.
+                let (elem_type, typlen, byval, align) = unsafe {
+                    let elem_type = pg_sys::get_element_type(base);
+                    if elem_type == pg_sys::InvalidOid || pg_sys::get_typlen(base) != -1 {
+                        return ReadPlan::OutputFunction;
+                    }
+                    let mut typlen = 0i16;
+                    let mut byval = false;
+                    let mut align: std::ffi::c_char = 0;
+                    pg_sys::get_typlenbyvalalign(elem_type, &mut typlen, &mut byval, &mut align);
+                    (elem_type, typlen, byval, align)
+                };
+                ReadPlan::Array(Box::new(ArrayElement {
                     elem_type,
                     typlen,
                     byval,
                     align,
-                    path: TypedPath::of(elem_type, memory, true),
-                    finfo,
+                    plan: ReadPlan::typed(catalog, elem_type, memory, true),
+                    finfo: output_function(catalog, elem_type, memory),
                 }))
-            },
+            }
         }
     }
 }
 
-/// Output machinery of one column, indexed by attribute number - 1.
-pub struct ColumnOutput {
-    pub fast_path: FastPath,
-    /// Output function, resolved once (boxed so its address is stable).
-    pub finfo: Box<pg_sys::FmgrInfo>,
-    /// The column's type (the base type with include-domain-data-type).
-    pub type_oid: pg_sys::Oid,
-    /// Format 3's path, resolved on first use (formats 1 and 2 never ask).
-    typed: std::cell::OnceCell<TypedPath>,
-    /// The relation cache's context, where that path's output functions live.
-    memory: pg_sys::MemoryContext,
+/// Proof that the code holding it runs inside a decoding callback, where
+/// catalog lookups are allowed (a transaction with the historic snapshot):
+/// made only from a relation handle, which only a callback has.
+#[derive(Clone, Copy)]
+pub struct InCallback<'a>(std::marker::PhantomData<Rel<'a>>);
+
+impl<'a> InCallback<'a> {
+    pub fn of(_rel: Rel<'a>) -> Self {
+        InCallback(std::marker::PhantomData)
+    }
 }
 
-impl ColumnOutput {
-    /// Format 3's path for this column.
-    pub fn typed_path(&self) -> &TypedPath {
-        // SAFETY: called from a decoding callback (inside its transaction);
-        // `memory` is the relation cache's context, which outlives entries.
-        self.typed
-            .get_or_init(|| unsafe { TypedPath::of(self.type_oid, self.memory, false) })
+/// The output function of `typid`, resolved into `memory` (boxed so its
+/// address is stable).
+fn output_function(
+    _catalog: InCallback<'_>,
+    typid: pg_sys::Oid,
+    memory: pg_sys::MemoryContext,
+) -> Box<pg_sys::FmgrInfo> {
+    let mut finfo = Box::new(pg_sys::FmgrInfo::default());
+    // SAFETY: catalog lookups inside a decoding callback (`_catalog`);
+    // `memory` is the relation cache's context, which outlives every entry
+    // and so every plan holding the FmgrInfo.
+    unsafe {
+        let mut output_fn = pg_sys::InvalidOid;
+        let mut is_varlena = false;
+        pg_sys::getTypeOutputInfo(typid, &mut output_fn, &mut is_varlena);
+        pg_sys::fmgr_info_cxt(output_fn, &mut *finfo, memory);
     }
+    finfo
+}
+
+/// How one column is read, indexed by attribute number - 1.
+pub struct ColumnOutput {
+    pub plan: ReadPlan,
+    /// The column's output function (of the base type with
+    /// include-domain-data-type in format 1).
+    pub finfo: Box<pg_sys::FmgrInfo>,
+    /// The attribute's storage (`attlen`, `attbyval`): what its datum is.
+    pub attlen: i16,
+    pub byval: bool,
+    /// `attlen = -1`.
+    pub is_varlena: bool,
 }
 
 pub struct RelationEntry {
@@ -207,13 +244,16 @@ pub struct RelationCache {
     /// Memory of invalidated entries, freed once no callback can still be
     /// using them (at the start of the next one).
     retired: Vec<pg_sys::MemoryContext>,
-    /// Settings fixed for the decoding session (they pick fast paths).
+    /// Settings fixed for the decoding session (they pick read plans).
     dates: DateSettings,
-    /// How the session's format names column types.
+    /// How the session's format names, classifies and reads column types.
     types: TypeRendering,
 }
 
 impl RelationCache {
+    /// The cache of a decoding session: made once, by the startup callback,
+    /// from the memory context PostgreSQL gave it.
+    ///
     /// # Safety
     /// `memory` is a valid memory context that outlives the cache.
     pub unsafe fn new(memory: pg_sys::MemoryContext, types: TypeRendering) -> Self {
@@ -277,13 +317,11 @@ impl RelationCache {
         if let Some(entry) = self.entries.get(&relid) {
             return Rc::clone(entry);
         }
-        // SAFETY: `rel` is open (a handle); building only reads the
-        // catalogs, inside the decoding callback's transaction, and
-        // allocates in the cache's own context.
-        let mut entry =
-            unsafe { build_entry(rel.as_ptr(), opts, self.memory, self.dates, self.types) };
+        let mut entry = build_entry(rel, opts, self.memory, self.dates, self.types);
         if let Some(publications) = publications {
-            // SAFETY: as above; the cache's context is valid while it exists.
+            // SAFETY: `rel` is a handle, so this runs inside its decoding
+            // callback; `self.memory` is valid while the cache exists (the
+            // contract of RelationCache::new).
             entry.publish = unsafe { build_publish_info(rel, publications.current(), self.memory) };
         }
         let entry = Rc::new(entry);
@@ -292,17 +330,9 @@ impl RelationCache {
     }
 }
 
-/// Copies a C string into a byte vector (empty for NULL).
-///
-/// # Safety
-/// `p` is NULL or a valid NUL-terminated string.
-unsafe fn cstr_bytes(p: *const std::ffi::c_char) -> Vec<u8> {
-    if p.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: non-NULL and NUL-terminated per the contract.
-        unsafe { CStr::from_ptr(p) }.to_bytes().to_vec()
-    }
+/// Copies a C string into a byte vector (empty for none).
+fn cstr_bytes(s: Option<&CStr>) -> Vec<u8> {
+    s.map_or_else(Vec::new, |s| s.to_bytes().to_vec())
 }
 
 fn name_bytes(name: &pg_sys::NameData) -> Vec<u8> {
@@ -353,22 +383,6 @@ impl DateSettings {
     }
 }
 
-fn fast_path(typid: pg_sys::Oid, dates: DateSettings) -> FastPath {
-    match typid {
-        pg_sys::TIMESTAMPOID if dates.iso => FastPath::Timestamp { utc: false },
-        pg_sys::TIMESTAMPTZOID if dates.iso && dates.utc => FastPath::Timestamp { utc: true },
-        pg_sys::INT2OID => FastPath::Int2,
-        pg_sys::INT4OID => FastPath::Int4,
-        pg_sys::INT8OID => FastPath::Int8,
-        pg_sys::OIDOID => FastPath::Oid,
-        pg_sys::BOOLOID => FastPath::Bool,
-        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => FastPath::Text,
-        pg_sys::NUMERICOID => FastPath::Numeric,
-        pg_sys::JSONBOID => FastPath::Jsonb,
-        _ => FastPath::OutputFunction,
-    }
-}
-
 /// The fields of `pg_type` pubjson needs.
 struct TypeInfo {
     name: Vec<u8>,
@@ -377,10 +391,9 @@ struct TypeInfo {
     base_typmod: i32,
 }
 
-/// # Safety
-/// Must run inside a transaction (decoding callbacks do).
-unsafe fn type_info(typid: pg_sys::Oid) -> TypeInfo {
-    // SAFETY: syscache lookup; the tuple is released before returning.
+fn type_info(_catalog: InCallback<'_>, typid: pg_sys::Oid) -> TypeInfo {
+    // SAFETY: a syscache lookup inside a decoding callback (`_catalog`);
+    // the tuple is read, then released before returning.
     unsafe {
         let tup = pg_sys::SearchSysCache1(
             pg_sys::SysCacheIdentifier::TYPEOID as i32,
@@ -405,27 +418,25 @@ unsafe fn type_info(typid: pg_sys::Oid) -> TypeInfo {
     }
 }
 
-/// # Safety
-/// Must run inside a transaction.
-unsafe fn format_type(typid: pg_sys::Oid, typmod: i32) -> Vec<u8> {
-    // SAFETY: format_type_extended returns a palloc'd string, copied at once.
+fn format_type(_catalog: InCallback<'_>, typid: pg_sys::Oid, typmod: i32) -> Vec<u8> {
+    // SAFETY: a catalog lookup inside a decoding callback (`_catalog`);
+    // format_type_extended returns a palloc'd string (or NULL), copied at once.
     unsafe {
         let p = pg_sys::format_type_extended(
             typid,
             typmod,
             pg_sys::FORMAT_TYPE_TYPEMOD_GIVEN as pg_sys::bits16,
         );
-        cstr_bytes(p)
+        cstr_bytes((!p.is_null()).then(|| CStr::from_ptr(p)))
     }
 }
 
 /// `pg_get_expr(adbin, relid)` for a column default, or `None` without one.
-///
-/// # Safety
-/// `rel` must be a valid relation.
-unsafe fn default_expression(rel: pg_sys::Relation, attnum: i16) -> Option<Vec<u8>> {
-    // SAFETY: reads the relation's tuple descriptor constraints, then calls
-    // pg_get_expr through the fmgr as wal2json does.
+fn default_expression(rel: Rel<'_>, attnum: i16) -> Option<Vec<u8>> {
+    let rel = rel.as_ptr();
+    // SAFETY: `rel` is open (a handle): its descriptor's constraints are
+    // valid; pg_get_expr is called through the fmgr as wal2json does,
+    // inside the callback the handle belongs to.
     unsafe {
         let constr = (*(*rel).rd_att).constr;
         if constr.is_null() || (*constr).defval.is_null() {
@@ -444,7 +455,7 @@ unsafe fn default_expression(rel: pg_sys::Relation, attnum: i16) -> Option<Vec<u
             pg_sys::Datum::from((*rel).rd_id),
         );
         let cstr = pg_sys::text_to_cstring(text.cast_mut_ptr());
-        Some(cstr_bytes(cstr))
+        Some(cstr_bytes((!cstr.is_null()).then(|| CStr::from_ptr(cstr))))
     }
 }
 
@@ -463,28 +474,28 @@ fn pg_get_expr_oid() -> pg_sys::Oid {
 }
 
 /// Reads the catalogs and renders everything the active format needs.
-///
-/// # Safety
-/// `rel` must be a valid open relation; runs inside the decoding transaction.
-unsafe fn build_entry(
-    rel: pg_sys::Relation,
+fn build_entry(
+    handle: Rel<'_>,
     opts: &Options,
     memory: pg_sys::MemoryContext,
     dates: DateSettings,
     types: TypeRendering,
 ) -> RelationEntry {
-    // SAFETY: every pointer read here comes from the open relation, and the
-    // catalog functions are the ones wal2json itself calls in its callbacks.
+    let catalog = InCallback::of(handle);
+    let rel = handle.as_ptr();
+    // SAFETY: every pointer read here comes from the open relation (a
+    // handle), and the catalog functions are the ones wal2json itself
+    // calls in its callbacks; the bitmaps are ours to free.
     unsafe {
         let form = (*rel).rd_rel;
-        let schema = cstr_bytes(pg_sys::get_namespace_name((*form).relnamespace));
+        let namespace = pg_sys::get_namespace_name((*form).relnamespace);
+        let schema = cstr_bytes((!namespace.is_null()).then(|| CStr::from_ptr(namespace)));
         let table = name_bytes(&(*form).relname);
 
         // Makes sure rd_pkindex and rd_replidindex are set.
         pg_sys::list_free(pg_sys::RelationGetIndexList(rel));
         let has_primary_key = (*rel).rd_pkindex != pg_sys::InvalidOid;
         let has_identity_index = (*rel).rd_replidindex != pg_sys::InvalidOid;
-        let identity_full = (*form).relreplident as u8 == b'f';
         let identity = match (*form).relreplident as u8 {
             b'f' => ReplicaIdentity::Full,
             b'n' => ReplicaIdentity::Nothing,
@@ -517,7 +528,7 @@ unsafe fn build_entry(
             let column_type = attr.atttypid;
             let need_type_info = opts.include_types;
             let info = if need_type_info {
-                Some(type_info(column_type))
+                Some(type_info(catalog, column_type))
             } else {
                 None
             };
@@ -528,9 +539,13 @@ unsafe fn build_entry(
                 None => Vec::new(),
                 Some(t) => type_name_json_in(
                     &match (types.name, domain_as_base) {
-                        (TypeName::WithTypmod, true) => format_type(t.base_type, t.base_typmod),
-                        (TypeName::WithTypmod, false) => format_type(column_type, attr.atttypmod),
-                        (TypeName::Plain, true) => type_info(t.base_type).name,
+                        (TypeName::WithTypmod, true) => {
+                            format_type(catalog, t.base_type, t.base_typmod)
+                        }
+                        (TypeName::WithTypmod, false) => {
+                            format_type(catalog, column_type, attr.atttypmod)
+                        }
+                        (TypeName::Plain, true) => type_info(catalog, t.base_type).name,
                         (TypeName::Plain, false) => t.name.clone(),
                     },
                     server_encoding(),
@@ -542,8 +557,8 @@ unsafe fn build_entry(
                     let mut typmod = attr.atttypmod;
                     let base = pg_sys::getBaseTypeAndTypmod(column_type, &mut typmod);
                     let name = match types.name {
-                        TypeName::WithTypmod => format_type(base, typmod),
-                        TypeName::Plain => type_info(base).name,
+                        TypeName::WithTypmod => format_type(catalog, base, typmod),
+                        TypeName::Plain => type_info(catalog, base).name,
                     };
                     Some((type_name_json_in(&name, server_encoding()), base.to_u32()))
                 }
@@ -561,16 +576,10 @@ unsafe fn build_entry(
             };
 
             let default_json = if opts.include_default && attr.atthasdef && attr.attgenerated == 0 {
-                default_expression(rel, attr.attnum).map(|d| json_string(&d))
+                default_expression(handle, attr.attnum).map(|d| json_string(&d))
             } else {
                 None
             };
-
-            let mut output_fn = pg_sys::InvalidOid;
-            let mut is_varlena_out = false;
-            pg_sys::getTypeOutputInfo(value_type, &mut output_fn, &mut is_varlena_out);
-            let mut finfo = Box::new(pg_sys::FmgrInfo::default());
-            pg_sys::fmgr_info_cxt(output_fn, &mut *finfo, memory);
 
             columns.push(ColumnMeta {
                 attr_index,
@@ -589,11 +598,11 @@ unsafe fn build_entry(
                 byval: attr.attbyval,
             });
             outputs.push(Some(ColumnOutput {
-                fast_path: fast_path(value_type, dates),
-                finfo,
-                type_oid: value_type,
-                typed: std::cell::OnceCell::new(),
-                memory,
+                plan: ReadPlan::of(catalog, value_type, types.reads, dates, memory, false),
+                finfo: output_function(catalog, value_type, memory),
+                attlen: attr.attlen,
+                byval: attr.attbyval,
+                is_varlena: attr.attlen == -1,
             }));
         }
         if !pk_attrs.is_null() {
@@ -615,7 +624,6 @@ unsafe fn build_entry(
                 columns,
                 has_primary_key,
                 has_identity_index,
-                identity_full,
                 identity,
             },
             outputs,

@@ -1,12 +1,12 @@
 //! The database encoding, and PostgreSQL's conversion of it to UTF-8 for
-//! the output of databases that are not UTF-8 (see `output::encoding`).
+//! the output of databases that are not UTF-8 (see `text::encoding`).
 
 use std::ffi::{CStr, CString};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::output::encoding::{push_ascii_json, to_utf8_routine, ServerEncoding, ToUtf8};
+use crate::text::encoding::{push_ascii_json, to_utf8_routine, ServerEncoding, ToUtf8};
 
 /// The encoding of the database being decoded.
 pub fn server_encoding() -> ServerEncoding {

@@ -1,23 +1,15 @@
-//! A decoded heap tuple as [`TupleValues`]: deformed once, values rendered
-//! straight into the output buffer.
+//! A decoded heap tuple as [`TupleValues`]: deformed once, each value read
+//! along its column's [`ReadPlan`] as a [`Value`] that borrows the tuple's
+//! bytes (or its output function's text) in place. The formats encode it.
 
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use crate::output::datetime::push_iso_timestamp;
-use crate::output::encoding::ServerEncoding;
-use crate::output::json::{push_i64, push_json_string, push_u64};
-use crate::output::jsonb::jsonb_json_string;
-use crate::output::numeric::{numeric_text, NumericKind};
-
-use crate::model::{Cell, ColumnMeta, EncodeError, Image, TupleValues};
-use crate::output::v3::value::{push_array, push_value, Value};
-use crate::output::wal2json::push_text_value;
+use crate::model::{ArrayRef, ArrayValues, Cell, ColumnMeta, Image, TupleValues, Value};
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
-use crate::pg::relation::{ArrayElement, ColumnOutput, FastPath, RelationEntry, TypedPath};
-use crate::pg::server_encoding::server_encoding;
+use crate::pg::relation::{ArrayElement, ColumnOutput, ReadPlan, RelationEntry};
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -26,6 +18,7 @@ pub struct DeformBuffers {
     nulls: Vec<bool>,
 }
 
+/// The values of one row, in the layout of `entry`'s relation.
 pub struct DeformedTuple<'a> {
     values: &'a [pg_sys::Datum],
     nulls: &'a [bool],
@@ -38,7 +31,8 @@ pub struct DeformedTuple<'a> {
 #[derive(Clone, Copy)]
 pub enum Row<'a> {
     Absent,
-    /// The decoded tuple itself, in its relation's layout.
+    /// The decoded tuple itself, in its relation's layout: a change's
+    /// tuple and that change's relation ([`Row::heap`]).
     Heap(Rel<'a>, Tuple<'a>),
     /// A slot, possibly converted to an ancestor's layout (publications).
     Slot(SlotRow<'a>),
@@ -70,37 +64,31 @@ impl DeformBuffers {
     ) -> Option<DeformedTuple<'a>> {
         match row {
             Row::Absent => None,
-            // SAFETY: a handle's tuple belongs to its open relation.
-            Row::Heap(rel, tuple) => {
-                Some(unsafe { self.deform(rel.as_ptr(), tuple.as_ptr(), entry, mask) })
-            }
-            // SAFETY: a SlotRow holds a tuple and stays unchanged while borrowed.
-            Row::Slot(slot) => Some(unsafe { Self::load_slot(slot.as_ptr(), entry, mask) }),
+            Row::Heap(rel, tuple) => Some(self.deform(rel, tuple, entry, mask)),
+            Row::Slot(slot) => Some(Self::load_slot(slot, entry, mask)),
         }
     }
 
-    /// Deforms `tuple` with `rel`'s descriptor.
-    ///
-    /// # Safety
-    /// `tuple` must be a valid heap tuple of `rel`, which must be open.
-    unsafe fn deform<'a>(
+    /// Deforms a change's `tuple` with its relation's descriptor.
+    fn deform<'a>(
         &'a mut self,
-        rel: pg_sys::Relation,
-        tuple: pg_sys::HeapTuple,
+        rel: Rel<'a>,
+        tuple: Tuple<'a>,
         entry: &'a RelationEntry,
         mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
-        // SAFETY: the descriptor belongs to the open relation; the buffers
-        // are sized to its attribute count before heap_deform_tuple fills them.
+        // SAFETY: `rel` is an open relation and `tuple` a valid heap tuple
+        // of it (handles, paired by Row::Heap); the buffers are sized to
+        // the descriptor's attribute count before heap_deform_tuple fills them.
         unsafe {
-            let tupdesc = (*rel).rd_att;
+            let tupdesc = (*rel.as_ptr()).rd_att;
             let natts = (*tupdesc).natts as usize;
             self.values.clear();
             self.values.resize(natts, pg_sys::Datum::from(0));
             self.nulls.clear();
             self.nulls.resize(natts, true);
             pg_sys::heap_deform_tuple(
-                tuple,
+                tuple.as_ptr(),
                 tupdesc,
                 self.values.as_mut_ptr(),
                 self.nulls.as_mut_ptr(),
@@ -115,17 +103,15 @@ impl DeformBuffers {
     }
 
     /// The values of a slot (all attributes deformed), read in place.
-    ///
-    /// # Safety
-    /// `slot` must hold a tuple with `entry`'s relation's layout and stay
-    /// unchanged while the result is in use.
-    unsafe fn load_slot<'a>(
-        slot: *mut pg_sys::TupleTableSlot,
+    fn load_slot<'a>(
+        slot: SlotRow<'a>,
         entry: &'a RelationEntry,
         mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
-        // SAFETY: slot_getallattrs fills tts_values/tts_isnull for every
-        // attribute of the slot's descriptor; the caller keeps the slot as it is.
+        let slot = slot.as_ptr();
+        // SAFETY: a SlotRow holds a tuple and stays unchanged for 'a (its
+        // invariant); slot_getallattrs fills tts_values/tts_isnull for
+        // every attribute of the slot's descriptor.
         let (values, nulls) = unsafe {
             pg_sys::slot_getallattrs(slot);
             let natts = (*(*slot).tts_tupleDescriptor).natts as usize;
@@ -143,251 +129,243 @@ impl DeformBuffers {
     }
 }
 
-fn push_number(out: &mut Vec<u8>, quoted: bool, write: impl FnOnce(&mut Vec<u8>)) {
-    if quoted {
-        out.push(b'"');
-    }
-    write(out);
-    if quoted {
-        out.push(b'"');
-    }
+/// A value that can be read along its plan: non-null, not an unchanged
+/// TOAST pointer, of the type `plan` and `finfo` were made for, and valid
+/// for `'a`. Made only by [`DeformedTuple::datum`] and
+/// [`Elements::datum`], which check this.
+#[derive(Clone, Copy)]
+struct PlannedDatum<'a> {
+    datum: pg_sys::Datum,
+    plan: &'a ReadPlan,
+    finfo: &'a pg_sys::FmgrInfo,
+    is_varlena: bool,
 }
 
-impl DeformedTuple<'_> {
-    /// The type's output function, then wal2json's encoding of its text.
-    fn write_with_output_function(
-        &self,
-        column: &ColumnMeta,
-        output: &ColumnOutput,
-        datum: pg_sys::Datum,
-        numbers_as_strings: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        // SAFETY: the output function was resolved for this column's type;
-        // varlena values are detoasted first, as wal2json does.
-        let text = unsafe {
-            let value = if column.is_varlena {
-                pg_sys::Datum::from(pg_sys::pg_detoast_datum(datum.cast_mut_ptr()))
+impl<'a> PlannedDatum<'a> {
+    /// The value; an array ([`ReadPlan::Array`]) is `array`.
+    fn value(self, array: impl FnOnce() -> Value<'a>) -> Value<'a> {
+        let datum = self.datum;
+        let raw = datum.value();
+        // SAFETY (each varlena_bytes): the plan was chosen for the datum's
+        // type, so these are non-null varlenas of that type that are not
+        // unchanged TOAST pointers (the type's invariant), valid for 'a.
+        match self.plan {
+            ReadPlan::Int2 => Value::Int(raw as i16 as i64),
+            ReadPlan::Int4 => Value::Int(raw as i32 as i64),
+            ReadPlan::Int8 => Value::Int(raw as i64),
+            ReadPlan::Oid => Value::Int(raw as u32 as i64),
+            ReadPlan::Bool => Value::Bool(raw & 0xff != 0),
+            ReadPlan::Timestamp => Value::Timestamp(raw as i64),
+            ReadPlan::TimestampTz => Value::TimestampTz(raw as i64),
+            ReadPlan::Date => Value::Date(raw as i32),
+            ReadPlan::Interval => {
+                // SAFETY: a non-null interval datum points to an Interval.
+                let interval = unsafe { &*datum.cast_mut_ptr::<pg_sys::Interval>() };
+                Value::Interval {
+                    months: interval.month,
+                    days: interval.day,
+                    micros: interval.time,
+                }
+            }
+            ReadPlan::Numeric => Value::Numeric(unsafe { varlena_bytes(datum) }),
+            ReadPlan::Text => Value::Text(unsafe { varlena_bytes(datum) }),
+            ReadPlan::Json => Value::Json(unsafe { varlena_bytes(datum) }),
+            ReadPlan::Jsonb => Value::Jsonb(unsafe { varlena_bytes(datum) }),
+            ReadPlan::Bytea => Value::Bytea(unsafe { varlena_bytes(datum) }),
+            ReadPlan::Float => Value::Float(self.text()),
+            ReadPlan::Array(_) => array(),
+            ReadPlan::OutputFunction => Value::OutputText(self.text()),
+        }
+    }
+
+    /// The output function's text (palloc'd in the current memory context,
+    /// which outlives the change). A varlena is detoasted first, as
+    /// wal2json does.
+    fn text(self) -> &'a [u8] {
+        // SAFETY: a non-null value of the type `finfo` outputs (the type's
+        // invariant); OutputFunctionCall changes the FmgrInfo only in its
+        // own fn_extra cache, and returns a NUL-terminated string.
+        unsafe {
+            let value = if self.is_varlena {
+                pg_sys::Datum::from(pg_sys::pg_detoast_datum(self.datum.cast_mut_ptr()))
             } else {
-                datum
+                self.datum
             };
-            let finfo = &*output.finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
-            CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value))
-        };
-        push_text_value(out, column.kind, text.to_bytes(), numbers_as_strings)
+            let finfo = self.finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
+            CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value)).to_bytes()
+        }
     }
 }
 
-/// The output function's text of a non-null value.
-///
-/// # Safety
-/// `datum` is a non-null value of the type `finfo` outputs; `is_varlena`
-/// tells whether it is a varlena (detoasted first, as wal2json does). The
-/// text lives in the current memory context.
-unsafe fn output_text<'t>(
-    finfo: &pg_sys::FmgrInfo,
-    datum: pg_sys::Datum,
-    is_varlena: bool,
-) -> &'t [u8] {
-    // SAFETY: per the contract; OutputFunctionCall does not modify finfo
-    // beyond its own fn_extra cache, which it owns.
-    unsafe {
-        let value = if is_varlena {
-            pg_sys::Datum::from(pg_sys::pg_detoast_datum(datum.cast_mut_ptr()))
-        } else {
-            datum
-        };
-        let finfo = finfo as *const pg_sys::FmgrInfo as *mut pg_sys::FmgrInfo;
-        CStr::from_ptr(pg_sys::OutputFunctionCall(finfo, value)).to_bytes()
+impl<'t> DeformedTuple<'t> {
+    /// How the column at `i` is read: from the row's own relation entry
+    /// (never from a caller's column), so what is read always matches the
+    /// row's layout. `None` for dropped and system columns.
+    fn output(&self, i: usize) -> Option<&'t ColumnOutput> {
+        self.entry.outputs.get(i)?.as_ref()
+    }
+
+    /// The column's value ready to read; `None` for NULL, an unchanged
+    /// TOAST value or a column the relation does not have.
+    fn datum(&self, column: &ColumnMeta) -> Option<PlannedDatum<'_>> {
+        let i = column.attr_index;
+        let output = self.output(i)?;
+        if *self.nulls.get(i)? {
+            return None;
+        }
+        let datum = self.values[i];
+        // SAFETY: the non-null datum of a varlena attribute is a varlena pointer.
+        if output.is_varlena && unsafe { is_external_ondisk(datum) } {
+            return None;
+        }
+        Some(PlannedDatum {
+            datum,
+            plan: &output.plan,
+            finfo: &output.finfo,
+            is_varlena: output.is_varlena,
+        })
     }
 }
 
-/// JSON text to embed: marked for the ASCII rewrite of the output where
-/// there is one (see `output::encoding`).
-fn json_value(text: &[u8]) -> Value<'_> {
-    if server_encoding() == ServerEncoding::Other {
-        Value::JsonForAscii(text)
-    } else {
-        Value::Json(text)
+/// The elements of one array value (`deconstruct_array`'s result).
+struct Elements<'a> {
+    dims: Vec<usize>,
+    default_bounds: bool,
+    values: &'a [pg_sys::Datum],
+    nulls: &'a [bool],
+    element: &'a ArrayElement,
+}
+
+impl Elements<'_> {
+    fn datum(&self, i: usize) -> Option<PlannedDatum<'_>> {
+        match (self.values.get(i), self.nulls.get(i)) {
+            // Elements are inline in the detoasted array: never TOAST pointers.
+            (Some(&datum), Some(false)) => Some(PlannedDatum {
+                datum,
+                plan: &self.element.plan,
+                finfo: &self.element.finfo,
+                is_varlena: self.element.typlen == -1,
+            }),
+            _ => None,
+        }
     }
 }
 
-/// Format 3's typed JSON of a non-null value read along `path`.
-///
-/// # Safety
-/// `datum` is a non-null value of the type `path` and `finfo` were made
-/// for (`is_varlena`: its type is a varlena); it outlives this call.
-unsafe fn write_typed_datum(
-    path: &TypedPath,
-    datum: pg_sys::Datum,
-    finfo: &pg_sys::FmgrInfo,
-    is_varlena: bool,
-    numbers_as_strings: bool,
-    out: &mut Vec<u8>,
-) {
-    let raw = datum.value();
-    // SAFETY (every varlena_bytes below): the path was chosen for the
-    // datum's type, a non-null varlena of that type.
-    let value = match path {
-        TypedPath::Int2 => Value::Int(raw as i16 as i64),
-        TypedPath::Int4 => Value::Int(raw as i32 as i64),
-        TypedPath::Int8 => Value::Int(raw as i64),
-        TypedPath::Oid => Value::Int(raw as u32 as i64),
-        TypedPath::Bool => Value::Bool(raw & 0xff != 0),
-        TypedPath::Timestamp => Value::Timestamp(raw as i64),
-        TypedPath::TimestampTz => Value::TimestampTz(raw as i64),
-        TypedPath::Date => Value::Date(raw as i32),
-        TypedPath::Interval => {
-            // SAFETY: a non-null interval datum points to an Interval.
-            let interval = unsafe { &*datum.cast_mut_ptr::<pg_sys::Interval>() };
-            Value::Interval {
-                months: interval.month,
-                days: interval.day,
-                micros: interval.time,
-            }
-        }
-        TypedPath::Numeric => Value::Numeric(unsafe { varlena_bytes(datum) }),
-        TypedPath::Text => Value::Text(unsafe { varlena_bytes(datum) }),
-        TypedPath::Json => json_value(unsafe { varlena_bytes(datum) }),
-        TypedPath::Jsonb => Value::Jsonb(unsafe { varlena_bytes(datum) }),
-        TypedPath::Bytea => Value::Bytea(unsafe { varlena_bytes(datum) }),
-        // SAFETY: per the contract.
-        TypedPath::Float => Value::NumberText(unsafe { output_text(finfo, datum, is_varlena) }),
-        TypedPath::OutputFunction => {
-            // SAFETY: per the contract.
-            Value::Text(unsafe { output_text(finfo, datum, is_varlena) })
-        }
-        TypedPath::Array(element) => {
-            // SAFETY: per the contract: an array of `element`'s type.
-            unsafe { write_array(element, datum, finfo, numbers_as_strings, out) };
-            return;
-        }
-    };
-    if push_value(out, value, numbers_as_strings).is_err() {
-        // The binary form was not readable: the output function's text.
-        // SAFETY: per the contract.
-        let text = unsafe { output_text(finfo, datum, is_varlena) };
-        let fallback = match path {
-            TypedPath::Numeric => Value::NumberText(text),
-            TypedPath::Jsonb => json_value(text),
-            _ => Value::Text(text),
-        };
-        // Text forms are always written.
-        let _ = push_value(out, fallback, numbers_as_strings);
+impl ArrayValues for Elements<'_> {
+    fn dims(&self) -> &[usize] {
+        &self.dims
     }
-}
 
-/// An array as nested JSON arrays; with lower bounds other than 1, its
-/// text form (which shows them) as a string.
-///
-/// # Safety
-/// `datum` is a non-null array of `element`'s type; `finfo` is the
-/// array type's output function.
-unsafe fn write_array(
-    element: &ArrayElement,
-    datum: pg_sys::Datum,
-    finfo: &pg_sys::FmgrInfo,
-    numbers_as_strings: bool,
-    out: &mut Vec<u8>,
-) {
-    // SAFETY: a detoasted array: ARR_DIMS and ARR_LBOUND follow the
-    // ArrayType header (ndim ints each); deconstruct_array reads the
-    // elements with the element type's storage properties.
-    unsafe {
-        let array = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-        let ndim = (*array).ndim.max(0) as usize;
-        let dims_at =
-            (array as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
-        let dims = std::slice::from_raw_parts(dims_at, ndim);
-        let lower_bounds = std::slice::from_raw_parts(dims_at.add(ndim), ndim);
-        if lower_bounds.iter().any(|&b| b != 1) {
-            let text = output_text(finfo, pg_sys::Datum::from(array), false);
-            push_json_string(out, text);
-            return;
-        }
-        let mut values: *mut pg_sys::Datum = std::ptr::null_mut();
-        let mut nulls: *mut bool = std::ptr::null_mut();
-        let mut count = 0i32;
-        pg_sys::deconstruct_array(
-            array,
-            element.elem_type,
-            element.typlen as i32,
-            element.byval,
-            element.align,
-            &mut values,
-            &mut nulls,
-            &mut count,
-        );
-        let count = count.max(0) as usize;
-        let (values, nulls): (&[pg_sys::Datum], &[bool]) = if count == 0 {
-            (&[], &[])
-        } else {
-            (
-                std::slice::from_raw_parts(values, count),
-                std::slice::from_raw_parts(nulls, count),
-            )
-        };
-        let dims: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
-        let varlena_elements = element.typlen == -1;
-        let _ = push_array(out, &dims, |out, i| -> Result<(), ()> {
-            match (values.get(i), nulls.get(i)) {
-                (Some(&value), Some(false)) => write_typed_datum(
-                    &element.path,
-                    value,
-                    &element.finfo,
-                    varlena_elements,
-                    numbers_as_strings,
-                    out,
-                ),
-                _ => out.extend_from_slice(b"null"),
-            }
-            Ok(())
-        });
+    fn default_bounds(&self) -> bool {
+        self.default_bounds
+    }
+
+    fn element(&self, i: usize) -> Option<Value<'_>> {
+        // An element's plan is never an array (arrays of arrays are
+        // multidimensional arrays).
+        let datum = self.datum(i)?;
+        Some(datum.value(|| Value::OutputText(datum.text())))
+    }
+
+    fn element_text(&self, i: usize) -> &[u8] {
+        self.datum(i).map_or(&[], PlannedDatum::text)
     }
 }
 
 impl TupleValues for DeformedTuple<'_> {
-    fn write_typed(
-        &mut self,
-        column: &ColumnMeta,
-        numbers_as_strings: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        let datum = self.values[column.attr_index];
-        let Some(output) = self.entry.outputs[column.attr_index].as_ref() else {
-            return Ok(());
+    fn value<'a>(&'a self, column: &'a ColumnMeta) -> Value<'a> {
+        match self.datum(column) {
+            Some(datum) => datum.value(|| Value::Array(ArrayRef::new(self, column))),
+            // The formats ask only for values (`cell` is `Value`).
+            None => Value::OutputText(&[]),
+        }
+    }
+
+    fn text(&self, column: &ColumnMeta) -> &[u8] {
+        self.datum(column).map_or(&[], PlannedDatum::text)
+    }
+
+    fn read_array(&self, column: &ColumnMeta, visit: &mut dyn FnMut(&dyn ArrayValues)) {
+        let Some(datum) = self.datum(column) else {
+            return;
         };
-        let path = output.typed_path();
-        // SAFETY: a non-null value (the formats ask only for those) of the
-        // column's type, for which the path and output function were made.
+        let ReadPlan::Array(element) = datum.plan else {
+            return;
+        };
+        // SAFETY: a non-null array of `element`'s type (PlannedDatum's
+        // invariant), detoasted: ARR_DIMS and ARR_LBOUND follow the
+        // ArrayType header (ndim ints each); deconstruct_array reads the
+        // elements with the element type's storage properties and
+        // returns `count` values and nulls, palloc'd in the current
+        // memory context (which outlives the change).
         unsafe {
-            write_typed_datum(
-                path,
-                datum,
-                &output.finfo,
-                column.is_varlena,
-                numbers_as_strings,
-                out,
-            )
-        };
-        Ok(())
+            let array =
+                pg_sys::pg_detoast_datum(datum.datum.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+            let ndim = (*array).ndim.max(0) as usize;
+            let dims_at =
+                (array as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
+            let dims = std::slice::from_raw_parts(dims_at, ndim);
+            let lower_bounds = std::slice::from_raw_parts(dims_at.add(ndim), ndim);
+            let dims: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+            if lower_bounds.iter().any(|&b| b != 1) {
+                visit(&Elements {
+                    dims,
+                    default_bounds: false,
+                    values: &[],
+                    nulls: &[],
+                    element,
+                });
+                return;
+            }
+            let mut values: *mut pg_sys::Datum = std::ptr::null_mut();
+            let mut nulls: *mut bool = std::ptr::null_mut();
+            let mut count = 0i32;
+            pg_sys::deconstruct_array(
+                array,
+                element.elem_type,
+                element.typlen as i32,
+                element.byval,
+                element.align,
+                &mut values,
+                &mut nulls,
+                &mut count,
+            );
+            let count = count.max(0) as usize;
+            let (values, nulls): (&[pg_sys::Datum], &[bool]) = if count == 0 {
+                (&[], &[])
+            } else {
+                (
+                    std::slice::from_raw_parts(values, count),
+                    std::slice::from_raw_parts(nulls, count),
+                )
+            };
+            visit(&Elements {
+                dims,
+                default_bounds: true,
+                values,
+                nulls,
+                element,
+            });
+        }
     }
 
     fn image(&self, column: &ColumnMeta) -> Option<Image<'_>> {
         let i = column.attr_index;
+        let output = self.output(i)?;
         if self.nulls[i] {
             return None;
         }
         let datum = self.values[i];
-        if column.byval {
+        if output.byval {
             return Some(Image::Word(datum.value() as u64));
         }
-        // SAFETY: a non-null pass-by-reference datum points to its value:
-        // a varlena (detoasted by varlena_bytes, unless it is an unchanged
-        // TOAST pointer, which has no value here), a NUL-terminated string
-        // (attlen -2) or attlen bytes. The tuple outlives the borrow.
+        // SAFETY: a non-null pass-by-reference datum of the row's own
+        // attribute points to its value: a varlena (detoasted by
+        // varlena_bytes, unless it is an unchanged TOAST pointer, which has
+        // no value here), a NUL-terminated string (attlen -2) or attlen
+        // bytes. The tuple outlives the borrow.
         unsafe {
-            match column.attlen {
+            match output.attlen {
                 -1 if is_external_ondisk(datum) => None,
                 -1 => Some(Image::Bytes(varlena_bytes(datum))),
                 -2 => Some(Image::Bytes(
@@ -412,9 +390,11 @@ impl TupleValues for DeformedTuple<'_> {
 
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool {
         let i = column.attr_index;
-        // SAFETY: the datum of a non-null varlena column is a varlena
+        // SAFETY: the datum of a non-null varlena attribute is a varlena
         // pointer (a NULL column's datum is 0: checked first).
-        column.is_varlena && !self.nulls[i] && unsafe { is_external_ondisk(self.values[i]) }
+        self.output(i).is_some_and(|o| o.is_varlena)
+            && !self.nulls[i]
+            && unsafe { is_external_ondisk(self.values[i]) }
     }
 
     fn cell(&self, column: &ColumnMeta) -> Cell {
@@ -425,104 +405,12 @@ impl TupleValues for DeformedTuple<'_> {
         if self.nulls[i] {
             return Cell::Null;
         }
-        // SAFETY: a non-null varlena column holds a varlena pointer.
-        if column.is_varlena && unsafe { is_external_ondisk(self.values[i]) } {
+        // SAFETY: the non-null datum of a varlena attribute is a varlena pointer.
+        if self.output(i).is_some_and(|o| o.is_varlena)
+            && unsafe { is_external_ondisk(self.values[i]) }
+        {
             return Cell::UnchangedToast;
         }
         Cell::Value
-    }
-
-    fn write_value(
-        &mut self,
-        column: &ColumnMeta,
-        numbers_as_strings: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        let datum = self.values[column.attr_index];
-        let Some(output) = self.entry.outputs[column.attr_index].as_ref() else {
-            return Ok(());
-        };
-        let raw = datum.value();
-        // The fast paths print exactly what int2out/int4out/int8out/oidout/
-        // boolout/textout print, without an fmgr call and a palloc'd string.
-        match output.fast_path {
-            FastPath::Int2 => {
-                push_number(out, numbers_as_strings, |o| push_i64(o, raw as i16 as i64))
-            }
-            FastPath::Int4 => {
-                push_number(out, numbers_as_strings, |o| push_i64(o, raw as i32 as i64))
-            }
-            FastPath::Int8 => push_number(out, numbers_as_strings, |o| push_i64(o, raw as i64)),
-            FastPath::Oid => {
-                push_number(out, numbers_as_strings, |o| push_u64(o, raw as u32 as u64))
-            }
-            FastPath::Bool => {
-                out.extend_from_slice(if raw & 0xff != 0 { b"true" } else { b"false" })
-            }
-            FastPath::Text => {
-                // SAFETY: a non-null text/varchar/bpchar datum.
-                push_json_string(out, unsafe { varlena_bytes(datum) });
-            }
-            FastPath::Numeric => {
-                // SAFETY: a non-null numeric datum.
-                let body = unsafe { varlena_bytes(datum) };
-                // Written in place; wal2json's rules then quote it or turn
-                // NaN/Infinity into null.
-                let start = out.len();
-                if numbers_as_strings {
-                    out.push(b'"');
-                }
-                match numeric_text(body, out) {
-                    None => {
-                        out.truncate(start);
-                        self.write_with_output_function(
-                            column,
-                            output,
-                            datum,
-                            numbers_as_strings,
-                            out,
-                        )?;
-                    }
-                    Some(_) if numbers_as_strings => out.push(b'"'),
-                    Some(NumericKind::Special) => {
-                        out.truncate(start);
-                        out.extend_from_slice(b"null");
-                    }
-                    Some(NumericKind::Finite) => {}
-                }
-            }
-            FastPath::Jsonb => {
-                // SAFETY: a non-null jsonb datum.
-                let body = unsafe { varlena_bytes(datum) };
-                if !jsonb_json_string(body, out) {
-                    self.write_with_output_function(
-                        column,
-                        output,
-                        datum,
-                        numbers_as_strings,
-                        out,
-                    )?;
-                }
-            }
-            FastPath::Timestamp { utc } => {
-                out.push(b'"');
-                if !push_iso_timestamp(out, raw as i64, utc) {
-                    out.pop();
-                    self.write_with_output_function(
-                        column,
-                        output,
-                        datum,
-                        numbers_as_strings,
-                        out,
-                    )?;
-                } else {
-                    out.push(b'"');
-                }
-            }
-            FastPath::OutputFunction => {
-                self.write_with_output_function(column, output, datum, numbers_as_strings, out)?;
-            }
-        }
-        Ok(())
     }
 }

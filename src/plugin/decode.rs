@@ -8,6 +8,7 @@ use std::rc::Rc;
 use pgrx::prelude::*;
 
 use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues, TxnInfo};
+use crate::output::format::ChangeContext;
 use crate::pg::handles::{Change, Rel, Txn, Writer};
 use crate::pg::publication::PublishedRows;
 use crate::pg::relation::RelationEntry;
@@ -239,21 +240,22 @@ fn emit_change(state: &mut DecodingState, writer: &mut Writer<'_>, change: Chang
     }
     begin_item(state, writer);
     let record = current_txn(&mut state.txns);
-    let mut new_values = state.new_tuple.load(new, entry, column_mask);
-    let mut old_values = state.old_tuple.load(old, entry, column_mask);
-    let new_dyn = new_values.as_mut().map(|t| t as &mut dyn TupleValues);
-    let old_dyn = old_values.as_mut().map(|t| t as &mut dyn TupleValues);
+    let new_values = state.new_tuple.load(new, entry, column_mask);
+    let old_values = state.old_tuple.load(old, entry, column_mask);
+    let change = ChangeContext {
+        txn: &record.info,
+        lsn,
+        header: &header,
+        rel: meta,
+        render: &entry.render,
+        new: new_values.as_ref().map(|t| t as &dyn TupleValues),
+        old: old_values.as_ref().map(|t| t as &dyn TupleValues),
+    };
     let warning = state
         .format
         .change(
             &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
-            &record.info,
-            lsn,
-            &header,
-            meta,
-            &entry.render,
-            new_dyn,
-            old_dyn,
+            &change,
         )
         .unwrap_or_else(|e| raise_encode_error(e));
     if let Some(w) = warning {

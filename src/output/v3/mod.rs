@@ -25,17 +25,18 @@ use std::cell::{Cell as StdCell, OnceCell, RefCell};
 use std::collections::HashMap;
 
 use crate::model::{
-    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
-    TupleValues, TxnInfo,
+    Cell, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity, ServerEncoding,
+    TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
-    OutputFormat, PreparedTxn, RelationRender, Sink, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName,
+    TypeRendering,
 };
-use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
-use crate::output::wal2json::qualified_name;
+use crate::text::encoding::qualified_name;
+use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
 
 /// What format 3 renders once per relation (see [`RelationRender`]).
 #[derive(Default)]
@@ -273,14 +274,14 @@ impl Format3 {
         out: &mut Vec<u8>,
         rel: &RelationMeta,
         keys: &[Vec<u8>],
-        new: Option<&mut (dyn TupleValues + 'n)>,
-        mut old: Option<&mut (dyn TupleValues + 'o)>,
+        new: Option<&(dyn TupleValues + 'n)>,
+        old: Option<&(dyn TupleValues + 'o)>,
         old_complete: bool,
         unchanged: &mut Vec<usize>,
     ) -> Result<(), EncodeError> {
         if let Some(new) = new {
             out.extend_from_slice(b",\"new\":");
-            let complete_from = match old.as_deref_mut() {
+            let complete_from = match old {
                 Some(old) if old_complete => Some(old),
                 _ => None,
             };
@@ -317,8 +318,8 @@ impl Format3 {
         out: &mut Vec<u8>,
         rel: &RelationMeta,
         keys: &[Vec<u8>],
-        row: &mut (dyn TupleValues + 'r),
-        mut complete_from: Option<&mut (dyn TupleValues + 'o)>,
+        row: &(dyn TupleValues + 'r),
+        complete_from: Option<&(dyn TupleValues + 'o)>,
         part: RowPart,
         is_new: bool,
         unchanged: &mut Vec<usize>,
@@ -333,7 +334,7 @@ impl Format3 {
                 Cell::Hidden => continue,
                 Cell::Null => Source::Null,
                 Cell::Value => Source::Row,
-                Cell::UnchangedToast => match complete_from.as_deref() {
+                Cell::UnchangedToast => match complete_from {
                     Some(old) if old.cell(col) == Cell::Value => Source::OldRow,
                     _ => {
                         unchanged.push(i);
@@ -347,11 +348,14 @@ impl Format3 {
             first = false;
             out.extend_from_slice(key);
             let start = out.len();
-            let numbers_as_strings = self.numbers_as_strings;
-            match (source, complete_from.as_deref_mut()) {
+            let style = value::Style {
+                numbers_as_strings: self.numbers_as_strings,
+                ascii: rel.server_encoding == ServerEncoding::Other,
+            };
+            match (source, complete_from) {
                 (Source::Null, _) => out.extend_from_slice(b"null"),
-                (Source::OldRow, Some(old)) => old.write_typed(col, numbers_as_strings, out)?,
-                _ => row.write_typed(col, numbers_as_strings, out)?,
+                (Source::OldRow, Some(old)) => value::push_column(out, old, col, style),
+                _ => value::push_column(out, row, col, style),
             }
             let span = Some((start, out.len()));
             if is_new {
@@ -407,6 +411,7 @@ impl OutputFormat for Format3 {
             name: TypeName::WithTypmod,
             classify_domain_base: false,
             signed_oid: false,
+            reads: ValueReads::Typed,
         }
     }
 
@@ -434,10 +439,7 @@ impl OutputFormat for Format3 {
         field_u64(out, b"changes", self.changes);
         out.push(b'}');
         sink.write(true);
-        let buf = sink.buf();
-        if buf.capacity() > crate::output::wal2json::v1::FLUSH_BYTES {
-            *buf = Vec::with_capacity(8192);
-        }
+        shrink_after_transaction(sink.buf());
     }
 
     fn skip_reason(
@@ -462,23 +464,18 @@ impl OutputFormat for Format3 {
     fn change(
         &mut self,
         sink: &mut dyn Sink,
-        _txn: &TxnInfo,
-        _lsn: u64,
-        header: &ChangeHeader,
-        rel: &RelationMeta,
-        render: &RelationRender,
-        mut new: Option<&mut dyn TupleValues>,
-        mut old: Option<&mut dyn TupleValues>,
+        c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
+        let (header, rel, new, old) = (c.header, c.rel, c.new, c.old);
         let fresh;
-        let render = match render.get::<V3Render>() {
+        let render = match c.render.get::<V3Render>() {
             Some(render) => render,
             None => {
                 fresh = V3Render::default();
                 &fresh
             }
         };
-        if let Some(row) = new.as_deref().or(old.as_deref()) {
+        if let Some(row) = new.or(old) {
             self.announce(sink, rel, render, row);
         }
         self.count_change();
@@ -514,15 +511,7 @@ impl OutputFormat for Format3 {
         // unchanged TOAST values and tells which columns changed.
         let old_complete = rel.identity == ReplicaIdentity::Full && old.is_some();
         let mut unchanged = Vec::new();
-        let result = self.rows(
-            &mut out,
-            rel,
-            keys,
-            new.as_deref_mut(),
-            old.as_deref_mut(),
-            old_complete,
-            &mut unchanged,
-        );
+        let result = self.rows(&mut out, rel, keys, new, old, old_complete, &mut unchanged);
         if let Err(e) = result {
             out.clear();
             *sink.buf() = out;
@@ -532,7 +521,7 @@ impl OutputFormat for Format3 {
             column_list(&mut out, b"unchanged", rel, &unchanged);
         }
         if let (ChangeKind::Update, true, Some(new), Some(old)) =
-            (header.kind, old_complete, new.as_deref(), old.as_deref())
+            (header.kind, old_complete, new, old)
         {
             let changed: Vec<usize> = self
                 .spans

@@ -1,19 +1,28 @@
 //! Format 3's encoder, byte by byte, and the property that every object
 //! parses with serde_json.
 
-use super::value::{is_json_number, push_array, push_base64, push_compact_json, push_value, Value};
+use super::value::{is_json_number, push_array, push_base64, push_compact_json, push_value, Style};
 use super::*;
 use crate::model::ValueKind;
-use crate::output::encoding::ServerEncoding;
-use crate::output::json::json_string;
-use crate::output::json::tests::{bytes, text};
+use crate::model::{ChangeHeader, Value};
+use crate::output::format::{ChangeContext, RelationRender};
 use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
+use crate::text::encoding::ServerEncoding;
+use crate::text::json::json_string;
+use crate::text::json::tests::{bytes, text};
 use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 
+fn st(numbers_as_strings: bool) -> Style {
+    Style {
+        numbers_as_strings,
+        ascii: false,
+    }
+}
+
 fn value(v: Value<'_>) -> String {
     let mut out = Vec::new();
-    push_value(&mut out, v, false).unwrap();
+    push_value(&mut out, v, st(false)).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -27,13 +36,13 @@ fn numbers_keep_postgres_digits_and_specials_are_strings() {
     assert_eq!(value(Value::Int(i64::MIN)), "-9223372036854775808");
     assert_eq!(value(Value::Int(4_294_967_295)), "4294967295");
     for text in ["1.5", "-0", "1e+100", "1.5e-07", "3.4028235e+38", "0"] {
-        assert_eq!(value(Value::NumberText(text.as_bytes())), text);
+        assert_eq!(value(Value::Float(text.as_bytes())), text);
     }
-    assert_eq!(value(Value::NumberText(b"NaN")), r#""NaN""#);
-    assert_eq!(value(Value::NumberText(b"Infinity")), r#""Infinity""#);
-    assert_eq!(value(Value::NumberText(b"-Infinity")), r#""-Infinity""#);
+    assert_eq!(value(Value::Float(b"NaN")), r#""NaN""#);
+    assert_eq!(value(Value::Float(b"Infinity")), r#""Infinity""#);
+    assert_eq!(value(Value::Float(b"-Infinity")), r#""-Infinity""#);
     // Anything not in JSON's number grammar stays valid JSON as a string.
-    assert_eq!(value(Value::NumberText(b".5")), r#"".5""#);
+    assert_eq!(value(Value::Float(b".5")), r#"".5""#);
     // numeric from its binary form: 1.50 keeps its scale.
     assert_eq!(
         value(Value::Numeric(&numeric(&[0x8000 | (2 << 7), 1, 5000]))),
@@ -45,16 +54,16 @@ fn numbers_keep_postgres_digits_and_specials_are_strings() {
     assert_eq!(value(Value::Numeric(&numeric(&[0xF000]))), r#""-Infinity""#);
     // Unreadable: nothing written, the caller uses the output function.
     let mut out = b"x".to_vec();
-    assert!(push_value(&mut out, Value::Numeric(&[0xff]), false).is_err());
+    assert!(push_value(&mut out, Value::Numeric(&[0xff]), st(false)).is_err());
     assert_eq!(out, b"x");
     // numeric-data-types-as-string quotes them all.
     let mut out = Vec::new();
-    push_value(&mut out, Value::Int(5), true).unwrap();
-    push_value(&mut out, Value::NumberText(b"2.5"), true).unwrap();
+    push_value(&mut out, Value::Int(5), st(true)).unwrap();
+    push_value(&mut out, Value::Float(b"2.5"), st(true)).unwrap();
     push_value(
         &mut out,
         Value::Numeric(&numeric(&[0x8000 | 0x2000, 7])),
-        true,
+        st(true),
     )
     .unwrap();
     assert_eq!(out, br#""5""2.5""-7""#);
@@ -137,8 +146,11 @@ fn json_null_and_wrapper_objects_are_wrapped() {
     let mut out = Vec::new();
     push_value(
         &mut out,
-        Value::JsonForAscii(br#"{"\u0024json":"\\"}"#),
-        false,
+        Value::Json(br#"{"\u0024json":"\\"}"#),
+        Style {
+            numbers_as_strings: false,
+            ascii: true,
+        },
     )
     .unwrap();
     assert_eq!(out, b"{\"$json\":{\"\0u0024json\":\"\0\0\"}}");
@@ -179,7 +191,7 @@ fn jsonb_is_embedded_compact() {
         r#"{"k":[1.50,null,true],"nested \"q\"":{"x":"line\nbreak"}}"#
     );
     let mut out = Vec::new();
-    assert!(push_value(&mut out, Value::Jsonb(&[1, 2]), false).is_err());
+    assert!(push_value(&mut out, Value::Jsonb(&[1, 2]), st(false)).is_err());
     assert!(out.is_empty());
 }
 
@@ -213,7 +225,7 @@ fn timestamps_and_dates_are_iso_8601() {
     assert_eq!(value(Value::Date(i32::MAX)), r#""infinity""#);
     assert_eq!(value(Value::Date(i32::MIN)), r#""-infinity""#);
     let mut out = Vec::new();
-    assert!(push_value(&mut out, Value::Date(-3_000_000), false).is_err());
+    assert!(push_value(&mut out, Value::Date(-3_000_000), st(false)).is_err());
     assert!(out.is_empty());
 }
 
@@ -221,7 +233,7 @@ fn array(dims: &[usize], elements: &[Option<i64>]) -> String {
     let mut out = Vec::new();
     push_array(&mut out, dims, |out, i| -> Result<(), ()> {
         match elements[i] {
-            Some(v) => push_value(out, Value::Int(v), false).map_err(|_| ()),
+            Some(v) => push_value(out, Value::Int(v), st(false)).map_err(|_| ()),
             None => {
                 out.extend_from_slice(b"null");
                 Ok(())
@@ -290,16 +302,8 @@ impl TupleValues for Row {
             T::Null | T::Toast => None,
         }
     }
-    fn write_value(&mut self, _: &ColumnMeta, _: bool, _: &mut Vec<u8>) -> Result<(), EncodeError> {
-        unreachable!("format 3 writes typed values")
-    }
-    fn write_typed(
-        &mut self,
-        c: &ColumnMeta,
-        s: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        let v = match &self.values[c.attr_index] {
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        match &self.values[c.attr_index] {
             T::Int(i) => Value::Int(*i),
             T::Text(t) => Value::Text(t),
             T::Json(t) => Value::Json(t),
@@ -307,8 +311,14 @@ impl TupleValues for Row {
             T::Ts(t) => Value::TimestampTz(*t),
             T::Num(b) => Value::Numeric(b),
             T::Null | T::Toast => unreachable!("not a value"),
-        };
-        push_value(out, v, s).map_err(|_| EncodeError::NotANumber("test".into()))
+        }
+    }
+    /// What an output function would print, for the fallback.
+    fn text(&self, c: &ColumnMeta) -> &[u8] {
+        match &self.values[c.attr_index] {
+            T::Text(b) | T::Json(b) => b,
+            _ => b"<text>",
+        }
     }
 }
 
@@ -347,7 +357,6 @@ fn relation(identity: ReplicaIdentity) -> RelationMeta {
         ],
         has_primary_key: true,
         has_identity_index: identity != ReplicaIdentity::Full,
-        identity_full: identity == ReplicaIdentity::Full,
         identity,
     }
 }
@@ -398,18 +407,17 @@ fn change(
     new: Option<&mut Row>,
     old: Option<&mut Row>,
 ) {
-    let warning = f
-        .change(
-            sink,
-            &txn(),
-            0,
-            &header,
-            rel,
-            render,
-            new.map(|r| r as &mut dyn TupleValues),
-            old.map(|r| r as &mut dyn TupleValues),
-        )
-        .unwrap();
+    let txn = txn();
+    let change = ChangeContext {
+        txn: &txn,
+        lsn: 0,
+        header: &header,
+        rel,
+        render,
+        new: new.map(|r| &*r as &dyn TupleValues),
+        old: old.map(|r| &*r as &dyn TupleValues),
+    };
+    let warning = f.change(sink, &change).unwrap();
     assert_eq!(warning, None);
 }
 
@@ -999,7 +1007,7 @@ proptest! {
     #[test]
     fn numbers_are_json_numbers_or_strings(text in "[-+.eE0-9a-zA-Z]{0,12}") {
         let mut out = Vec::new();
-        push_value(&mut out, Value::NumberText(text.as_bytes()), false).unwrap();
+        push_value(&mut out, Value::Float(text.as_bytes()), st(false)).unwrap();
         let v: Json = serde_json::from_slice(&out).unwrap();
         prop_assert!(v.is_number() || v == json!(text));
     }
@@ -1022,4 +1030,161 @@ proptest! {
             level = &items[0];
         }
     }
+}
+
+/// One non-null value as PostgreSQL's side would deliver it: `value`, the
+/// output function's `text`, and the elements of an array value.
+struct Cellv<'v> {
+    value: Option<Value<'v>>,
+    text: &'v [u8],
+    array: Option<Elems<'v>>,
+}
+
+struct Elems<'v> {
+    dims: Vec<usize>,
+    default_bounds: bool,
+    elements: Vec<Option<Value<'v>>>,
+    texts: Vec<&'v [u8]>,
+}
+
+impl crate::model::ArrayValues for Elems<'_> {
+    fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+    fn default_bounds(&self) -> bool {
+        self.default_bounds
+    }
+    fn element(&self, i: usize) -> Option<Value<'_>> {
+        self.elements[i]
+    }
+    fn element_text(&self, i: usize) -> &[u8] {
+        self.texts[i]
+    }
+}
+
+impl TupleValues for Cellv<'_> {
+    fn is_null(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn is_unchanged_toast(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        self.value
+            .unwrap_or_else(|| Value::Array(crate::model::ArrayRef::new(self, c)))
+    }
+    fn text(&self, _: &ColumnMeta) -> &[u8] {
+        self.text
+    }
+    fn read_array(&self, _: &ColumnMeta, visit: &mut dyn FnMut(&dyn crate::model::ArrayValues)) {
+        if let Some(array) = &self.array {
+            visit(array);
+        }
+    }
+}
+
+fn column_value(tuple: &Cellv<'_>, style: Style) -> String {
+    let col = column(0, b"c", "t", 25, false);
+    let mut out = Vec::new();
+    super::value::push_column(&mut out, tuple, &col, style);
+    String::from_utf8(out).unwrap()
+}
+
+fn scalar<'v>(value: Value<'v>, text: &'v [u8]) -> Cellv<'v> {
+    Cellv {
+        value: Some(value),
+        text,
+        array: None,
+    }
+}
+
+#[test]
+fn unreadable_binary_forms_fall_back_to_the_output_function_text() {
+    // numeric: the digits as a number; jsonb: the document; others: a string.
+    assert_eq!(
+        column_value(&scalar(Value::Numeric(&[0xff]), b"12.50"), st(false)),
+        "12.50"
+    );
+    assert_eq!(
+        column_value(&scalar(Value::Numeric(&[0xff]), b"12.50"), st(true)),
+        r#""12.50""#
+    );
+    assert_eq!(
+        column_value(&scalar(Value::Jsonb(&[1, 2]), br#"{"a": null}"#), st(false)),
+        r#"{"a":null}"#
+    );
+    assert_eq!(
+        column_value(&scalar(Value::Jsonb(&[1, 2]), b"null"), st(false)),
+        r#"{"$json":null}"#
+    );
+    assert_eq!(
+        column_value(
+            &scalar(Value::Date(-3_000_000), b"6244-01-01 BC"),
+            st(false)
+        ),
+        r#""6244-01-01 BC""#
+    );
+    // Any other type: its output function's text as a string.
+    assert_eq!(
+        column_value(&scalar(Value::OutputText(b"(1,\"a\")"), b""), st(false)),
+        r#""(1,\"a\")""#
+    );
+}
+
+#[test]
+fn arrays_are_read_element_by_element() {
+    let array = |elements: Vec<Option<Value<'static>>>, texts, dims, default_bounds| Cellv {
+        value: None,
+        text: b"[0:1]={1,2}",
+        array: Some(Elems {
+            dims,
+            default_bounds,
+            elements,
+            texts,
+        }),
+    };
+    let ints = array(
+        vec![
+            Some(Value::Int(1)),
+            None,
+            Some(Value::Int(3)),
+            Some(Value::Int(4)),
+        ],
+        vec![b"1", b"", b"3", b"4"],
+        vec![2, 2],
+        true,
+    );
+    assert_eq!(column_value(&ints, st(false)), "[[1,null],[3,4]]");
+    assert_eq!(column_value(&ints, st(true)), r#"[["1",null],["3","4"]]"#);
+    // Lower bounds other than 1: the text form, which shows them.
+    let bounded = array(vec![], vec![], vec![2], false);
+    assert_eq!(column_value(&bounded, st(false)), r#""[0:1]={1,2}""#);
+    // An element whose binary form is unreadable: its own text.
+    let numerics = array(
+        vec![Some(Value::Numeric(&[0xff])), Some(Value::Text(b"x"))],
+        vec![b"1.5", b"x"],
+        vec![2],
+        true,
+    );
+    assert_eq!(column_value(&numerics, st(false)), r#"[1.5,"x"]"#);
+    // json elements are marked for the ASCII rewrite like columns.
+    let docs = array(
+        vec![Some(Value::Json(br#"{"k": "\u00e9"}"#))],
+        vec![br#"{"k": "\u00e9"}"#],
+        vec![1],
+        true,
+    );
+    let ascii = Style {
+        numbers_as_strings: false,
+        ascii: true,
+    };
+    assert_eq!(column_value(&docs, ascii), "[{\"k\":\"\0u00e9\"}]");
+    assert_eq!(column_value(&docs, st(false)), r#"[{"k":"\u00e9"}]"#);
+    // A row that cannot read the array: its text.
+    let unread = Cellv {
+        value: None,
+        text: b"{1,2}",
+        array: None,
+    };
+    assert_eq!(column_value(&unread, st(false)), r#""{1,2}""#);
 }

@@ -28,64 +28,56 @@
 //! astronomical (`0000` is 1 BC, then `-000001`); the infinities are the
 //! strings `"infinity"` and `"-infinity"`.
 
+use crate::model::{ArrayValues, ColumnMeta, TupleValues, Value};
 use crate::output::datetime::{push_iso8601_date, push_iso8601_interval, push_iso8601_timestamp};
-use crate::output::encoding::VALUE_BACKSLASH;
-use crate::output::json::{push_i64, push_json_string};
 use crate::output::jsonb::jsonb_compact;
 use crate::output::numeric::{numeric_text, NumericKind};
+use crate::text::encoding::VALUE_BACKSLASH;
+use crate::text::json::{push_i64, push_json_string};
 
-/// A non-null value as PostgreSQL's side read it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Value<'a> {
-    /// int2, int4, int8, oid.
-    Int(i64),
-    /// The output function's text of a number type (float4, float8, or a
-    /// numeric the binary reader did not take).
-    NumberText(&'a [u8]),
-    /// numeric's bytes after the varlena header.
-    Numeric(&'a [u8]),
-    Bool(bool),
-    /// A string: text types, and any other type's output function text.
-    Text(&'a [u8]),
-    /// json's text (a JSON document, as json's input function checked).
-    Json(&'a [u8]),
-    /// json's text in a database whose output is rewritten to ASCII
-    /// ([`push_ascii_json`](crate::output::encoding::push_ascii_json)):
-    /// written like [`Value::Json`] but with every backslash as
-    /// [`VALUE_BACKSLASH`](crate::output::encoding::VALUE_BACKSLASH), so
-    /// that none of the document's own escapes (`\u00b0`) can be taken
+/// How values are written for a session and relation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// numeric-data-types-as-string: numbers are quoted.
+    pub numbers_as_strings: bool,
+    /// The output is rewritten to ASCII
+    /// ([`push_ascii_json`](crate::text::encoding::push_ascii_json)):
+    /// json text is written with every backslash as [`VALUE_BACKSLASH`],
+    /// so that none of the document's own escapes (`\u00b0`) can be taken
     /// for a database byte the encoders escaped.
-    JsonForAscii(&'a [u8]),
-    /// jsonb's bytes after the varlena header.
-    Jsonb(&'a [u8]),
-    Bytea(&'a [u8]),
-    /// Microseconds since 2000-01-01 00:00.
-    Timestamp(i64),
-    /// Microseconds since 2000-01-01 00:00 UTC.
-    TimestampTz(i64),
-    /// Days since 2000-01-01.
-    Date(i32),
-    /// An interval as stored: months, days, microseconds.
-    Interval {
-        months: i32,
-        days: i32,
-        micros: i64,
-    },
+    pub ascii: bool,
 }
 
 /// The binary form could not be read: the caller writes the output
-/// function's text instead (as [`Value::NumberText`] or [`Value::Json`]
-/// for numbers and jsonb, [`Value::Text`] otherwise). Nothing was written.
+/// function's text instead ([`push_text_fallback`]). Nothing was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NeedsText;
 
-/// Appends `value` as format 3 writes it. `numbers_as_strings`
-/// (numeric-data-types-as-string) quotes numbers.
-pub fn push_value(
-    out: &mut Vec<u8>,
-    value: Value<'_>,
-    numbers_as_strings: bool,
-) -> Result<(), NeedsText> {
+/// Appends a non-null value of `tuple` as format 3 writes it; where its
+/// binary form cannot be read, its output function's text.
+pub fn push_column(out: &mut Vec<u8>, tuple: &dyn TupleValues, column: &ColumnMeta, style: Style) {
+    let value = tuple.value(column);
+    if push_value(out, value, style).is_err() {
+        push_text_fallback(out, value, tuple.text(column), style);
+    }
+}
+
+/// The output function's `text` of `value`, whose binary form was not
+/// readable: a number's digits for numeric, the document for jsonb, a
+/// string otherwise.
+pub fn push_text_fallback(out: &mut Vec<u8>, value: Value<'_>, text: &[u8], style: Style) {
+    let fallback = match value {
+        Value::Numeric(_) => Value::Float(text),
+        Value::Jsonb(_) => Value::Json(text),
+        _ => Value::Text(text),
+    };
+    // Text forms are always written.
+    let _ = push_value(out, fallback, style);
+}
+
+/// Appends `value` as format 3 writes it.
+pub fn push_value(out: &mut Vec<u8>, value: Value<'_>, style: Style) -> Result<(), NeedsText> {
+    let numbers_as_strings = style.numbers_as_strings;
     match value {
         Value::Int(v) => {
             if numbers_as_strings {
@@ -96,7 +88,7 @@ pub fn push_value(
                 push_i64(out, v);
             }
         }
-        Value::NumberText(text) => push_number_text(out, text, numbers_as_strings),
+        Value::Float(text) => push_number_text(out, text, numbers_as_strings),
         Value::Numeric(body) => {
             let start = out.len();
             out.push(b'"');
@@ -113,17 +105,17 @@ pub fn push_value(
             }
         }
         Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-        Value::Text(text) => push_json_string(out, text),
-        Value::Json(text) => {
-            let start = out.len();
-            push_compact_json(out, text);
-            wrap_reserved_document(out, start, b'\\');
-        }
-        Value::JsonForAscii(text) => {
+        Value::Text(text) | Value::OutputText(text) => push_json_string(out, text),
+        Value::Json(text) if style.ascii => {
             let start = out.len();
             push_compact_json(out, text);
             mark_backslashes(&mut out[start..]);
             wrap_reserved_document(out, start, VALUE_BACKSLASH);
+        }
+        Value::Json(text) => {
+            let start = out.len();
+            push_compact_json(out, text);
+            wrap_reserved_document(out, start, b'\\');
         }
         Value::Jsonb(body) => {
             let start = out.len();
@@ -159,8 +151,37 @@ pub fn push_value(
             }
             out.push(b'"');
         }
+        Value::Array(array) => {
+            // With lower bounds other than 1, the text form (which shows
+            // them) as a string: the caller's fallback.
+            let mut written = false;
+            array.read(&mut |elements| {
+                if elements.default_bounds() {
+                    push_elements(out, elements, style);
+                    written = true;
+                }
+            });
+            if !written {
+                return Err(NeedsText);
+            }
+        }
     }
     Ok(())
+}
+
+/// An array's elements as nested JSON arrays, `null` for NULL.
+fn push_elements(out: &mut Vec<u8>, elements: &dyn ArrayValues, style: Style) {
+    let _ = push_array(out, elements.dims(), |out, i| -> Result<(), ()> {
+        match elements.element(i) {
+            Some(value) => {
+                if push_value(out, value, style).is_err() {
+                    push_text_fallback(out, value, elements.element_text(i), style);
+                }
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        Ok(())
+    });
 }
 
 /// Whether `s` is a number in JSON's grammar
@@ -358,12 +379,12 @@ fn is_wrapper_key(raw: &[u8], backslash: u8) -> bool {
 }
 
 /// Replaces every backslash of a JSON document by
-/// [`VALUE_BACKSLASH`](crate::output::encoding::VALUE_BACKSLASH). In JSON
+/// [`VALUE_BACKSLASH`](crate::text::encoding::VALUE_BACKSLASH). In JSON
 /// a backslash only occurs inside a string, where it starts an escape (or
 /// is the second character of `\\`): every one of them is the document's.
 pub fn mark_backslashes(doc: &mut [u8]) {
     for b in doc.iter_mut().filter(|b| **b == b'\\') {
-        *b = crate::output::encoding::VALUE_BACKSLASH;
+        *b = crate::text::encoding::VALUE_BACKSLASH;
     }
 }
 

@@ -3,9 +3,9 @@
 //! per change), following wal2json 2.6.
 //!
 //! Pure code: everything PostgreSQL-specific reaches these modules already
-//! rendered (names escaped, type names formatted) or behind the
-//! [`TupleValues`](crate::model::TupleValues) trait, so every layout rule is
-//! unit-tested without a server. This module holds what both formats share:
+//! rendered (names escaped, type names formatted) or as the
+//! [`Value`]s of a [`TupleValues`], so every layout rule is unit-tested
+//! without a server. This module holds what both formats share:
 //! wal2json's value encoding and which columns a section prints.
 
 pub mod v1;
@@ -14,9 +14,99 @@ pub mod v2;
 #[cfg(test)]
 mod tests;
 
-use crate::model::{ColumnMeta, EncodeError, RelationMeta, ValueKind};
-use crate::output::encoding::message_name;
-use crate::output::json::{classify_number, push_json_string, NumberText};
+use crate::model::{ColumnMeta, EncodeError, RelationMeta, TupleValues, Value, ValueKind};
+use crate::output::datetime::push_iso_timestamp;
+use crate::output::jsonb::jsonb_json_string;
+use crate::output::numeric::{numeric_text, NumericKind};
+use crate::text::json::{classify_number, push_i64, push_json_string, NumberText};
+
+/// Appends a non-null value of `tuple` as wal2json writes it: its output
+/// function's text encoded by the column's [`ValueKind`]
+/// ([`push_text_value`]). The binary forms the session reads
+/// ([`ValueReads::AsText`](crate::model::ValueReads)) are printed here
+/// exactly as int2out/int4out/int8out/oidout/boolout/textout/numeric_out/
+/// jsonb_out/timestamp_out would, without an fmgr call and a palloc'd
+/// string; where one cannot be read, the output function's text is used.
+pub fn push_value(
+    out: &mut Vec<u8>,
+    tuple: &dyn TupleValues,
+    column: &ColumnMeta,
+    numbers_as_strings: bool,
+) -> Result<(), EncodeError> {
+    let text = |out: &mut Vec<u8>| {
+        push_text_value(out, column.kind, tuple.text(column), numbers_as_strings)
+    };
+    match tuple.value(column) {
+        Value::Int(v) if column.kind == ValueKind::Number => {
+            if numbers_as_strings {
+                out.push(b'"');
+                push_i64(out, v);
+                out.push(b'"');
+            } else {
+                push_i64(out, v);
+            }
+        }
+        Value::Bool(b) if column.kind == ValueKind::Bool => {
+            out.extend_from_slice(if b { b"true" } else { b"false" })
+        }
+        Value::Text(bytes) if column.kind == ValueKind::Text => push_json_string(out, bytes),
+        Value::Numeric(body) if column.kind == ValueKind::Number => {
+            // Written in place; wal2json's rules then quote it or turn
+            // NaN/Infinity into null.
+            let start = out.len();
+            if numbers_as_strings {
+                out.push(b'"');
+            }
+            match numeric_text(body, out) {
+                None => {
+                    out.truncate(start);
+                    text(out)?;
+                }
+                Some(_) if numbers_as_strings => out.push(b'"'),
+                Some(NumericKind::Special) => {
+                    out.truncate(start);
+                    out.extend_from_slice(b"null");
+                }
+                Some(NumericKind::Finite) => {}
+            }
+        }
+        Value::Jsonb(body) if column.kind == ValueKind::Text => {
+            if !jsonb_json_string(body, out) {
+                text(out)?;
+            }
+        }
+        Value::Timestamp(ts) if column.kind == ValueKind::Text => {
+            if !push_quoted_timestamp(out, ts, false) {
+                text(out)?;
+            }
+        }
+        Value::TimestampTz(ts) if column.kind == ValueKind::Text => {
+            if !push_quoted_timestamp(out, ts, true) {
+                text(out)?;
+            }
+        }
+        Value::OutputText(t) | Value::Float(t) => {
+            push_text_value(out, column.kind, t, numbers_as_strings)?
+        }
+        // Everything else (a binary form wal2json does not print itself):
+        // the output function's text.
+        _ => text(out)?,
+    }
+    Ok(())
+}
+
+/// timestamp_out's (timestamptz_out's in UTC) ISO text as a JSON string;
+/// false, with `out` as it was, when it does not print it.
+fn push_quoted_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
+    out.push(b'"');
+    if push_iso_timestamp(out, ts, utc) {
+        out.push(b'"');
+        true
+    } else {
+        out.pop();
+        false
+    }
+}
 
 /// Encodes a value's text output the way wal2json does.
 pub fn push_text_value(
@@ -44,15 +134,6 @@ pub fn push_text_value(
         ValueKind::Text => push_json_string(out, text),
     }
     Ok(())
-}
-
-/// `"schema"."table"`, as wal2json's format-2 warnings name a table.
-pub(crate) fn qualified_name(rel: &RelationMeta) -> String {
-    format!(
-        "\"{}\".\"{}\"",
-        message_name(&rel.schema, rel.server_encoding),
-        message_name(&rel.table, rel.server_encoding)
-    )
 }
 
 /// Which columns of a tuple a section prints.

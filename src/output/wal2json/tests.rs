@@ -1,11 +1,11 @@
 use super::v1;
 use super::v2;
 use super::*;
-use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo};
+use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo, Value};
 use crate::options::Options;
-use crate::output::encoding::ServerEncoding;
-use crate::output::json::json_string;
-use crate::output::json::tests::text;
+use crate::text::encoding::ServerEncoding;
+use crate::text::json::json_string;
+use crate::text::json::tests::text;
 use proptest::prelude::*;
 
 /// A tuple of literal text values; `None` is NULL, `Some("<toast>")` an unchanged TOAST value.
@@ -18,18 +18,12 @@ impl TupleValues for Literal {
     fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
         self.0[c.attr_index] == Some("<toast>")
     }
-    fn write_value(
-        &mut self,
-        c: &ColumnMeta,
-        s: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        push_text_value(
-            out,
-            c.kind,
-            self.0[c.attr_index].unwrap_or_default().as_bytes(),
-            s,
-        )
+    /// Every value as its output function's text.
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        Value::OutputText(self.text(c))
+    }
+    fn text(&self, c: &ColumnMeta) -> &[u8] {
+        self.0[c.attr_index].unwrap_or_default().as_bytes()
     }
 }
 
@@ -67,7 +61,6 @@ fn relation() -> RelationMeta {
         ],
         has_primary_key: true,
         has_identity_index: true,
-        identity_full: false,
         identity: ReplicaIdentity::Default,
     }
 }
@@ -84,7 +77,7 @@ fn v2_insert_default_options() {
     };
     let f = v2::Format2::new(&opts);
     let mut out = Vec::new();
-    let mut new = Literal(vec![Some("1"), Some("a\"b"), Some("t")]);
+    let new = Literal(vec![Some("1"), Some("a\"b"), Some("t")]);
     let r = f
         .v2_change(
             &mut out,
@@ -93,7 +86,7 @@ fn v2_insert_default_options() {
             &ChangeHeader::plain(ChangeKind::Insert),
             &relation(),
             &Default::default(),
-            Some(&mut new),
+            Some(&new),
             None,
         )
         .unwrap();
@@ -114,7 +107,7 @@ fn v2_update_identity_from_new_tuple_and_pk() {
     };
     let f = v2::Format2::new(&opts);
     let mut out = Vec::new();
-    let mut new = Literal(vec![Some("1"), Some("<toast>"), None]);
+    let new = Literal(vec![Some("1"), Some("<toast>"), None]);
     f.v2_change(
         &mut out,
         &TxnInfo::default(),
@@ -122,7 +115,7 @@ fn v2_update_identity_from_new_tuple_and_pk() {
         &ChangeHeader::plain(ChangeKind::Update),
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -219,13 +212,13 @@ fn v1_cached_arrays_match_fresh_rendering() {
             for kind in [ChangeKind::Insert, ChangeKind::Update, ChangeKind::Delete] {
                 let render = |rel: &RelationMeta, cache: &v1::Rendered| {
                     let mut out = Vec::new();
-                    let mut new = Literal(values.clone());
-                    let mut old = Literal(values.clone());
-                    let (new, old): (Option<&mut dyn TupleValues>, Option<&mut dyn TupleValues>) =
+                    let new = Literal(values.clone());
+                    let old = Literal(values.clone());
+                    let (new, old): (Option<&dyn TupleValues>, Option<&dyn TupleValues>) =
                         match kind {
-                            ChangeKind::Insert => (Some(&mut new), None),
-                            ChangeKind::Update => (Some(&mut new), Some(&mut old)),
-                            ChangeKind::Delete => (None, Some(&mut old)),
+                            ChangeKind::Insert => (Some(&new), None),
+                            ChangeKind::Update => (Some(&new), Some(&old)),
+                            ChangeKind::Delete => (None, Some(&old)),
                         };
                     f.v1_change(
                         &mut out,
@@ -260,18 +253,18 @@ fn v1_document_plain_and_pretty() {
         let f = v1::Format1::new(&opts);
         let mut out = Vec::new();
         f.v1_begin(&mut out, &TxnInfo::default());
-        let mut new = Literal(vec![Some("2"), None, Some("f")]);
+        let new = Literal(vec![Some("2"), None, Some("f")]);
         f.v1_change(
             &mut out,
             1,
             &ChangeHeader::plain(ChangeKind::Insert),
             &relation(),
             &Default::default(),
-            Some(&mut new),
+            Some(&new),
             None,
         )
         .unwrap();
-        let mut old = Literal(vec![Some("2"), None, None]);
+        let old = Literal(vec![Some("2"), None, None]);
         f.v1_change(
             &mut out,
             2,
@@ -279,7 +272,7 @@ fn v1_document_plain_and_pretty() {
             &relation(),
             &Default::default(),
             None,
-            Some(&mut old),
+            Some(&old),
         )
         .unwrap();
         f.v1_commit(&mut out);
@@ -312,13 +305,11 @@ impl TupleValues for Masked {
     fn is_unchanged_toast(&self, c: &ColumnMeta) -> bool {
         self.0.is_unchanged_toast(c)
     }
-    fn write_value(
-        &mut self,
-        c: &ColumnMeta,
-        s: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        self.0.write_value(c, s, out)
+    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
+        self.0.value(c)
+    }
+    fn text(&self, c: &ColumnMeta) -> &[u8] {
+        self.0.text(c)
     }
 }
 
@@ -331,7 +322,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
     };
     let f2 = v2::Format2::new(&opts);
     let mut out = Vec::new();
-    let mut new = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+    let new = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
     f2.v2_change(
         &mut out,
         &TxnInfo::default(),
@@ -343,7 +334,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
         },
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -357,7 +348,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
     };
     let f1 = v1::Format1::new(&opts);
     let mut out = Vec::new();
-    let mut old = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
+    let old = Masked(Literal(vec![Some("1"), Some("hidden"), Some("t")]));
     f1.v1_change(
         &mut out,
         1,
@@ -369,7 +360,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
         &relation(),
         &Default::default(),
         None,
-        Some(&mut old),
+        Some(&old),
     )
     .unwrap();
     assert_eq!(
@@ -387,14 +378,14 @@ fn v1_not_null_without_types_is_an_empty_array() {
     };
     let f = v1::Format1::new(&opts);
     let mut out = Vec::new();
-    let mut new = Literal(vec![Some("1"), None, Some("t")]);
+    let new = Literal(vec![Some("1"), None, Some("t")]);
     f.v1_change(
         &mut out,
         1,
         &ChangeHeader::plain(ChangeKind::Insert),
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -415,7 +406,7 @@ fn v1_not_null_without_types_is_an_empty_array() {
         &ChangeHeader::plain(ChangeKind::Insert),
         &relation(),
         &Default::default(),
-        Some(&mut new),
+        Some(&new),
         None,
     )
     .unwrap();
@@ -501,15 +492,15 @@ proptest! {
         };
         let f1 = v1::Format1::new(&opts);
         let f2 = v2::Format2::new(&opts);
-        let mut new = Literal(values.clone());
-        let mut old = Literal(values.clone());
+        let new = Literal(values.clone());
+        let old = Literal(values.clone());
         let header = ChangeHeader::plain(kind);
         let mut out = Vec::new();
-        let (new_arg, old_arg): (Option<&mut dyn TupleValues>, Option<&mut dyn TupleValues>) =
+        let (new_arg, old_arg): (Option<&dyn TupleValues>, Option<&dyn TupleValues>) =
             match kind {
-                ChangeKind::Insert => (Some(&mut new), None),
-                ChangeKind::Update => (Some(&mut new), Some(&mut old)),
-                ChangeKind::Delete => (None, Some(&mut old)),
+                ChangeKind::Insert => (Some(&new), None),
+                ChangeKind::Update => (Some(&new), Some(&old)),
+                ChangeKind::Delete => (None, Some(&old)),
             };
         if opts.format_version == 1 {
             f1.v1_begin(&mut out, &TxnInfo::default());
@@ -565,7 +556,7 @@ fn v1_skip_reasons() {
             .unwrap(),
         "table \"t\" without primary key or replica identity is nothing"
     );
-    rel.identity_full = true;
+    rel.identity = ReplicaIdentity::Full;
     assert_eq!(
         f.v1_skip_reason(ChangeKind::Delete, &rel, false, true),
         None
@@ -587,4 +578,174 @@ fn numbers_follow_wal2json_rules() {
         push_text_value(&mut out, ValueKind::Number, b"abc", false),
         Err(EncodeError::NotANumber("abc".into()))
     );
+}
+
+/// One non-null value as PostgreSQL's side would deliver it, with the text
+/// its output function would print.
+struct One<'v> {
+    value: Value<'v>,
+    text: &'v [u8],
+}
+
+impl TupleValues for One<'_> {
+    fn is_null(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn is_unchanged_toast(&self, _: &ColumnMeta) -> bool {
+        false
+    }
+    fn value<'a>(&'a self, _: &'a ColumnMeta) -> Value<'a> {
+        self.value
+    }
+    fn text(&self, _: &ColumnMeta) -> &[u8] {
+        self.text
+    }
+}
+
+/// wal2json's encoding of `value` in a column of `kind`.
+fn encoded(kind: ValueKind, value: Value<'_>, text: &str, numbers_as_strings: bool) -> String {
+    let col = column(0, "c", "t", kind, false);
+    let mut out = Vec::new();
+    let tuple = One {
+        value,
+        text: text.as_bytes(),
+    };
+    push_value(&mut out, &tuple, &col, numbers_as_strings).unwrap();
+    s(&out).to_string()
+}
+
+/// The same column written from its output function's text alone.
+fn from_text(kind: ValueKind, text: &str, numbers_as_strings: bool) -> String {
+    let mut out = Vec::new();
+    push_text_value(&mut out, kind, text.as_bytes(), numbers_as_strings).unwrap();
+    s(&out).to_string()
+}
+
+fn numeric_body(words: &[u16]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+#[test]
+fn binary_values_print_as_their_output_function_text() {
+    use ValueKind::{Bool, Number, Text};
+    for nas in [false, true] {
+        for (v, text) in [
+            (i16::MIN as i64, "-32768"),
+            (i64::MIN, "-9223372036854775808"),
+            (u32::MAX as i64, "4294967295"),
+            (0, "0"),
+        ] {
+            assert_eq!(
+                encoded(Number, Value::Int(v), text, nas),
+                from_text(Number, text, nas)
+            );
+        }
+        for (b, text) in [(true, "t"), (false, "f")] {
+            assert_eq!(
+                encoded(Bool, Value::Bool(b), text, nas),
+                from_text(Bool, text, nas)
+            );
+        }
+        let text = "a\"b\\c\n\u{1}/é";
+        assert_eq!(
+            encoded(Text, Value::Text(text.as_bytes()), text, nas),
+            from_text(Text, text, nas)
+        );
+        // numeric's digits: 1.50 keeps its scale; NaN is null (a string
+        // with numeric-data-types-as-string), like the text "NaN".
+        let cases: [(&[u16], &str); 4] = [
+            (&[0x8000 | (2 << 7), 1, 5000], "1.50"),
+            (&[0x8000 | 0x2000, 7], "-7"),
+            (&[0xC000], "NaN"),
+            (&[0xF000], "-Infinity"),
+        ];
+        for (words, text) in cases {
+            let body = numeric_body(words);
+            assert_eq!(
+                encoded(Number, Value::Numeric(&body), text, nas),
+                from_text(Number, text, nas),
+                "{text}"
+            );
+        }
+        for text in ["1.5", "NaN", "-Infinity", "1e+100"] {
+            assert_eq!(
+                encoded(Number, Value::Float(text.as_bytes()), text, nas),
+                from_text(Number, text, nas)
+            );
+        }
+        // Output function text (any other type) by the column's kind.
+        assert_eq!(
+            encoded(
+                ValueKind::Bytea,
+                Value::OutputText(b"\\xdead"),
+                "\\xdead",
+                nas
+            ),
+            "\"dead\""
+        );
+    }
+    // timestamp_out / timestamptz_out in ISO DateStyle (and UTC).
+    assert_eq!(
+        encoded(Text, Value::Timestamp(0), "", false),
+        "\"2000-01-01 00:00:00\""
+    );
+    assert_eq!(
+        encoded(Text, Value::TimestampTz(1_500_000), "", false),
+        "\"2000-01-01 00:00:01.5+00\""
+    );
+    assert_eq!(
+        encoded(Text, Value::TimestampTz(i64::MAX), "", false),
+        "\"infinity\""
+    );
+}
+
+#[test]
+fn unreadable_or_foreign_values_use_the_output_function_text() {
+    use ValueKind::{Number, Text};
+    // A numeric or jsonb whose binary form is not understood.
+    assert_eq!(
+        encoded(Number, Value::Numeric(&[0xff]), "12.5", false),
+        "12.5"
+    );
+    assert_eq!(
+        encoded(Number, Value::Numeric(&[0xff]), "12.5", true),
+        "\"12.5\""
+    );
+    assert_eq!(
+        encoded(Text, Value::Jsonb(&[1, 2]), "{\"a\": 1}", false),
+        r#""{\"a\": 1}""#
+    );
+    // A timestamp this does not print (before the Julian epoch).
+    assert_eq!(
+        encoded(Text, Value::Timestamp(i64::MIN + 1), "4714-11-24 BC", false),
+        "\"4714-11-24 BC\""
+    );
+    // Binary forms wal2json never prints itself: the text, by kind.
+    assert_eq!(
+        encoded(Text, Value::Date(0), "2000-01-01", false),
+        "\"2000-01-01\""
+    );
+    assert_eq!(
+        encoded(
+            ValueKind::Bytea,
+            Value::Bytea(b"\xde\xad"),
+            "\\xdead",
+            false
+        ),
+        "\"dead\""
+    );
+    assert_eq!(
+        encoded(Text, Value::Json(b"{\"a\": 1}"), "{\"a\": 1}", false),
+        r#""{\"a\": 1}""#
+    );
+    // A value whose kind is not the column's (a domain over int4 is text).
+    assert_eq!(encoded(Text, Value::Int(5), "5", false), "\"5\"");
+    assert_eq!(encoded(Text, Value::Bool(true), "t", false), "\"t\"");
+    // An unparsable number is an error, as in wal2json.
+    let col = column(0, "c", "t", Number, false);
+    let tuple = One {
+        value: Value::OutputText(b"abc"),
+        text: b"abc",
+    };
+    assert!(push_value(&mut Vec::new(), &tuple, &col, false).is_err());
 }

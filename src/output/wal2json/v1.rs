@@ -5,23 +5,19 @@
 
 use std::cell::RefCell;
 
-use super::{selected, Selection};
+use super::{push_value, selected, Selection};
 use crate::model::{
-    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, TupleValues, TxnInfo,
+    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
+    TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control;
-use crate::output::encoding::message_name;
 use crate::output::format::{
-    OutputFormat, PreparedTxn, RelationRender, Sink, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName,
+    TypeRendering, FLUSH_BYTES,
 };
-use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
-
-/// A transaction is one document; past this many bytes the document is
-/// written in several pieces (split between two changes), so a huge
-/// transaction never hits PostgreSQL's 1 GB allocation limit. Also the
-/// largest output buffer kept after a transaction.
-pub const FLUSH_BYTES: usize = 16 * 1024 * 1024;
+use crate::text::encoding::message_name;
+use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
 
 fn kind_name(kind: ChangeKind) -> &'static [u8] {
     match kind {
@@ -177,7 +173,10 @@ impl Format1 {
         has_old: bool,
     ) -> Option<String> {
         let table = message_name(&rel.table, rel.server_encoding);
-        if kind != ChangeKind::Insert && !rel.has_identity_index && !rel.identity_full {
+        if kind != ChangeKind::Insert
+            && !rel.has_identity_index
+            && rel.identity != ReplicaIdentity::Full
+        {
             return Some(format!(
                 "table \"{table}\" without primary key or replica identity is nothing"
             ));
@@ -199,8 +198,8 @@ impl Format1 {
         header: &ChangeHeader,
         rel: &RelationMeta,
         cache: &Rendered,
-        new: Option<&mut dyn TupleValues>,
-        old: Option<&mut dyn TupleValues>,
+        new: Option<&dyn TupleValues>,
+        old: Option<&dyn TupleValues>,
     ) -> Result<(), EncodeError> {
         let o = &self.opts;
         let kind = header.kind;
@@ -246,7 +245,7 @@ impl Format1 {
             }
             ChangeKind::Update => {
                 if let Some(new) = new {
-                    self.v1_tuple(out, rel, cache, &mut *new, Selection::All, false, true)?;
+                    self.v1_tuple(out, rel, cache, new, Selection::All, false, true)?;
                     if with_pk {
                         self.v1_pk(out, rel, true);
                     }
@@ -296,7 +295,7 @@ impl Format1 {
         out: &mut Vec<u8>,
         rel: &RelationMeta,
         cache: &Rendered,
-        tuple: &mut dyn TupleValues,
+        tuple: &dyn TupleValues,
         selection: Selection,
         replident: bool,
         addcomma: bool,
@@ -346,14 +345,14 @@ impl Format1 {
         out.push(b'[');
         let mut first = true;
         for col in &rel.columns {
-            if !printed(&*tuple, col) {
+            if !printed(tuple, col) {
                 continue;
             }
             separator(out, &mut first);
             if tuple.is_null(col) {
                 out.extend_from_slice(b"null");
             } else {
-                tuple.write_value(col, o.numeric_data_types_as_string, out)?;
+                push_value(out, tuple, col, o.numeric_data_types_as_string)?;
             }
         }
         out.push(b']');
@@ -569,6 +568,7 @@ impl OutputFormat for Format1 {
             // type when include-domain-data-type applies.
             classify_domain_base: true,
             signed_oid: false,
+            reads: ValueReads::AsText,
         }
     }
 
@@ -586,10 +586,7 @@ impl OutputFormat for Format1 {
         self.v1_commit(sink.buf());
         sink.write(true);
         // Do not keep a huge buffer around after a big transaction.
-        let buf = sink.buf();
-        if buf.capacity() > FLUSH_BYTES {
-            *buf = Vec::with_capacity(8192);
-        }
+        shrink_after_transaction(sink.buf());
     }
 
     fn skip_reason(
@@ -605,16 +602,10 @@ impl OutputFormat for Format1 {
     fn change(
         &mut self,
         sink: &mut dyn Sink,
-        _txn: &TxnInfo,
-        _lsn: u64,
-        header: &ChangeHeader,
-        rel: &RelationMeta,
-        render: &RelationRender,
-        new: Option<&mut dyn TupleValues>,
-        old: Option<&mut dyn TupleValues>,
+        c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
         let fresh;
-        let cache = match render.get::<Rendered>() {
+        let cache = match c.render.get::<Rendered>() {
             Some(cache) => cache,
             None => {
                 fresh = Rendered::default();
@@ -622,7 +613,15 @@ impl OutputFormat for Format1 {
             }
         };
         self.nr_changes += 1;
-        self.v1_change(sink.buf(), self.nr_changes, header, rel, cache, new, old)?;
+        self.v1_change(
+            sink.buf(),
+            self.nr_changes,
+            c.header,
+            c.rel,
+            cache,
+            c.new,
+            c.old,
+        )?;
         if self.opts.write_in_chunks || sink.buf().len() >= FLUSH_BYTES {
             sink.write(self.opts.write_in_chunks);
         }

@@ -3,15 +3,18 @@
 
 use std::cell::OnceCell;
 
-use super::{qualified_name, selected, Selection};
+use super::{push_value, selected, Selection};
 use crate::model::{
-    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, TupleValues, TxnInfo,
+    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
+    TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control;
-use crate::output::format::{OutputFormat, RelationRender, Sink, TypeName, TypeRendering};
-use crate::output::json::{push_i64, push_json_string, push_lsn, push_u64};
-use crate::output::wal2json::v1::FLUSH_BYTES;
+use crate::output::format::{
+    shrink_after_transaction, ChangeContext, OutputFormat, Sink, TypeName, TypeRendering,
+};
+use crate::text::encoding::qualified_name;
+use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
 
 fn action(kind: ChangeKind) -> &'static [u8] {
     match kind {
@@ -196,7 +199,7 @@ impl Format2 {
         has_new: bool,
         has_old: bool,
     ) -> Option<String> {
-        let no_identity = !rel.has_identity_index && !rel.identity_full;
+        let no_identity = !rel.has_identity_index && rel.identity != ReplicaIdentity::Full;
         let what = match kind {
             ChangeKind::Insert | ChangeKind::Update if !has_new => "no tuple data for",
             ChangeKind::Update | ChangeKind::Delete if !has_old && no_identity => {
@@ -223,8 +226,8 @@ impl Format2 {
         header: &ChangeHeader,
         rel: &RelationMeta,
         cache: &Rendered,
-        mut new: Option<&mut dyn TupleValues>,
-        mut old: Option<&mut dyn TupleValues>,
+        new: Option<&dyn TupleValues>,
+        old: Option<&dyn TupleValues>,
     ) -> Result<Option<String>, EncodeError> {
         let o = &self.opts;
         let kind = header.kind;
@@ -246,18 +249,18 @@ impl Format2 {
         out.extend_from_slice(b",\"table\":");
         out.extend_from_slice(&rel.table_json);
 
-        if let Some(new) = new.as_deref_mut() {
+        if let Some(new) = new {
             out.extend_from_slice(b",\"columns\":[");
             self.v2_tuple(out, rel, cache, new, V2Section::Columns)?;
             out.push(b']');
         }
         let mut warning = None;
-        if let Some(old) = old.as_deref_mut() {
+        if let Some(old) = old {
             out.extend_from_slice(b",\"identity\":[");
             self.v2_tuple(out, rel, cache, old, V2Section::Identity)?;
             out.push(b']');
         } else if kind == ChangeKind::Update {
-            match new.as_deref_mut() {
+            match new {
                 Some(new) if rel.has_primary_key || rel.has_identity_index => {
                     out.extend_from_slice(b",\"identity\":[");
                     self.v2_tuple(out, rel, cache, new, V2Section::Identity)?;
@@ -296,7 +299,7 @@ impl Format2 {
         out: &mut Vec<u8>,
         rel: &RelationMeta,
         cache: &Rendered,
-        tuple: &mut dyn TupleValues,
+        tuple: &dyn TupleValues,
         section: V2Section,
     ) -> Result<(), EncodeError> {
         let layout = V2Layout::of(&self.opts);
@@ -344,7 +347,7 @@ impl Format2 {
             if is_null {
                 out.extend_from_slice(b"null");
             } else {
-                tuple.write_value(col, numbers_as_strings, out)?;
+                push_value(out, tuple, col, numbers_as_strings)?;
             }
             if section == V2Section::Columns {
                 out.extend_from_slice(&piece.change_tail);
@@ -428,6 +431,7 @@ impl OutputFormat for Format2 {
             name: TypeName::WithTypmod,
             classify_domain_base: false,
             signed_oid: true,
+            reads: ValueReads::AsText,
         }
     }
 
@@ -443,10 +447,7 @@ impl OutputFormat for Format2 {
             self.v2_commit(sink.buf(), txn, commit_lsn);
             sink.write(true);
         }
-        let buf = sink.buf();
-        if buf.capacity() > FLUSH_BYTES {
-            *buf = Vec::with_capacity(8192);
-        }
+        shrink_after_transaction(sink.buf());
     }
 
     fn skip_reason(
@@ -462,23 +463,26 @@ impl OutputFormat for Format2 {
     fn change(
         &mut self,
         sink: &mut dyn Sink,
-        txn: &TxnInfo,
-        lsn: u64,
-        header: &ChangeHeader,
-        rel: &RelationMeta,
-        render: &RelationRender,
-        new: Option<&mut dyn TupleValues>,
-        old: Option<&mut dyn TupleValues>,
+        c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
         let fresh;
-        let cache = match render.get::<Rendered>() {
+        let cache = match c.render.get::<Rendered>() {
             Some(cache) => cache,
             None => {
                 fresh = Rendered::default();
                 &fresh
             }
         };
-        let warning = self.v2_change(sink.buf(), txn, lsn, header, rel, cache, new, old)?;
+        let warning = self.v2_change(
+            sink.buf(),
+            c.txn,
+            c.lsn,
+            c.header,
+            c.rel,
+            cache,
+            c.new,
+            c.old,
+        )?;
         sink.write(true);
         Ok(warning)
     }

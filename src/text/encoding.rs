@@ -23,7 +23,7 @@
 //! JSON text embedded as it is (format 3's `json` values) has escapes of
 //! its own, and a user's `\u00b0` is the character U+00B0, not a database
 //! byte. Such text is written with [`VALUE_BACKSLASH`] instead of each of
-//! its backslashes ([`Value::JsonForAscii`](super::v3::value::Value)):
+//! its backslashes (format 3's json values, `v3::value::push_value`):
 //! that byte is never in what the encoders write otherwise (database text
 //! holds no NUL, and the encoders escape one as `\u0000`), so the rewrite
 //! turns it back into a backslash and never reads what follows as an
@@ -36,17 +36,7 @@ use super::json::{push_u16_escape, push_u_escape};
 /// rewrite (see the module comment): NUL, which the encoders never write.
 pub const VALUE_BACKSLASH: u8 = 0;
 
-/// How the database's text becomes output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerEncoding {
-    /// UTF-8: bytes are copied (wal2json's output).
-    Utf8,
-    /// SQL_ASCII declares no encoding: bytes that form UTF-8 are copied,
-    /// the others written as their Latin-1 reading (`\u00XX`).
-    SqlAscii,
-    /// Any other encoding: converted to UTF-8, written as `\uXXXX`.
-    Other,
-}
+pub use crate::model::ServerEncoding;
 
 /// Converts text in the server encoding to UTF-8.
 pub trait ToUtf8 {
@@ -157,6 +147,16 @@ fn push_utf8_as_escapes(out: &mut Vec<u8>, utf8: &[u8]) {
     }
 }
 
+/// `"schema"."table"`, as warnings name a table (wal2json's format 2
+/// and format 3).
+pub fn qualified_name(rel: &crate::model::RelationMeta) -> String {
+    format!(
+        "\"{}\".\"{}\"",
+        message_name(&rel.schema, rel.server_encoding),
+        message_name(&rel.table, rel.server_encoding)
+    )
+}
+
 /// A name (of a table, schema, publication) for a server message: PostgreSQL
 /// reads message text in the server encoding, so outside UTF-8 databases
 /// only ASCII is safe there: every other byte is written `\xNN`.
@@ -180,8 +180,15 @@ pub fn message_name(name: &[u8], encoding: ServerEncoding) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::json::json_string;
-    use crate::output::v3::value::{push_value, Value};
+    use crate::model::Value;
+    use crate::output::v3::value::{push_value, Style};
+    use crate::text::json::json_string;
+
+    /// Format 3's values in a database whose output is rewritten to ASCII.
+    const ASCII: Style = Style {
+        numbers_as_strings: false,
+        ascii: true,
+    };
 
     /// LATIN1: every byte is the code point of the same number.
     struct Latin1;
@@ -318,7 +325,7 @@ mod tests {
         let mut message = b"{\"t\":".to_vec();
         message.extend_from_slice(&json_string(b"\xc6\xfc\xe9"));
         message.extend_from_slice(b",\"j\":");
-        push_value(&mut message, Value::JsonForAscii(doc), false).unwrap();
+        push_value(&mut message, Value::Json(doc), ASCII).unwrap();
         message.push(b'}');
         let out = ascii(&message, converter);
         let mut value: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -350,12 +357,7 @@ mod tests {
         );
         // The marker never reaches the output.
         let mut message = Vec::new();
-        push_value(
-            &mut message,
-            Value::JsonForAscii(br#"["\\","\u00e9"]"#),
-            false,
-        )
-        .unwrap();
+        push_value(&mut message, Value::Json(br#"["\\","\u00e9"]"#), ASCII).unwrap();
         assert!(!message.contains(&b'\\'));
         assert_eq!(ascii(&message, &mut Latin1), r#"["\\","\u00e9"]"#);
     }

@@ -3,6 +3,12 @@
 use super::encoding::ServerEncoding;
 use super::json::{json_string, needs_escape};
 
+/// [`type_name_json_in`] in a UTF-8 database (the tests' shorthand).
+#[cfg(test)]
+pub(crate) fn type_name_json(type_name: &[u8]) -> Vec<u8> {
+    type_name_json_in(type_name, ServerEncoding::Utf8)
+}
+
 /// Renders a type name the way wal2json does, but always as valid JSON.
 ///
 /// `format_type()` already double-quotes identifiers that need it
@@ -10,14 +16,9 @@ use super::json::{json_string, needs_escape};
 /// it. pubjson does the same whenever that raw form is a valid JSON string
 /// (so the bytes match wal2json's), and escapes the whole name otherwise
 /// (`"My""Type"`, `"S".t`, `"T"[]`), where wal2json would emit invalid JSON.
-pub fn type_name_json(type_name: &[u8]) -> Vec<u8> {
-    type_name_json_in(type_name, ServerEncoding::Utf8)
-}
-
-/// [`type_name_json`] for a database in `encoding`: outside UTF-8 and
-/// SQL_ASCII, non-ASCII bytes in the raw form are left to the conversion of
-/// the finished output (`encoding::push_ascii_json`), so a name prints the
-/// same way in every encoding.
+/// Outside UTF-8 and SQL_ASCII, non-ASCII bytes in the raw form are left to
+/// the conversion of the finished output (`encoding::push_ascii_json`), so
+/// a name prints the same way in every encoding.
 pub fn type_name_json_in(type_name: &[u8], encoding: ServerEncoding) -> Vec<u8> {
     if is_plain_quoted(type_name, encoding) {
         type_name.to_vec()
@@ -38,7 +39,7 @@ fn is_plain_quoted(s: &[u8], encoding: ServerEncoding) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::json::tests::text;
+    use crate::text::json::tests::text;
     use proptest::prelude::*;
 
     #[test]
