@@ -405,3 +405,20 @@ impl ChangeMemory {
         }
     }
 }
+
+/// The relation cache's memory context, lent to what builds an entry: valid
+/// for as long as the cache exists (the contract of `RelationCache::new`),
+/// and `'c` is a borrow of the cache. Only the cache (`pg/relation.rs`)
+/// makes one.
+#[derive(Clone, Copy)]
+pub struct CacheMemory<'c> {
+    pub(in crate::pg) context: pg_sys::MemoryContext,
+    pub(in crate::pg) cache: PhantomData<&'c ()>,
+}
+
+impl CacheMemory<'_> {
+    /// The context, valid while this borrow of the cache lasts.
+    pub fn context(self) -> pg_sys::MemoryContext {
+        self.context
+    }
+}

@@ -18,7 +18,7 @@ use pgrx::prelude::*;
 use std::ptr::NonNull;
 
 use crate::model::ChangeKind;
-use crate::pg::handles::{Rel, Tuple};
+use crate::pg::handles::{CacheMemory, Rel, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
     is_external_ondisk, oid_list, syscache_exists2, tuple_desc_attrs,
@@ -265,16 +265,13 @@ struct InEntryMemory<'m>(PhantomData<&'m pg_sys::MemoryContextData>);
 /// Builds the publication decision for `rel`, or `None` when no requested
 /// publication publishes it (or it is not publishable at all). Its catalog
 /// lookups mirror pgoutput's get_rel_sync_entry(), inside the decoding
-/// callback that `rel` witnesses.
-///
-/// # Safety
-/// `parent_memory` is a valid memory context that outlives the entry (the
-/// relation cache's: it deletes an entry's context when it drops the
-/// entry; PostgreSQL deletes the rest with the decoding context).
-pub unsafe fn build_publish_info(
+/// callback that `rel` witnesses. The entry's own memory is a child of the
+/// relation cache's (`parent_memory`), which deletes it when it drops the
+/// entry (PostgreSQL deletes the rest with the decoding context).
+pub fn build_publish_info(
     rel: Rel<'_>,
     publications: &[PublicationInfo],
-    parent_memory: pg_sys::MemoryContext,
+    parent_memory: CacheMemory<'_>,
 ) -> Option<PublishInfo> {
     let relid = rel.oid();
     // SAFETY: lookups by OID in the syscache and pg_publication_rel /
@@ -376,11 +373,12 @@ pub unsafe fn build_publish_info(
         return None;
     }
 
-    // SAFETY: `parent_memory` is valid (the caller's promise); the name is a
+    // SAFETY: `parent_memory` is the relation cache's context, valid while
+    // its borrow of the cache lasts (CacheMemory's invariant); the name is a
     // static string, as AllocSetContextCreate requires.
     let memory = unsafe {
         pg_sys::AllocSetContextCreateInternal(
-            parent_memory,
+            parent_memory.context(),
             c"pubjson publication entry".as_ptr(),
             pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
             pg_sys::ALLOCSET_SMALL_INITSIZE as usize,

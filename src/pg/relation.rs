@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::marker::PhantomData;
 use std::rc::Rc;
 
 use pgrx::pg_sys;
@@ -22,7 +23,7 @@ use crate::model::{
     ValueReads,
 };
 use crate::options::Options;
-use crate::pg::handles::Rel;
+use crate::pg::handles::{CacheMemory, Rel};
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
@@ -319,10 +320,11 @@ impl RelationCache {
         }
         let mut entry = build_entry(rel, opts, self.memory, self.dates, self.types);
         if let Some(publications) = publications {
-            // SAFETY: `rel` is a handle, so this runs inside its decoding
-            // callback; `self.memory` is valid while the cache exists (the
-            // contract of RelationCache::new).
-            entry.publish = unsafe { build_publish_info(rel, publications.current(), self.memory) };
+            let memory = CacheMemory {
+                context: self.memory,
+                cache: PhantomData,
+            };
+            entry.publish = build_publish_info(rel, publications.current(), memory);
         }
         let entry = Rc::new(entry);
         self.entries.insert(relid, Rc::clone(&entry));
