@@ -64,6 +64,23 @@ pub struct PreparedTxn<'a> {
     pub timestamp: &'a [u8],
     /// The same time (microseconds since 2000-01-01 UTC).
     pub time: i64,
+    /// At PREPARE: the items emitted for it (see [`OutputFormat::commit`]);
+    /// 0 for COMMIT PREPARED and ROLLBACK PREPARED.
+    pub changes: u64,
+}
+
+/// A streamed transaction's commit.
+pub struct StreamedCommit<'a> {
+    pub xid: u32,
+    pub commit_lsn: u64,
+    pub end_lsn: u64,
+    /// The commit time, as `timestamptz_to_str` prints it.
+    pub timestamp: &'a [u8],
+    /// The same time (microseconds since 2000-01-01 UTC).
+    pub commit_time: i64,
+    /// The items emitted for it across its blocks (see
+    /// [`OutputFormat::commit`]).
+    pub changes: u64,
 }
 
 /// One output format: the events of a decoding session, in order.
@@ -75,8 +92,10 @@ pub trait OutputFormat {
     /// skip-empty-xacts).
     fn begin(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, first_lsn: u64);
 
-    /// The end of a transaction that has begun.
-    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64);
+    /// The end of a transaction that has begun; `changes`: the items
+    /// (changes, truncated tables, transactional messages) emitted for it,
+    /// as the core's record of the transaction counts them.
+    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64, changes: u64);
 
     /// Why the format leaves a change out (wal2json's WARNING), if it does.
     fn skip_reason(
@@ -134,19 +153,15 @@ pub trait OutputFormat {
         sink.write(true);
     }
 
-    /// A streamed transaction committed (`timestamp`: `commit_time` as
-    /// `timestamptz_to_str` prints it).
-    #[allow(clippy::too_many_arguments)]
-    fn stream_commit(
-        &mut self,
-        sink: &mut dyn Sink,
-        xid: u32,
-        commit_lsn: u64,
-        end_lsn: u64,
-        timestamp: &[u8],
-        _commit_time: i64,
-    ) {
-        control::stream_commit(sink.buf(), xid, commit_lsn, end_lsn, timestamp);
+    /// A streamed transaction committed.
+    fn stream_commit(&mut self, sink: &mut dyn Sink, commit: &StreamedCommit) {
+        control::stream_commit(
+            sink.buf(),
+            commit.xid,
+            commit.commit_lsn,
+            commit.end_lsn,
+            commit.timestamp,
+        );
         sink.write(true);
     }
 

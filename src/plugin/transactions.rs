@@ -4,7 +4,7 @@
 //! decides when each is due and keeps the books.
 
 use crate::output::control::TwoPhaseEvent;
-use crate::output::format::PreparedTxn;
+use crate::output::format::{PreparedTxn, StreamedCommit};
 use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::plugin::state::{DecodingState, StreamBlock};
@@ -28,6 +28,7 @@ pub fn commit(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>, 
             &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
             &record.info,
             commit_lsn,
+            record.items_emitted,
         );
     }
     // Without a BEGIN (deferred and never due) the transaction leaves no trace.
@@ -109,13 +110,17 @@ pub fn stream_commit(
     state.stats.streamed_txns += 1;
     if emitted || !state.opts.skip_empty_xacts {
         let timestamp = timestamptz_text(txn.commit_time());
-        state.format.stream_commit(
-            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+        let commit = StreamedCommit {
             xid,
             commit_lsn,
-            txn.end_lsn(),
-            &timestamp,
-            txn.commit_time(),
+            end_lsn: txn.end_lsn(),
+            timestamp: &timestamp,
+            commit_time: txn.commit_time(),
+            changes: record.items_emitted,
+        };
+        state.format.stream_commit(
+            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+            &commit,
         );
     }
     state.finish_txn_stats(txn, &record, emitted);
@@ -142,7 +147,10 @@ pub fn prepare(
     let mut record = state.txns.finish(txn.xid()).unwrap_or_default();
     update_progress(state, writer, false);
     let timestamp = timestamptz_text(txn.commit_time());
-    let prepared = prepared_txn(txn, &timestamp);
+    let prepared = PreparedTxn {
+        changes: record.items_emitted,
+        ..prepared_txn(txn, &timestamp)
+    };
     state.format.prepare(
         &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
         &prepared,
@@ -195,6 +203,7 @@ fn prepared_txn<'a>(txn: Txn<'a>, timestamp: &'a [u8]) -> PreparedTxn<'a> {
         end_lsn: txn.end_lsn(),
         timestamp,
         time: txn.commit_time(),
+        changes: 0,
     }
 }
 

@@ -32,8 +32,8 @@ use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName,
-    TypeRendering,
+    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, StreamedCommit,
+    TypeName, TypeRendering,
 };
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
@@ -57,12 +57,6 @@ pub struct Format3 {
     numbers_as_strings: bool,
     /// The last R object written per relation OID in this session.
     described: HashMap<u32, Vec<u8>>,
-    /// Change objects of the transaction being replayed.
-    changes: u64,
-    /// Change objects per streamed transaction, across its blocks.
-    streamed_changes: HashMap<u32, u64>,
-    /// The streamed block being written.
-    stream_xid: Option<u32>,
     /// Scratch: published columns of the current change.
     visible: Vec<bool>,
     /// Scratch: where each column's value is in the output (new, old).
@@ -79,19 +73,9 @@ impl Format3 {
             include_origin: opts.include_origin,
             numbers_as_strings: opts.numeric_data_types_as_string,
             described: HashMap::new(),
-            changes: 0,
-            streamed_changes: HashMap::new(),
-            stream_xid: None,
             visible: Vec::new(),
             spans: Vec::new(),
             r_object: Vec::new(),
-        }
-    }
-
-    fn count_change(&mut self) {
-        match self.stream_xid {
-            Some(xid) => *self.streamed_changes.entry(xid).or_insert(0) += 1,
-            None => self.changes += 1,
         }
     }
 }
@@ -416,7 +400,6 @@ impl OutputFormat for Format3 {
     }
 
     fn begin(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, first_lsn: u64) {
-        self.changes = 0;
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"B\"");
         field_u64(out, b"xid", txn.xid as u64);
@@ -429,14 +412,14 @@ impl OutputFormat for Format3 {
         sink.write_at(first_lsn);
     }
 
-    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64) {
+    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64, changes: u64) {
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"C\"");
         field_u64(out, b"xid", txn.xid as u64);
         field_lsn(out, b"lsn", commit_lsn);
         field_lsn(out, b"nextlsn", txn.end_lsn);
         field_timestamp(out, txn.commit_time);
-        field_u64(out, b"changes", self.changes);
+        field_u64(out, b"changes", changes);
         out.push(b'}');
         sink.write(true);
         shrink_after_transaction(sink.buf());
@@ -478,7 +461,6 @@ impl OutputFormat for Format3 {
         if let Some(row) = new.or(old) {
             self.announce(sink, rel, render, row);
         }
-        self.count_change();
         let keys = render.keys.get_or_init(|| {
             rel.columns
                 .iter()
@@ -557,7 +539,6 @@ impl OutputFormat for Format3 {
         _lsn: u64,
         rel: &RelationMeta,
     ) {
-        self.count_change();
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"T\"");
         if let Some(xid) = stream_xid {
@@ -578,9 +559,6 @@ impl OutputFormat for Format3 {
         prefix: &[u8],
         content: &[u8],
     ) {
-        if transactional {
-            self.count_change();
-        }
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"M\"");
         if let Some(xid) = stream_xid {
@@ -601,47 +579,30 @@ impl OutputFormat for Format3 {
     }
 
     fn stream_start(&mut self, sink: &mut dyn Sink, xid: u32, first: bool) {
-        self.stream_xid = Some(xid);
-        if first {
-            self.streamed_changes.insert(xid, 0);
-        }
         control::stream_start_open(sink.buf(), xid, first);
         sink.buf().push(b'}');
         sink.write(true);
     }
 
     fn stream_stop(&mut self, sink: &mut dyn Sink, xid: u32) {
-        self.stream_xid = None;
         control::stream_stop(sink.buf(), xid);
         sink.write(true);
     }
 
     fn stream_abort(&mut self, sink: &mut dyn Sink, xid: u32, subxid: u32, lsn: u64) {
-        if xid == subxid {
-            self.streamed_changes.remove(&xid);
-        }
         control::stream_abort(sink.buf(), xid, subxid, lsn);
         sink.write(true);
     }
 
-    fn stream_commit(
-        &mut self,
-        sink: &mut dyn Sink,
-        xid: u32,
-        commit_lsn: u64,
-        end_lsn: u64,
-        _timestamp: &[u8],
-        commit_time: i64,
-    ) {
-        let changes = self.streamed_changes.remove(&xid).unwrap_or(0);
+    fn stream_commit(&mut self, sink: &mut dyn Sink, commit: &StreamedCommit) {
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"C\"");
-        field_u64(out, b"xid", xid as u64);
+        field_u64(out, b"xid", commit.xid as u64);
         out.extend_from_slice(b",\"streamed\":true");
-        field_lsn(out, b"lsn", commit_lsn);
-        field_lsn(out, b"nextlsn", end_lsn);
-        field_timestamp(out, commit_time);
-        field_u64(out, b"changes", changes);
+        field_lsn(out, b"lsn", commit.commit_lsn);
+        field_lsn(out, b"nextlsn", commit.end_lsn);
+        field_timestamp(out, commit.commit_time);
+        field_u64(out, b"changes", commit.changes);
         out.push(b'}');
         sink.write(true);
     }
@@ -658,13 +619,7 @@ impl OutputFormat for Format3 {
             TwoPhaseEvent::CommitPrepared => b"CP",
             TwoPhaseEvent::RollbackPrepared => b"RP",
         };
-        let changes = match event {
-            TwoPhaseEvent::Prepare { streamed: true } => {
-                Some(self.streamed_changes.remove(&txn.xid).unwrap_or(0))
-            }
-            TwoPhaseEvent::Prepare { streamed: false } => Some(self.changes),
-            _ => None,
-        };
+        let changes = matches!(event, TwoPhaseEvent::Prepare { .. }).then_some(txn.changes);
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"");
         out.extend_from_slice(action);

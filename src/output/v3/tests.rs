@@ -5,7 +5,7 @@ use super::value::{is_json_number, push_array, push_base64, push_compact_json, p
 use super::*;
 use crate::model::ValueKind;
 use crate::model::{ChangeHeader, Value};
-use crate::output::format::{ChangeContext, RelationRender};
+use crate::output::format::{ChangeContext, RelationRender, StreamedCommit};
 use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
 use crate::text::encoding::ServerEncoding;
 use crate::text::json::json_string;
@@ -486,7 +486,8 @@ fn a_transaction_with_r_once_and_every_change_kind() {
     );
     f.truncate(&mut sink, &txn(), None, 0, &rel);
     f.message(&mut sink, &txn(), true, None, 0x20, b"p", b"hello");
-    f.commit(&mut sink, &txn(), 0x16B_3748);
+    // The count is the core's (its record of the transaction).
+    f.commit(&mut sink, &txn(), 0x16B_3748, 7);
     let want = [
         r#"{"action":"B","xid":740,"lsn":"0/16B3748","timestamp":"2025-12-02T11:12:50.120197Z"}"#,
         R_DEFAULT,
@@ -500,7 +501,7 @@ fn a_transaction_with_r_once_and_every_change_kind() {
         r#"{"action":"C","xid":740,"lsn":"0/16B3748","nextlsn":"0/16B3778","timestamp":"2025-12-02T11:12:50.120197Z","changes":7}"#,
     ];
     assert_eq!(sink.written, want);
-    // The next transaction starts counting afresh; the relation is known.
+    // The relation is known in the next transaction.
     f.begin(&mut sink, &txn(), 1);
     change(
         &mut f,
@@ -512,7 +513,7 @@ fn a_transaction_with_r_once_and_every_change_kind() {
         None,
     );
     f.message(&mut sink, &txn(), false, None, 0x30, b"p", b"\x00\xff");
-    f.commit(&mut sink, &txn(), 0x16B_3748);
+    f.commit(&mut sink, &txn(), 0x16B_3748, 1);
     assert_eq!(sink.written.len(), 14);
     assert!(sink.written[11].starts_with(r#"{"action":"I""#));
     assert_eq!(
@@ -813,7 +814,15 @@ fn streaming_two_phase_and_transformed_changes() {
     );
     f.stream_stop(&mut sink, 800);
     f.stream_abort(&mut sink, 800, 801, 0x40);
-    f.stream_commit(&mut sink, 800, 0x50, 0x60, b"ignored", txn().commit_time);
+    let commit = StreamedCommit {
+        xid: 800,
+        commit_lsn: 0x50,
+        end_lsn: 0x60,
+        timestamp: b"ignored",
+        commit_time: txn().commit_time,
+        changes: 2,
+    };
+    f.stream_commit(&mut sink, &commit);
     let want = [
         r#"{"action":"S","xid":800,"first":true}"#,
         R_DEFAULT,
@@ -845,6 +854,7 @@ fn streaming_two_phase_and_transformed_changes() {
         end_lsn: 0x80,
         timestamp: b"ignored",
         time: 0,
+        changes: 1,
     };
     f.prepare(&mut sink, &prepared, 0x70, false);
     f.two_phase(&mut sink, TwoPhaseEvent::CommitPrepared, &prepared, 0x90);

@@ -582,7 +582,7 @@ impl OutputFormat for Format1 {
         }
     }
 
-    fn commit(&mut self, sink: &mut dyn Sink, _txn: &TxnInfo, _commit_lsn: u64) {
+    fn commit(&mut self, sink: &mut dyn Sink, _txn: &TxnInfo, _commit_lsn: u64, _changes: u64) {
         self.v1_commit(sink.buf());
         sink.write(true);
         // Do not keep a huge buffer around after a big transaction.

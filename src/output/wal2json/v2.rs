@@ -442,7 +442,7 @@ impl OutputFormat for Format2 {
         }
     }
 
-    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64) {
+    fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64, _changes: u64) {
         if self.opts.include_transaction {
             self.v2_commit(sink.buf(), txn, commit_lsn);
             sink.write(true);
