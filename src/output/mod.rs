@@ -15,6 +15,8 @@ pub mod datetime;
 pub mod format;
 pub mod jsonb;
 pub mod numeric;
+#[cfg(test)]
+pub mod test_values;
 pub mod v3;
 pub mod wal2json;
 

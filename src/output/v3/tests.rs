@@ -7,6 +7,7 @@ use crate::model::ValueKind;
 use crate::model::{ChangeHeader, Value};
 use crate::output::format::{ChangeContext, RelationRender, StreamedCommit};
 use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
+use crate::output::test_values::{Elements, OneValue};
 use crate::text::encoding::ServerEncoding;
 use crate::text::json::json_string;
 use crate::text::json::tests::{bytes, text};
@@ -1042,66 +1043,15 @@ proptest! {
     }
 }
 
-/// One non-null value as PostgreSQL's side would deliver it: `value`, the
-/// output function's `text`, and the elements of an array value.
-struct Cellv<'v> {
-    value: Option<Value<'v>>,
-    text: &'v [u8],
-    array: Option<Elems<'v>>,
-}
-
-struct Elems<'v> {
-    dims: Vec<usize>,
-    default_bounds: bool,
-    elements: Vec<Option<Value<'v>>>,
-    texts: Vec<&'v [u8]>,
-}
-
-impl crate::model::ArrayValues for Elems<'_> {
-    fn dims(&self) -> &[usize] {
-        &self.dims
-    }
-    fn default_bounds(&self) -> bool {
-        self.default_bounds
-    }
-    fn element(&self, i: usize) -> Option<Value<'_>> {
-        self.elements[i]
-    }
-    fn element_text(&self, i: usize) -> &[u8] {
-        self.texts[i]
-    }
-}
-
-impl TupleValues for Cellv<'_> {
-    fn is_null(&self, _: &ColumnMeta) -> bool {
-        false
-    }
-    fn is_unchanged_toast(&self, _: &ColumnMeta) -> bool {
-        false
-    }
-    fn value<'a>(&'a self, c: &'a ColumnMeta) -> Value<'a> {
-        self.value
-            .unwrap_or_else(|| Value::Array(crate::model::ArrayRef::new(self, c)))
-    }
-    fn text(&self, _: &ColumnMeta) -> &[u8] {
-        self.text
-    }
-    fn read_array(&self, _: &ColumnMeta, visit: &mut dyn FnMut(&dyn crate::model::ArrayValues)) {
-        if let Some(array) = &self.array {
-            visit(array);
-        }
-    }
-}
-
-fn column_value(tuple: &Cellv<'_>, style: Style) -> String {
+fn column_value(tuple: &OneValue<'_>, style: Style) -> String {
     let col = column(0, b"c", "t", 25, false);
     let mut out = Vec::new();
     super::value::push_column(&mut out, tuple, &col, style);
     String::from_utf8(out).unwrap()
 }
 
-fn scalar<'v>(value: Value<'v>, text: &'v [u8]) -> Cellv<'v> {
-    Cellv {
+fn scalar<'v>(value: Value<'v>, text: &'v [u8]) -> OneValue<'v> {
+    OneValue {
         value: Some(value),
         text,
         array: None,
@@ -1143,10 +1093,10 @@ fn unreadable_binary_forms_fall_back_to_the_output_function_text() {
 
 #[test]
 fn arrays_are_read_element_by_element() {
-    let array = |elements: Vec<Option<Value<'static>>>, texts, dims, default_bounds| Cellv {
+    let array = |elements: Vec<Option<Value<'static>>>, texts, dims, default_bounds| OneValue {
         value: None,
         text: b"[0:1]={1,2}",
-        array: Some(Elems {
+        array: Some(Elements {
             dims,
             default_bounds,
             elements,
@@ -1191,7 +1141,7 @@ fn arrays_are_read_element_by_element() {
     assert_eq!(column_value(&docs, ascii), "[{\"k\":\"\0u00e9\"}]");
     assert_eq!(column_value(&docs, st(false)), r#"[{"k":"\u00e9"}]"#);
     // A row that cannot read the array: its text.
-    let unread = Cellv {
+    let unread = OneValue {
         value: None,
         text: b"{1,2}",
         array: None,

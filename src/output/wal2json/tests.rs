@@ -3,6 +3,7 @@ use super::v2;
 use super::*;
 use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo, Value};
 use crate::options::Options;
+use crate::output::test_values::OneValue;
 use crate::text::encoding::ServerEncoding;
 use crate::text::json::json_string;
 use crate::text::json::tests::text;
@@ -580,36 +581,11 @@ fn numbers_follow_wal2json_rules() {
     );
 }
 
-/// One non-null value as PostgreSQL's side would deliver it, with the text
-/// its output function would print.
-struct One<'v> {
-    value: Value<'v>,
-    text: &'v [u8],
-}
-
-impl TupleValues for One<'_> {
-    fn is_null(&self, _: &ColumnMeta) -> bool {
-        false
-    }
-    fn is_unchanged_toast(&self, _: &ColumnMeta) -> bool {
-        false
-    }
-    fn value<'a>(&'a self, _: &'a ColumnMeta) -> Value<'a> {
-        self.value
-    }
-    fn text(&self, _: &ColumnMeta) -> &[u8] {
-        self.text
-    }
-}
-
 /// wal2json's encoding of `value` in a column of `kind`.
 fn encoded(kind: ValueKind, value: Value<'_>, text: &str, numbers_as_strings: bool) -> String {
     let col = column(0, "c", "t", kind, false);
     let mut out = Vec::new();
-    let tuple = One {
-        value,
-        text: text.as_bytes(),
-    };
+    let tuple = OneValue::scalar(value, text.as_bytes());
     push_value(&mut out, &tuple, &col, numbers_as_strings).unwrap();
     s(&out).to_string()
 }
@@ -743,9 +719,6 @@ fn unreadable_or_foreign_values_use_the_output_function_text() {
     assert_eq!(encoded(Text, Value::Bool(true), "t", false), "\"t\"");
     // An unparsable number is an error, as in wal2json.
     let col = column(0, "c", "t", Number, false);
-    let tuple = One {
-        value: Value::OutputText(b"abc"),
-        text: b"abc",
-    };
+    let tuple = OneValue::scalar(Value::OutputText(b"abc"), b"abc");
     assert!(push_value(&mut Vec::new(), &tuple, &col, false).is_err());
 }
