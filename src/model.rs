@@ -192,6 +192,17 @@ pub trait TupleValues {
     }
     /// A non-null value, read as the session's [`ValueReads`] say.
     fn value<'a>(&'a self, column: &'a ColumnMeta) -> Value<'a>;
+    /// [`cell`](Self::cell) and, for a value, [`value`](Self::value) in one
+    /// call: what the formats' value loops ask of every column of every
+    /// change.
+    fn read<'a>(&'a self, column: &'a ColumnMeta) -> CellValue<'a> {
+        match self.cell(column) {
+            Cell::Hidden => CellValue::Hidden,
+            Cell::Null => CellValue::Null,
+            Cell::UnchangedToast => CellValue::UnchangedToast,
+            Cell::Value => CellValue::Value(self.value(column)),
+        }
+    }
     /// The output function's text of a non-null value: what a format
     /// writes when it does not print a binary form itself, or when that
     /// form could not be read.
@@ -321,6 +332,16 @@ pub enum Cell {
     Value,
 }
 
+/// What a tuple holds for one column, with its value ([`Cell`] and
+/// [`Value`] in one).
+#[derive(Debug, Clone, Copy)]
+pub enum CellValue<'a> {
+    Hidden,
+    Null,
+    UnchangedToast,
+    Value(Value<'a>),
+}
+
 /// Transaction facts printed by begin/commit/change/message objects.
 #[derive(Debug, Clone, Default)]
 pub struct TxnInfo {
@@ -372,6 +393,7 @@ impl ChangeHeader {
     }
 
     /// A change as decoded, in a streamed block when `stream_xid` is set.
+    #[cfg(test)]
     pub fn plain_in(kind: ChangeKind, stream_xid: Option<u32>) -> Self {
         ChangeHeader {
             kind,

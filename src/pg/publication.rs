@@ -25,6 +25,7 @@ use crate::pg::port::{
     ANUM_PG_PUBLICATION_REL_PRATTRS, ANUM_PG_PUBLICATION_REL_PRQUAL, RELKIND_PARTITIONED_TABLE,
 };
 use crate::pg::server_encoding::server_encoding;
+use crate::pg::tuple::Row;
 use crate::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
@@ -731,34 +732,66 @@ impl SlotRow<'_> {
     }
 }
 
-/// A change's rows prepared for the row filter and the output: in slots, in
-/// the layout of the relation it is published as (the relation itself or
-/// an ancestor, opened here), as pgoutput_change() prepares them. Call
-/// [`PublishedRows::release`] when done.
+/// A change's rows as the session emits them, as pgoutput_change()
+/// prepares them: the decoded tuples themselves (wal2json mode, or a table
+/// its publications publish as itself without a row filter), or rows in
+/// slots, in the layout of the relation the change is published as (an
+/// ancestor, opened here) and through the row filter's UPDATE
+/// transformation. Call [`PublishedRows::release`] when done.
 ///
-/// Invariant: `old_slot` and `new_slot` are NULL or slots holding a row in
-/// `target`'s layout (the entry's own slots, or slots made here and listed
-/// in `temporary_slots`), valid until `release`.
+/// Invariant: in `Held::Slots`, `old` and `new` are NULL or slots holding a
+/// row in `target`'s layout (the entry's own slots, or slots made here and
+/// listed in `temporary_slots`), valid until `release`.
 pub struct PublishedRows<'a> {
-    info: &'a PublishInfo,
+    /// The publications' rules for the relation (`None`: wal2json mode).
+    info: Option<&'a PublishInfo>,
     /// The relation published as: the changed relation, or its ancestor.
     target: Rel<'a>,
     via_ancestor: bool,
-    old_slot: *mut pg_sys::TupleTableSlot,
-    new_slot: *mut pg_sys::TupleTableSlot,
+    held: Held<'a>,
     temporary_slots: Vec<*mut pg_sys::TupleTableSlot>,
 }
 
+/// Where [`PublishedRows`] keeps a change's rows.
+enum Held<'a> {
+    /// The decoded tuples, in the changed relation's (`target`'s) layout.
+    Decoded {
+        old: Option<Tuple<'a>>,
+        new: Option<Tuple<'a>>,
+    },
+    /// Slots, for the ancestor's layout and the row filter.
+    Slots {
+        old: *mut pg_sys::TupleTableSlot,
+        new: *mut pg_sys::TupleTableSlot,
+    },
+}
+
 impl<'a> PublishedRows<'a> {
-    /// Stores the decoded tuples of `rel` in `info`'s slots and converts
-    /// them to the published relation's layout.
+    /// The rows of a change of `kind` to `rel`: kept as decoded unless
+    /// `info` publishes the relation as an ancestor or filters `kind`'s
+    /// rows, in which case they are stored in `info`'s slots and converted
+    /// to the published relation's layout.
     pub fn new(
-        info: &'a PublishInfo,
+        info: Option<&'a PublishInfo>,
         rel: Rel<'a>,
+        kind: ChangeKind,
         old: Option<Tuple<'a>>,
         new: Option<Tuple<'a>>,
     ) -> Self {
-        let via_ancestor = info.publish_as_relid != rel.oid();
+        let decoded = |via_ancestor| PublishedRows {
+            info,
+            target: rel,
+            via_ancestor,
+            held: Held::Decoded { old, new },
+            temporary_slots: Vec::new(),
+        };
+        let Some(slots_info) = info else {
+            return decoded(false);
+        };
+        let via_ancestor = slots_info.publish_as_relid != rel.oid();
+        if !via_ancestor && !slots_info.has_row_filter(kind) {
+            return decoded(false);
+        }
         let mut old_slot = std::ptr::null_mut();
         let mut new_slot = std::ptr::null_mut();
         // SAFETY: the entry's slots were made (init_slots) with a copy of
@@ -767,24 +800,24 @@ impl<'a> PublishedRows<'a> {
         // as the change ('a), until the next change stores its own.
         unsafe {
             if let Some(old) = old {
-                pg_sys::ExecStoreHeapTuple(old.as_ptr(), info.old_slot, false);
-                old_slot = info.old_slot;
+                pg_sys::ExecStoreHeapTuple(old.as_ptr(), slots_info.old_slot, false);
+                old_slot = slots_info.old_slot;
             }
             if let Some(new) = new {
-                pg_sys::ExecStoreHeapTuple(new.as_ptr(), info.new_slot, false);
-                new_slot = info.new_slot;
+                pg_sys::ExecStoreHeapTuple(new.as_ptr(), slots_info.new_slot, false);
+                new_slot = slots_info.new_slot;
             }
         }
         let target = if via_ancestor {
             // SAFETY: publish_as_relid is the ancestor build_publish_info
             // found and opened under the same historic snapshot, so it
             // opens; it is closed in `release`, before 'a ends.
-            unsafe { Rel::new(pg_sys::RelationIdGetRelation(info.publish_as_relid)) }
+            unsafe { Rel::new(pg_sys::RelationIdGetRelation(slots_info.publish_as_relid)) }
         } else {
             rel
         };
         let mut temporary_slots = Vec::new();
-        if !info.attrmap.is_null() {
+        if !slots_info.attrmap.is_null() {
             for slot in [&mut old_slot, &mut new_slot] {
                 if !slot.is_null() {
                     // SAFETY: the target's rd_att lives as long as its open
@@ -797,7 +830,7 @@ impl<'a> PublishedRows<'a> {
                             (*target.as_ptr()).rd_att,
                             &pg_sys::TTSOpsVirtual,
                         );
-                        *slot = pg_sys::execute_attr_map_slot(info.attrmap, *slot, converted);
+                        *slot = pg_sys::execute_attr_map_slot(slots_info.attrmap, *slot, converted);
                         temporary_slots.push(converted);
                     }
                 }
@@ -807,8 +840,10 @@ impl<'a> PublishedRows<'a> {
             info,
             target,
             via_ancestor,
-            old_slot,
-            new_slot,
+            held: Held::Slots {
+                old: old_slot,
+                new: new_slot,
+            },
             temporary_slots,
         }
     }
@@ -818,8 +853,13 @@ impl<'a> PublishedRows<'a> {
         self.target
     }
 
+    /// Whether the change is published as an ancestor of its relation.
+    pub fn via_ancestor(&self) -> bool {
+        self.via_ancestor
+    }
+
     /// A row of one of our slots (NULL: none).
-    fn row(&self, slot: *mut pg_sys::TupleTableSlot) -> Option<SlotRow<'_>> {
+    fn slot_row(&self, slot: *mut pg_sys::TupleTableSlot) -> Option<SlotRow<'_>> {
         NonNull::new(slot).map(|slot| SlotRow {
             slot,
             _held: PhantomData,
@@ -830,52 +870,70 @@ impl<'a> PublishedRows<'a> {
     /// is), with pgoutput's UPDATE transformation: an UPDATE turned INSERT
     /// then carries the new row completed with the old row's TOAST values.
     pub fn verdict(&mut self, kind: ChangeKind) -> FilterVerdict {
+        let unfiltered = FilterVerdict::Emit {
+            kind,
+            transformed: false,
+        };
+        let (Some(info), Held::Slots { old, new }) = (self.info, &self.held) else {
+            return unfiltered;
+        };
+        let (old_slot, mut filtered_new) = (*old, *new);
         let index = filter_index(kind);
-        if self.info.row_filters[index].is_null() {
-            return FilterVerdict::Emit {
-                kind,
-                transformed: false,
-            };
+        if info.row_filters[index].is_null() {
+            return unfiltered;
         }
-        let mut filtered_new = self.new_slot;
         if kind == ChangeKind::Update {
-            if let (Some(old), Some(new)) = (self.old_row(), self.new_row()) {
+            if let (Some(old), Some(new)) = (self.slot_row(old_slot), self.slot_row(filtered_new)) {
                 if let Some(merged) = self.with_old_toast_values(old, new) {
                     self.temporary_slots.push(merged);
                     filtered_new = merged;
                 }
             }
         }
-        let old_match = self.old_row().map(|row| self.filter_matches(index, row));
+        let old_match = self
+            .slot_row(old_slot)
+            .map(|row| self.filter_matches(info, index, row));
         let new_match = self
-            .row(filtered_new)
-            .map(|row| self.filter_matches(index, row));
+            .slot_row(filtered_new)
+            .map(|row| self.filter_matches(info, index, row));
         let verdict = filter_verdict(kind, old_match, new_match);
         if let FilterVerdict::Emit {
             kind: ChangeKind::Insert,
             transformed: true,
         } = verdict
         {
-            self.new_slot = filtered_new;
+            self.held = Held::Slots {
+                old: old_slot,
+                new: filtered_new,
+            };
         }
         verdict
     }
 
-    /// The new row (absent for a DELETE).
-    pub fn new_row(&self) -> Option<SlotRow<'_>> {
-        self.row(self.new_slot)
-    }
-
-    /// The old row (absent for an INSERT, or without an old tuple).
-    pub fn old_row(&self) -> Option<SlotRow<'_>> {
-        self.row(self.old_slot)
+    /// The rows a change of `emitted` kind carries (after the verdict): an
+    /// INSERT no old row, a DELETE no new one, whatever the WAL holds.
+    pub fn rows(&self, emitted: ChangeKind) -> (Row<'_>, Row<'_>) {
+        let (new, old) = match &self.held {
+            Held::Decoded { old, new } => (
+                new.map_or(Row::Absent, |t| Row::Heap(self.target, t)),
+                old.map_or(Row::Absent, |t| Row::Heap(self.target, t)),
+            ),
+            Held::Slots { old, new } => (
+                self.slot_row(*new).map_or(Row::Absent, Row::Slot),
+                self.slot_row(*old).map_or(Row::Absent, Row::Slot),
+            ),
+        };
+        match emitted {
+            ChangeKind::Insert => (new, Row::Absent),
+            ChangeKind::Update => (new, old),
+            ChangeKind::Delete => (Row::Absent, old),
+        }
     }
 
     /// Evaluates the row filter of `action` on `row` (NULL counts as false).
     /// An ERROR inside the filter is re-raised with its SQLSTATE and message
     /// and a DETAIL naming the publication(s) and table.
-    fn filter_matches(&self, action: usize, row: SlotRow<'_>) -> bool {
-        let info = self.info;
+    fn filter_matches(&self, info: &PublishInfo, action: usize, row: SlotRow<'_>) -> bool {
         let state = info.row_filters[action];
         let slot = row.as_ptr();
         // SAFETY: pgoutput_row_filter_exec_expr(): `state` is non-NULL (the

@@ -209,6 +209,10 @@ pub struct RelationEntry {
     pub meta: RelationMeta,
     /// Indexed by attribute index; `None` for dropped and system columns.
     pub outputs: Vec<Option<ColumnOutput>>,
+    /// By attribute index: whether its datum is a varlena (`attlen = -1`,
+    /// never for a dropped or system column). `outputs[i].is_varlena`,
+    /// packed: the check of every value reads it.
+    pub varlena_attrs: Vec<bool>,
     /// Passes add-tables / filter-tables.
     pub wanted: bool,
     /// With publication_names: what the publications decide (`None`: the
@@ -628,6 +632,10 @@ fn build_entry(
                 has_identity_index,
                 identity,
             },
+            varlena_attrs: outputs
+                .iter()
+                .map(|o| o.as_ref().is_some_and(|o| o.is_varlena))
+                .collect(),
             outputs,
             wanted,
             publish: None,

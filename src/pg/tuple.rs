@@ -6,7 +6,7 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use crate::model::{ArrayRef, ArrayValues, Cell, ColumnMeta, Image, TupleValues, Value};
+use crate::model::{ArrayRef, ArrayValues, Cell, CellValue, ColumnMeta, Image, TupleValues, Value};
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
 use crate::pg::relation::{ArrayElement, ColumnOutput, ReadPlan, RelationEntry};
@@ -22,7 +22,10 @@ pub struct DeformBuffers {
 pub struct DeformedTuple<'a> {
     values: &'a [pg_sys::Datum],
     nulls: &'a [bool],
-    entry: &'a RelationEntry,
+    /// The row's relation entry's `outputs` and `varlena_attrs`, borrowed
+    /// once per row (every value's check reads them).
+    outputs: &'a [Option<ColumnOutput>],
+    varlena: &'a [bool],
     /// Published columns by attribute index (publication column lists).
     mask: Option<&'a [bool]>,
 }
@@ -32,21 +35,13 @@ pub struct DeformedTuple<'a> {
 pub enum Row<'a> {
     Absent,
     /// The decoded tuple itself, in its relation's layout: a change's
-    /// tuple and that change's relation ([`Row::heap`]).
+    /// tuple and that change's relation.
     Heap(Rel<'a>, Tuple<'a>),
     /// A slot, possibly converted to an ancestor's layout (publications).
     Slot(SlotRow<'a>),
 }
 
 impl<'a> Row<'a> {
-    /// A decoded tuple of `rel`, `Absent` when there is none.
-    pub fn heap(rel: Rel<'a>, tuple: Option<Tuple<'a>>) -> Row<'a> {
-        match tuple {
-            Some(tuple) => Row::Heap(rel, tuple),
-            None => Row::Absent,
-        }
-    }
-
     pub fn is_present(self) -> bool {
         !matches!(self, Row::Absent)
     }
@@ -94,12 +89,7 @@ impl DeformBuffers {
                 self.nulls.as_mut_ptr(),
             );
         }
-        DeformedTuple {
-            values: &self.values,
-            nulls: &self.nulls,
-            entry,
-            mask,
-        }
+        DeformedTuple::new(&self.values, &self.nulls, entry, mask)
     }
 
     /// The values of a slot (all attributes deformed), read in place.
@@ -120,12 +110,7 @@ impl DeformBuffers {
                 std::slice::from_raw_parts((*slot).tts_isnull, natts),
             )
         };
-        DeformedTuple {
-            values,
-            nulls,
-            entry,
-            mask,
-        }
+        DeformedTuple::new(values, nulls, entry, mask)
     }
 }
 
@@ -198,11 +183,36 @@ impl<'a> PlannedDatum<'a> {
 }
 
 impl<'t> DeformedTuple<'t> {
+    fn new(
+        values: &'t [pg_sys::Datum],
+        nulls: &'t [bool],
+        entry: &'t RelationEntry,
+        mask: Option<&'t [bool]>,
+    ) -> Self {
+        DeformedTuple {
+            values,
+            nulls,
+            outputs: &entry.outputs,
+            varlena: &entry.varlena_attrs,
+            mask,
+        }
+    }
+
     /// How the column at `i` is read: from the row's own relation entry
     /// (never from a caller's column), so what is read always matches the
     /// row's layout. `None` for dropped and system columns.
     fn output(&self, i: usize) -> Option<&'t ColumnOutput> {
-        self.entry.outputs.get(i)?.as_ref()
+        self.outputs.get(i)?.as_ref()
+    }
+
+    /// Whether the datum at `i` is an unchanged TOAST pointer (only a
+    /// non-null varlena of the row's own layout can be one).
+    fn is_toast_pointer(&self, i: usize) -> bool {
+        // SAFETY: the non-null datum of a varlena attribute of the row's
+        // layout (both checked first) is a varlena pointer.
+        self.varlena.get(i) == Some(&true)
+            && !self.nulls[i]
+            && unsafe { is_external_ondisk(self.values[i]) }
     }
 
     /// The column's value ready to read; `None` for NULL, an unchanged
@@ -213,13 +223,11 @@ impl<'t> DeformedTuple<'t> {
         if *self.nulls.get(i)? {
             return None;
         }
-        let datum = self.values[i];
-        // SAFETY: the non-null datum of a varlena attribute is a varlena pointer.
-        if output.is_varlena && unsafe { is_external_ondisk(datum) } {
+        if self.is_toast_pointer(i) {
             return None;
         }
         Some(PlannedDatum {
-            datum,
+            datum: self.values[i],
             plan: &output.plan,
             finfo: &output.finfo,
             is_varlena: output.is_varlena,
@@ -279,6 +287,30 @@ impl TupleValues for DeformedTuple<'_> {
             // The formats ask only for values (`cell` is `Value`).
             None => Value::OutputText(&[]),
         }
+    }
+
+    fn read<'a>(&'a self, column: &'a ColumnMeta) -> CellValue<'a> {
+        let i = column.attr_index;
+        if !self.is_visible(column) {
+            return CellValue::Hidden;
+        }
+        if self.nulls[i] {
+            return CellValue::Null;
+        }
+        if self.is_toast_pointer(i) {
+            return CellValue::UnchangedToast;
+        }
+        // `value`, without checking again what was checked above.
+        CellValue::Value(match self.output(i) {
+            Some(output) => PlannedDatum {
+                datum: self.values[i],
+                plan: &output.plan,
+                finfo: &output.finfo,
+                is_varlena: output.is_varlena,
+            }
+            .value(|| Value::Array(ArrayRef::new(self, column))),
+            None => Value::OutputText(&[]),
+        })
     }
 
     fn text(&self, column: &ColumnMeta) -> &[u8] {
@@ -389,12 +421,7 @@ impl TupleValues for DeformedTuple<'_> {
     }
 
     fn is_unchanged_toast(&self, column: &ColumnMeta) -> bool {
-        let i = column.attr_index;
-        // SAFETY: the datum of a non-null varlena attribute is a varlena
-        // pointer (a NULL column's datum is 0: checked first).
-        self.output(i).is_some_and(|o| o.is_varlena)
-            && !self.nulls[i]
-            && unsafe { is_external_ondisk(self.values[i]) }
+        self.is_toast_pointer(column.attr_index)
     }
 
     fn cell(&self, column: &ColumnMeta) -> Cell {
@@ -405,10 +432,7 @@ impl TupleValues for DeformedTuple<'_> {
         if self.nulls[i] {
             return Cell::Null;
         }
-        // SAFETY: the non-null datum of a varlena attribute is a varlena pointer.
-        if self.output(i).is_some_and(|o| o.is_varlena)
-            && unsafe { is_external_ondisk(self.values[i]) }
-        {
+        if self.is_toast_pointer(i) {
             return Cell::UnchangedToast;
         }
         Cell::Value

@@ -61,41 +61,79 @@ pub fn decode_change(
     let lsn = change.lsn();
     // In a streamed block every change names its own (sub)transaction.
     let stream_xid = streamed.then(|| change.xid());
-    let (new_tuple, old_tuple) = change.rows();
     state.relations.collect_garbage();
 
+    // pgoutput_change()'s decisions, in its order: the relation's
+    // publications, their actions, the partition root, the row filter (with
+    // its UPDATE transformation); then wal2json's table options.
     state.change_memory.run(|| {
-        if state.publications.is_some() {
-            let change = DecodedChange {
-                kind,
-                stream_xid,
-                lsn,
-                new: new_tuple,
-                old: old_tuple,
-            };
-            publish_change(state, writer, relation, change);
-            return;
-        }
-        let entry = state.relations.get(relation, &state.opts, None);
-        let change = ChangeToEmit {
-            lsn,
-            header: ChangeHeader::plain_in(kind, stream_xid),
-            entry: &entry,
-            column_mask: None,
-            new: Row::heap(relation, new_tuple),
-            old: Row::heap(relation, old_tuple),
+        let (new, old) = change.rows();
+        let entry = state
+            .relations
+            .get(relation, &state.opts, state.publications.as_mut());
+        let info = match (&state.publications, entry.publish.as_ref()) {
+            (None, _) => None,
+            (Some(_), None) => {
+                state.stats.filtered_by_table += 1;
+                return;
+            }
+            (Some(_), Some(info)) => {
+                // pgoutput sends no DELETE without an old tuple (REPLICA
+                // IDENTITY NOTHING).
+                if !info.publishes(kind) || (kind == ChangeKind::Delete && old.is_none()) {
+                    state.stats.filtered_by_action += 1;
+                    return;
+                }
+                Some(info)
+            }
         };
-        emit_decoded(state, writer, change);
+        let mut rows = PublishedRows::new(info, relation, kind, old, new);
+        let verdict = rows.verdict(kind);
+        match verdict {
+            FilterVerdict::Drop => state.stats.filtered_by_row_filter += 1,
+            FilterVerdict::Emit {
+                kind: ChangeKind::Insert,
+                transformed: true,
+            } => state.stats.updates_to_insert += 1,
+            FilterVerdict::Emit {
+                kind: ChangeKind::Delete,
+                transformed: true,
+            } => state.stats.updates_to_delete += 1,
+            FilterVerdict::Emit { .. } => {}
+        }
+        if let FilterVerdict::Emit {
+            kind: emitted,
+            transformed,
+        } = verdict
+        {
+            let target = if rows.via_ancestor() {
+                state
+                    .relations
+                    .get(rows.target(), &state.opts, state.publications.as_mut())
+            } else {
+                Rc::clone(&entry)
+            };
+            if target.wanted {
+                let (new, old) = rows.rows(emitted);
+                let change = ChangeToEmit {
+                    lsn,
+                    header: ChangeHeader {
+                        kind: emitted,
+                        transformed_from: transformed.then_some(kind),
+                        stream_xid,
+                    },
+                    entry: &target,
+                    column_mask: info.map(|info| &info.column_mask[..]),
+                    new,
+                    old,
+                };
+                emit_change(state, writer, change);
+            } else {
+                state.stats.filtered_by_table += 1;
+            }
+        }
+        rows.release();
     });
-}
-
-/// A change as decoded, for the publication rules.
-struct DecodedChange<'a> {
-    kind: ChangeKind,
-    stream_xid: Option<u32>,
-    lsn: u64,
-    new: Option<crate::pg::handles::Tuple<'a>>,
-    old: Option<crate::pg::handles::Tuple<'a>>,
 }
 
 /// A change on its way to the format: where it is, what it is, its
@@ -108,115 +146,6 @@ struct ChangeToEmit<'e, 'r> {
     column_mask: Option<&'e [bool]>,
     new: Row<'r>,
     old: Row<'r>,
-}
-
-/// Emits a change as decoded (wal2json mode, or a table its publications
-/// publish as itself without a row filter), unless wal2json's table
-/// options (`add-tables`, `filter-tables`) leave the relation out.
-fn emit_decoded(state: &mut DecodingState, writer: &mut Writer<'_>, change: ChangeToEmit<'_, '_>) {
-    if !change.entry.wanted {
-        state.stats.filtered_by_table += 1;
-        return;
-    }
-    emit_change(state, writer, change);
-}
-
-/// Applies the publications to a change, as pgoutput_change() does: actions,
-/// partition root, row filter (with the UPDATE transformation) and column list.
-fn publish_change(
-    state: &mut DecodingState,
-    writer: &mut Writer<'_>,
-    relation: Rel<'_>,
-    change: DecodedChange<'_>,
-) {
-    let kind = change.kind;
-    let entry = state
-        .relations
-        .get(relation, &state.opts, state.publications.as_mut());
-    let Some(info) = entry.publish.as_ref() else {
-        state.stats.filtered_by_table += 1;
-        return;
-    };
-    // pgoutput sends no DELETE without an old tuple (REPLICA IDENTITY NOTHING).
-    if !info.publishes(kind) || (kind == ChangeKind::Delete && change.old.is_none()) {
-        state.stats.filtered_by_action += 1;
-        return;
-    }
-    let via_ancestor = info.publish_as_relid != relation.oid();
-    if !via_ancestor && !info.has_row_filter(kind) {
-        // Published as itself, no row filter: nothing needs a slot; the
-        // decoded tuples are printed as in wal2json mode, through the
-        // column list. (A decoded INSERT has no old tuple, a DELETE no
-        // new one.)
-        let decoded = ChangeToEmit {
-            lsn: change.lsn,
-            header: ChangeHeader::plain_in(kind, change.stream_xid),
-            entry: &entry,
-            column_mask: Some(&info.column_mask),
-            new: Row::heap(relation, change.new),
-            old: Row::heap(relation, change.old),
-        };
-        emit_decoded(state, writer, decoded);
-        return;
-    }
-
-    let mut rows = PublishedRows::new(info, relation, change.old, change.new);
-    let verdict = rows.verdict(kind);
-    match verdict {
-        FilterVerdict::Drop => state.stats.filtered_by_row_filter += 1,
-        FilterVerdict::Emit {
-            kind: ChangeKind::Insert,
-            transformed: true,
-        } => state.stats.updates_to_insert += 1,
-        FilterVerdict::Emit {
-            kind: ChangeKind::Delete,
-            transformed: true,
-        } => state.stats.updates_to_delete += 1,
-        FilterVerdict::Emit { .. } => {}
-    }
-    if let FilterVerdict::Emit {
-        kind: emitted,
-        transformed,
-    } = verdict
-    {
-        let target = if via_ancestor {
-            state
-                .relations
-                .get(rows.target(), &state.opts, state.publications.as_mut())
-        } else {
-            Rc::clone(&entry)
-        };
-        if !target.wanted {
-            state.stats.filtered_by_table += 1;
-        } else {
-            let slot_row = |row: Option<_>| row.map_or(Row::Absent, Row::Slot);
-            let new_row = if emitted == ChangeKind::Delete {
-                Row::Absent
-            } else {
-                slot_row(rows.new_row())
-            };
-            let old_row = if emitted == ChangeKind::Insert {
-                Row::Absent
-            } else {
-                slot_row(rows.old_row())
-            };
-            let header = ChangeHeader {
-                kind: emitted,
-                transformed_from: transformed.then_some(kind),
-                stream_xid: change.stream_xid,
-            };
-            let published = ChangeToEmit {
-                lsn: change.lsn,
-                header,
-                entry: &target,
-                column_mask: Some(&info.column_mask),
-                new: new_row,
-                old: old_row,
-            };
-            emit_change(state, writer, published);
-        }
-    }
-    rows.release();
 }
 
 /// Writes one INSERT/UPDATE/DELETE in the session's format, unless the

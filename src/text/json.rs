@@ -231,6 +231,18 @@ pub fn push_i64(out: &mut Vec<u8>, v: i64) {
     push_u64(out, v.unsigned_abs());
 }
 
+/// Appends `v` as a JSON number, or as a JSON string of its digits when
+/// `quoted` (both formats' numbers-as-strings options).
+pub fn push_int(out: &mut Vec<u8>, v: i64, quoted: bool) {
+    if quoted {
+        out.push(b'"');
+        push_i64(out, v);
+        out.push(b'"');
+    } else {
+        push_i64(out, v);
+    }
+}
+
 /// Appends an LSN as PostgreSQL prints it (`%X/%X`), without quotes.
 pub fn push_lsn(out: &mut Vec<u8>, lsn: u64) {
     push_hex_upper(out, (lsn >> 32) as u32);

@@ -33,7 +33,7 @@ use crate::output::datetime::{push_iso8601_date, push_iso8601_interval, push_iso
 use crate::output::jsonb::jsonb_compact;
 use crate::output::numeric::{numeric_text, NumericKind};
 use crate::text::encoding::VALUE_BACKSLASH;
-use crate::text::json::{push_i64, push_json_string};
+use crate::text::json::{push_int, push_json_string};
 
 /// How values are written for a session and relation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,15 +79,7 @@ pub fn push_text_fallback(out: &mut Vec<u8>, value: Value<'_>, text: &[u8], styl
 pub fn push_value(out: &mut Vec<u8>, value: Value<'_>, style: Style) -> Result<(), NeedsText> {
     let numbers_as_strings = style.numbers_as_strings;
     match value {
-        Value::Int(v) => {
-            if numbers_as_strings {
-                out.push(b'"');
-                push_i64(out, v);
-                out.push(b'"');
-            } else {
-                push_i64(out, v);
-            }
-        }
+        Value::Int(v) => push_int(out, v, numbers_as_strings),
         Value::Float(text) => push_number_text(out, text, numbers_as_strings),
         Value::Numeric(body) => {
             let start = out.len();

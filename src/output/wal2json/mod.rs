@@ -18,7 +18,7 @@ use crate::model::{ColumnMeta, EncodeError, RelationMeta, TupleValues, Value, Va
 use crate::output::datetime::push_iso_timestamp;
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, NumericKind};
-use crate::text::json::{classify_number, push_i64, push_json_string, NumberText};
+use crate::text::json::{classify_number, push_int, push_json_string, NumberText};
 
 /// Appends a non-null value of `tuple` as wal2json writes it: its output
 /// function's text encoded by the column's [`ValueKind`]
@@ -33,19 +33,26 @@ pub fn push_value(
     column: &ColumnMeta,
     numbers_as_strings: bool,
 ) -> Result<(), EncodeError> {
+    push_read_value(out, &tuple.value(column), tuple, column, numbers_as_strings)
+}
+
+/// [`push_value`] of a `value` already read from `tuple` (whose text the
+/// value's fallback reads). By reference: a copy of a [`Value`] the callee
+/// just returned stalls on store forwarding. Inlined into the formats'
+/// value loops, which call it for every value.
+#[inline(always)]
+pub fn push_read_value(
+    out: &mut Vec<u8>,
+    value: &Value<'_>,
+    tuple: &dyn TupleValues,
+    column: &ColumnMeta,
+    numbers_as_strings: bool,
+) -> Result<(), EncodeError> {
     let text = |out: &mut Vec<u8>| {
         push_text_value(out, column.kind, tuple.text(column), numbers_as_strings)
     };
-    match tuple.value(column) {
-        Value::Int(v) if column.kind == ValueKind::Number => {
-            if numbers_as_strings {
-                out.push(b'"');
-                push_i64(out, v);
-                out.push(b'"');
-            } else {
-                push_i64(out, v);
-            }
-        }
+    match *value {
+        Value::Int(v) if column.kind == ValueKind::Number => push_int(out, v, numbers_as_strings),
         Value::Bool(b) if column.kind == ValueKind::Bool => {
             out.extend_from_slice(if b { b"true" } else { b"false" })
         }

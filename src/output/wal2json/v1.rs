@@ -5,10 +5,10 @@
 
 use std::cell::RefCell;
 
-use super::{push_value, selected, Selection};
+use super::{push_read_value, selected, Selection};
 use crate::model::{
-    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
-    TupleValues, TxnInfo, ValueReads,
+    Cell, CellValue, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta,
+    ReplicaIdentity, TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control;
@@ -345,14 +345,22 @@ impl Format1 {
         out.push(b'[');
         let mut first = true;
         for col in &rel.columns {
-            if !printed(tuple, col) {
+            if !selected(rel, col, selection) {
                 continue;
             }
-            separator(out, &mut first);
-            if tuple.is_null(col) {
-                out.extend_from_slice(b"null");
-            } else {
-                push_value(out, tuple, col, o.numeric_data_types_as_string)?;
+            // `printed`, with the column read once.
+            let read = tuple.read(col);
+            match &read {
+                CellValue::Hidden | CellValue::UnchangedToast => continue,
+                CellValue::Null if replident => continue,
+                CellValue::Null => {
+                    separator(out, &mut first);
+                    out.extend_from_slice(b"null");
+                }
+                CellValue::Value(value) => {
+                    separator(out, &mut first);
+                    push_read_value(out, value, tuple, col, o.numeric_data_types_as_string)?;
+                }
             }
         }
         out.push(b']');

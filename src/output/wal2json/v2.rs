@@ -3,10 +3,10 @@
 
 use std::cell::OnceCell;
 
-use super::{push_value, selected, Selection};
+use super::{push_read_value, selected, Selection};
 use crate::model::{
-    Cell, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity,
-    TupleValues, TxnInfo, ValueReads,
+    Cell, CellValue, ChangeHeader, ChangeKind, ColumnMeta, EncodeError, RelationMeta,
+    ReplicaIdentity, TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control;
@@ -331,23 +331,26 @@ impl Format2 {
             if !selected(rel, col, selection) {
                 continue;
             }
-            let is_null = match tuple.cell(col) {
-                Cell::Hidden | Cell::UnchangedToast => continue,
-                Cell::Null => true,
-                Cell::Value => false,
-            };
             if section == V2Section::PrimaryKey {
+                if let Cell::Hidden | Cell::UnchangedToast = tuple.cell(col) {
+                    continue;
+                }
                 out.extend_from_slice(&piece.head[skip..]);
                 out.push(b'}');
                 skip = 0;
                 continue;
             }
+            let read = tuple.read(col);
+            let value = match &read {
+                CellValue::Hidden | CellValue::UnchangedToast => continue,
+                CellValue::Null => None,
+                CellValue::Value(value) => Some(value),
+            };
             out.extend_from_slice(&piece.value_head[skip..]);
             skip = 0;
-            if is_null {
-                out.extend_from_slice(b"null");
-            } else {
-                push_value(out, tuple, col, numbers_as_strings)?;
+            match value {
+                None => out.extend_from_slice(b"null"),
+                Some(value) => push_read_value(out, value, tuple, col, numbers_as_strings)?,
             }
             if section == V2Section::Columns {
                 out.extend_from_slice(&piece.change_tail);
