@@ -198,6 +198,22 @@ mod sql {
         let name = Spi::connect(|client| key_of(client, relation).0);
         let owner_row = as_owner(|| {
             Spi::connect_mut(|client| {
+                // A chunk in progress holds its progress row: that backfill
+                // is running, and this session must not wait for it.
+                let free = client.update(
+                    "SELECT FROM pubjson.backfill_progress \
+                     WHERE relid OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED",
+                    None,
+                    &[oid_arg(relation)],
+                );
+                let present = client.select(
+                    "SELECT FROM pubjson.backfill_progress WHERE relid OPERATOR(pg_catalog.=) $1",
+                    None,
+                    &[oid_arg(relation)],
+                );
+                if matches!((&free, &present), (Ok(f), Ok(p)) if f.is_empty() && !p.is_empty()) {
+                    return false;
+                }
                 let row = client.update(
                     "INSERT INTO pubjson.backfill_progress AS p (relid, relation, owner_pid, owner_start) \
                      SELECT $1, $2, a.pid, a.backend_start FROM pg_catalog.pg_stat_activity a \
@@ -381,12 +397,15 @@ fn read_chunk(
     .flatten()
     .unwrap_or_default();
     // The row's alias must not be a column's name (a column would win).
+    // Key columns are qualified with it everywhere: a bare name in ORDER BY
+    // would mean the output column of that name (the key's text).
     let alias = "\"pubjson backfill row\"";
-    let columns = key.columns.join(", ");
-    let texts: Vec<String> = key
-        .columns
+    let qualified: Vec<String> = key.columns.iter().map(|c| format!("{alias}.{c}")).collect();
+    let columns = qualified.join(", ");
+    let texts: Vec<String> = qualified
         .iter()
-        .map(|c| format!("{c}::pg_catalog.text"))
+        .enumerate()
+        .map(|(i, c)| format!("{c}::pg_catalog.text AS key{i}"))
         .collect();
     let mut query = format!(
         "SELECT {alias}, {} FROM ONLY {table} AS {alias}",
@@ -399,7 +418,7 @@ fn read_chunk(
             .enumerate()
             .map(|(i, t)| format!("CAST(${} AS {t})", i + 1))
             .collect();
-        if key.columns.len() == 1 {
+        if qualified.len() == 1 {
             query += &format!(" WHERE {columns} OPERATOR(pg_catalog.>) {}", params[0]);
         } else {
             query += &format!(
