@@ -289,26 +289,6 @@ CREATE VIEW pubjson.backfills WITH (security_barrier) AS
     WHERE pg_catalog.has_table_privilege(p.relid, 'SELECT');
 GRANT SELECT ON pubjson.backfills TO PUBLIC;
 
--- The tables a backfill of `relation` reads: the leaf partitions of a
--- partitioned table, else the relation itself (_backfill_start refuses
--- what is not a table).
-CREATE FUNCTION pubjson._backfill_targets(relation pg_catalog.regclass)
-RETURNS SETOF pg_catalog.regclass
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-    SELECT t.relid FROM pg_catalog.pg_partition_tree(relation) t
-    WHERE t.isleaf
-      AND EXISTS (SELECT FROM pg_catalog.pg_class c
-                  WHERE c.oid OPERATOR(pg_catalog.=) relation
-                    AND c.relkind OPERATOR(pg_catalog.=) 'p')
-    UNION ALL
-    SELECT relation
-    WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class c
-                      WHERE c.oid OPERATOR(pg_catalog.=) relation
-                        AND c.relkind OPERATOR(pg_catalog.=) 'p')
-$fn$;
-
 CREATE PROCEDURE pubjson.backfill(
     relation pg_catalog.regclass,
     chunk_rows pg_catalog.int4 DEFAULT 1000,
@@ -322,7 +302,20 @@ BEGIN
     IF relation IS NULL THEN
         RAISE EXCEPTION 'relation must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    FOR target IN SELECT t FROM pubjson._backfill_targets(relation) t LOOP
+    -- The leaf partitions of a partitioned table, else the relation
+    -- itself (_backfill_start refuses what is not a table).
+    FOR target IN
+        SELECT t.relid FROM pg_catalog.pg_partition_tree(relation) t
+        WHERE t.isleaf
+          AND EXISTS (SELECT FROM pg_catalog.pg_class c
+                      WHERE c.oid OPERATOR(pg_catalog.=) relation
+                        AND c.relkind OPERATOR(pg_catalog.=) 'p')
+        UNION ALL
+        SELECT relation
+        WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+                          WHERE c.oid OPERATOR(pg_catalog.=) relation
+                            AND c.relkind OPERATOR(pg_catalog.=) 'p')
+    LOOP
         PERFORM pubjson._backfill_start(target::pg_catalog.oid, chunk_rows, chunk_bytes);
         COMMIT;
         LOOP

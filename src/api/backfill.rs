@@ -59,6 +59,28 @@ fn oid_arg(oid: pg_sys::Oid) -> DatumWithOid<'static> {
     DatumWithOid::from(oid)
 }
 
+/// Refuses a caller who may not read `relation` before anything is
+/// recorded about it (the chunk's own SELECT would refuse it later).
+fn check_readable(relation: pg_sys::Oid) {
+    let readable = Spi::get_one_with_args::<bool>(
+        "SELECT pg_catalog.has_table_privilege($1, 'SELECT')",
+        &[oid_arg(relation)],
+    );
+    match readable {
+        Ok(Some(true)) => {}
+        Ok(_) => error(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied for relation with OID {relation}"),
+            "pubjson.backfill() reads the table as its caller: SELECT, and UPDATE on a column (FOR SHARE).",
+        ),
+        Err(_) => error(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+            format!("relation with OID {relation} does not exist"),
+            "",
+        ),
+    }
+}
+
 /// The relation's name for messages and its key, or an ERROR naming what
 /// is missing.
 fn key_of(client: &SpiClient<'_>, relation: pg_sys::Oid) -> (String, Key) {
@@ -195,6 +217,7 @@ mod sql {
     #[search_path(pg_catalog, pg_temp)]
     fn backfill_start(relation: pg_sys::Oid, chunk_rows: i32, chunk_bytes: i64) {
         check_sizes(chunk_rows, chunk_bytes);
+        check_readable(relation);
         let name = Spi::connect(|client| key_of(client, relation).0);
         let owner_row = as_owner(|| {
             Spi::connect_mut(|client| {
@@ -265,6 +288,7 @@ mod sql {
     #[search_path(pg_catalog, pg_temp)]
     fn backfill_chunk(relation: pg_sys::Oid, chunk_rows: i32, chunk_bytes: i64) -> bool {
         check_sizes(chunk_rows, chunk_bytes);
+        check_readable(relation);
         // The progress row, locked for the chunk's transaction.
         let progress = as_owner(|| {
             Spi::connect_mut(|client| {
