@@ -59,11 +59,14 @@ fn oid_arg(oid: pg_sys::Oid) -> DatumWithOid<'static> {
     DatumWithOid::from(oid)
 }
 
-/// Refuses a caller who may not read `relation` before anything is
-/// recorded about it (the chunk's own SELECT would refuse it later).
+/// Refuses a caller who may not read `relation` `FOR SHARE` before anything
+/// is recorded about it (the chunk's own SELECT would refuse it later,
+/// leaving a started backfill behind).
 fn check_readable(relation: pg_sys::Oid) {
+    // FOR SHARE needs UPDATE on the table or on one of its columns.
     let readable = Spi::get_one_with_args::<bool>(
-        "SELECT pg_catalog.has_table_privilege($1, 'SELECT')",
+        "SELECT pg_catalog.has_table_privilege($1, 'SELECT') \
+            AND pg_catalog.has_any_column_privilege($1, 'UPDATE')",
         &[oid_arg(relation)],
     );
     match readable {
