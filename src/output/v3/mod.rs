@@ -13,9 +13,11 @@
 //! | `I`/`U`/`D` | [`xid` in a streamed block,] [`transformedfrom`,] `relid`, `schema`, `table`, `new`, `old`, `unchanged`, `changed` |
 //! | `T` | [`xid`,] `relid`, `schema`, `table` |
 //! | `M` | [`xid`,] `transactional`, `lsn`, `prefix`, `content` |
+//! | `DDL` | see `ddl.rs` (a DDL capture message) |
 //! | `S`/`E`/`A` | as in formats 1 and 2 |
 //! | `P`/`CP`/`RP` | as in formats 1 and 2, `timestamp` in ISO 8601; `P` adds `changes` |
 
+pub mod ddl;
 pub mod value;
 
 #[cfg(test)]

@@ -1,0 +1,74 @@
+//! Format 3's DDL events: a transactional message with the capture prefix
+//! (`src/api/ddl.sql`) becomes a `DDL` object (`output::v3::ddl`) whose
+//! `relations` are the changed tables' R objects, described here from the
+//! relation cache with the catalog as it is at the message (so a DDL event
+//! and the next R object never disagree). With `publication_names`, the
+//! event is shown only when its tables are published (docs/ddl.md).
+
+use crate::output::format::Sink;
+use crate::output::v3::ddl::{ddl_object, parse_event};
+use crate::output::v3::relation_object;
+use crate::pg::handles::{with_table, Txn, Writer};
+use crate::plugin::state::DecodingState;
+use crate::plugin::txn::{begin_item, current_txn};
+
+/// Writes the DDL object of a capture message; `false` when `content` is
+/// not a capture message (the caller writes it as an ordinary message).
+pub fn decode_ddl(
+    state: &mut DecodingState,
+    writer: &mut Writer<'_>,
+    txn: Option<Txn<'_>>,
+    lsn: u64,
+    content: &[u8],
+    streamed: bool,
+) -> bool {
+    let Some(event) = parse_event(content) else {
+        return false;
+    };
+    state.relations.collect_garbage();
+    let filtered = state.publications.is_some();
+    // The R objects of the changed tables the consumer is shown, and
+    // whether any of them is published.
+    let mut descriptions = Vec::new();
+    let mut published = false;
+    let relations = &mut state.relations;
+    let opts = &state.opts;
+    let publications = &mut state.publications;
+    state.change_memory.run(|| {
+        for &relid in &event.relations {
+            with_table(relid, |rel| {
+                let entry = relations.get(rel, opts, publications.as_mut());
+                let visible: Vec<bool> = match (filtered, entry.publish.as_ref()) {
+                    (false, _) => vec![true; entry.meta.columns.len()],
+                    (true, None) => return,
+                    (true, Some(info)) => entry
+                        .meta
+                        .columns
+                        .iter()
+                        .map(|c| info.column_mask.get(c.attr_index).copied().unwrap_or(false))
+                        .collect(),
+                };
+                published = true;
+                let mut object = Vec::new();
+                relation_object(&mut object, &entry.meta, &visible);
+                descriptions.push(object);
+            });
+        }
+    });
+    // A dropped table is no longer in the catalog, so whether it was
+    // published cannot be told: drops of tables reach every consumer.
+    if filtered && !published && !event.drops_table() {
+        state.stats.filtered_by_table += 1;
+        return true;
+    }
+    let stream_xid = match txn {
+        Some(txn) if streamed => Some(txn.xid()),
+        _ => None,
+    };
+    begin_item(state, writer);
+    let record = current_txn(&mut state.txns);
+    let mut sink = state.sink.output(writer, Some(&mut record.bytes_emitted));
+    ddl_object(sink.buf(), &event, stream_xid, lsn, &descriptions);
+    sink.write(true);
+    true
+}
