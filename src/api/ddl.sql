@@ -110,17 +110,28 @@ END
 $fn$;
 
 -- The event triggers' function. It has no SET search_path, so that it can
--- read the search_path the DDL ran under; it calls only two qualified
--- functions. A failure of capture is a WARNING: the user's command goes on
--- (without its message).
+-- read the search_path the DDL ran under; it calls only qualified
+-- functions. It has no EXCEPTION block on purpose: a message written in a
+-- subtransaction is decoded after the changes its transaction made later
+-- (the order of the command's rows would be lost), and the message itself
+-- cannot fail where the DDL did not. What could fail for a reason of
+-- capture's own, a role without USAGE on schema pubjson or EXECUTE on
+-- _ddl_emit (revoked by an administrator), is checked first: a WARNING,
+-- and the command goes on without its message.
 CREATE FUNCTION pubjson._ddl_event()
 RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE
 AS $fn$
 BEGIN
+    IF NOT pg_catalog.has_schema_privilege('pubjson', 'USAGE') THEN
+        RAISE WARNING 'pubjson: DDL capture skipped for %: no USAGE on schema pubjson', TG_TAG;
+        RETURN;
+    END IF;
+    IF NOT pg_catalog.has_function_privilege('pubjson._ddl_emit(text, text, text)', 'EXECUTE') THEN
+        RAISE WARNING 'pubjson: DDL capture skipped for %: no EXECUTE on pubjson._ddl_emit', TG_TAG;
+        RETURN;
+    END IF;
     PERFORM pubjson._ddl_emit(TG_EVENT, TG_TAG, pg_catalog.current_setting('search_path'));
-EXCEPTION WHEN OTHERS THEN
-    RAISE WARNING 'pubjson: DDL capture skipped for %: %', TG_TAG, SQLERRM;
 END
 $fn$;
 

@@ -1,0 +1,484 @@
+//! DDL capture end to end (docs/ddl.md): `pubjson.enable_ddl_capture()`'s
+//! event triggers write one `pubjson.ddl` message per command; format 3
+//! shows it as a `DDL` object in commit order with the rows around it,
+//! formats 1 and 2 as wal2json's ordinary message.
+//!
+//! Each test has its own database `pubjson_ddl_<name>`; slot creation is
+//! serialized with the other suites; roles are named `ddl_<test>_...`.
+
+use postgres::Client;
+use pubjson_e2e::{
+    complete_lines, drop_slot, poll, scratch_dir, serialize, sqlstate, RecvLogical, Server,
+};
+use serde_json::Value;
+use std::time::Duration;
+
+fn database(name: &str) -> (String, Client) {
+    let dbname = format!("pubjson_ddl_{name}");
+    let client = Server::main().fresh_database_with_pubjson(&dbname);
+    (dbname, client)
+}
+
+fn exec(c: &mut Client, sql: &str) {
+    c.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)));
+}
+
+fn slot(c: &mut Client, name: &str) {
+    let _serial = serialize();
+    c.execute(
+        "select pg_create_logical_replication_slot($1, 'pubjson')",
+        &[&name],
+    )
+    .unwrap_or_else(|e| panic!("slot {name}: {}", pubjson_e2e::describe_error(&e)));
+}
+
+/// Decodes (consuming) with `opts`; every row must be one JSON object.
+fn get(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<Value> {
+    exec(c, "select txid_current()");
+    let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+    c.query(
+        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
+        &[&slot, &opts],
+    )
+    .unwrap_or_else(|e| panic!("get_changes: {}", pubjson_e2e::describe_error(&e)))
+    .iter()
+    .map(|r| {
+        let text: String = r.get(0);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    })
+    .collect()
+}
+
+fn get3(c: &mut Client, slot: &str, extra: &[&str]) -> Vec<Value> {
+    let mut opts = vec!["format-version", "3"];
+    opts.extend_from_slice(extra);
+    get(c, slot, &opts)
+}
+
+/// `B`, `C`, `R`, `I`... and `DDL:<tag>` per object.
+fn summary(objects: &[Value]) -> String {
+    objects
+        .iter()
+        .map(|o| match o["action"].as_str().unwrap_or("?") {
+            "DDL" => format!("DDL:{}", o["tag"].as_str().unwrap_or("?")),
+            a => a.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn ddl(objects: &[Value]) -> Vec<&Value> {
+    objects.iter().filter(|o| o["action"] == "DDL").collect()
+}
+
+fn columns(r: &Value) -> Vec<String> {
+    r["columns"]
+        .as_array()
+        .expect("R columns")
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["name"].as_str().unwrap_or("?"),
+                c["type"].as_str().unwrap_or("?")
+            )
+        })
+        .collect()
+}
+
+fn count(c: &mut Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)))
+        .get(0)
+}
+
+const TRIGGERS: &str = "select count(*) from pg_event_trigger where evtname like 'pubjson%'";
+const FUNCTIONS: &str =
+    "select count(*) from pg_proc where proname in ('_ddl_emit', '_ddl_event', 'enable_ddl_capture', 'disable_ddl_capture')";
+
+/// Enable and disable are idempotent, superuser only (42501), and neither
+/// the triggers nor the functions outlive DROP EXTENSION.
+#[test]
+fn capture_on_off_and_drop_extension() {
+    let (dbname, mut c) = database("onoff");
+    assert_eq!(count(&mut c, TRIGGERS), 0, "off by default");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture(); select pubjson.enable_ddl_capture()",
+    );
+    assert_eq!(count(&mut c, TRIGGERS), 2);
+    assert_eq!(
+        count(
+            &mut c,
+            "select count(*) from pg_depend d join pg_event_trigger e on d.objid = e.oid \
+                       where d.deptype = 'e' and e.evtname like 'pubjson%'"
+        ),
+        2,
+        "the triggers are members of the extension"
+    );
+    exec(
+        &mut c,
+        "alter event trigger pubjson_sql_drop disable; select pubjson.enable_ddl_capture()",
+    );
+    assert_eq!(
+        count(&mut c, "select count(*) from pg_event_trigger where evtname like 'pubjson%' and evtenabled = 'O'"),
+        2,
+        "enable turns a disabled trigger back on"
+    );
+    exec(
+        &mut c,
+        "do $$ begin if not exists (select from pg_roles where rolname = 'ddl_onoff_user') \
+         then create role ddl_onoff_user login; end if; end $$",
+    );
+    let mut user = Server::main().connect_as(&dbname, "ddl_onoff_user");
+    for f in ["enable_ddl_capture", "disable_ddl_capture"] {
+        let e = user
+            .batch_execute(&format!("select pubjson.{f}()"))
+            .expect_err("an ordinary role may not");
+        assert_eq!(sqlstate(&e), "42501", "{f}");
+    }
+    // Granted EXECUTE, the role still meets the superuser check.
+    exec(
+        &mut c,
+        "grant execute on function pubjson.disable_ddl_capture() to ddl_onoff_user",
+    );
+    let e = user
+        .batch_execute("select pubjson.disable_ddl_capture()")
+        .expect_err("not a superuser");
+    assert_eq!(sqlstate(&e), "42501");
+    drop(user);
+    exec(
+        &mut c,
+        "revoke execute on function pubjson.disable_ddl_capture() from ddl_onoff_user",
+    );
+    exec(
+        &mut c,
+        "select pubjson.disable_ddl_capture(); select pubjson.disable_ddl_capture()",
+    );
+    assert_eq!(count(&mut c, TRIGGERS), 0);
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture(); drop extension pubjson",
+    );
+    assert_eq!(
+        count(&mut c, TRIGGERS),
+        0,
+        "DROP EXTENSION removes the triggers"
+    );
+    assert_eq!(count(&mut c, FUNCTIONS), 0, "and the functions");
+    // DDL goes on without the extension.
+    exec(&mut c, "create table after_drop (id int)");
+}
+
+/// Each command class gives its DDL object where it committed, between
+/// the rows of neighbouring transactions; rolled-back DDL gives nothing;
+/// the relations carry the new description.
+#[test]
+fn command_classes_in_commit_order() {
+    let (_db, mut c) = database("classes");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_classes");
+    exec(&mut c, "create table t (id int primary key, a text)");
+    exec(&mut c, "insert into t values (1, 'x')");
+    exec(&mut c, "begin; alter table t add column gone int; rollback");
+    exec(
+        &mut c,
+        "begin; insert into t values (2, 'y');
+         alter table t add column b int default 3, alter column a type varchar(10);
+         insert into t values (3, 'z', 4); commit",
+    );
+    exec(&mut c, "alter table t rename column b to c");
+    exec(&mut c, "alter table t drop column c");
+    exec(&mut c, "create index t_a on t (a)");
+    exec(&mut c, "create table ctas as select id, a from t");
+    exec(
+        &mut c,
+        "create table p (id int, k int) partition by range (k);
+         create table p1 (id int, k int);
+         alter table p attach partition p1 for values from (0) to (10);
+         alter table p detach partition p1",
+    );
+    exec(&mut c, "drop table ctas");
+    let objects = get3(&mut c, "ddl_classes", &[]);
+    assert_eq!(
+        summary(&objects),
+        "B DDL:CREATE TABLE C \
+         B R I C \
+         B I DDL:ALTER TABLE R I C \
+         B DDL:ALTER TABLE C \
+         B DDL:ALTER TABLE C \
+         B DDL:CREATE INDEX C \
+         B R I I I DDL:CREATE TABLE AS C \
+         B DDL:CREATE TABLE DDL:CREATE TABLE DDL:ALTER TABLE DDL:ALTER TABLE C \
+         B DDL:DROP TABLE C",
+        "{objects:#?}"
+    );
+    let events = ddl(&objects);
+    let create = events[0];
+    assert_eq!(create["event"], "ddl_command_end");
+    assert_eq!(
+        create["command"],
+        "create table t (id int primary key, a text)"
+    );
+    assert_eq!(create["role"], "postgres");
+    assert_eq!(create["objects"][0]["type"], "table");
+    assert_eq!(create["objects"][0]["schema"], "public");
+    assert_eq!(create["objects"][0]["identity"], "public.t");
+    let oid = create["objects"][0]["oid"].as_u64().expect("oid");
+    assert_eq!(
+        create["objects"][1]["type"], "index",
+        "the primary key's index"
+    );
+    assert_eq!(create["relations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(create["relations"][0]["relid"].as_u64(), Some(oid));
+    assert_eq!(columns(&create["relations"][0]), ["id integer", "a text"]);
+    // Several subcommands: one object, the new description, equal to the
+    // R object the next change brings.
+    let alter = events[1];
+    assert_eq!(
+        columns(&alter["relations"][0]),
+        ["id integer", "a character varying(10)", "b integer"]
+    );
+    let after: Vec<&Value> = objects.iter().filter(|o| o["action"] == "R").collect();
+    assert_eq!(after[1], &alter["relations"][0], "R and DDL agree");
+    assert_eq!(
+        columns(&events[2]["relations"][0]),
+        ["id integer", "a character varying(10)", "c integer"]
+    );
+    assert_eq!(
+        columns(&events[3]["relations"][0]),
+        ["id integer", "a character varying(10)"]
+    );
+    assert_eq!(events[4]["objects"][0]["type"], "index");
+    assert_eq!(events[4]["objects"][0]["identity"], "public.t_a");
+    assert_eq!(
+        events[4]["relations"][0]["relid"].as_u64(),
+        Some(oid),
+        "an index's table"
+    );
+    assert_eq!(
+        columns(&events[5]["relations"][0]),
+        ["id integer", "a character varying(10)"]
+    );
+    // The multi-statement string: every command carries the whole string.
+    let partitions = &events[6..10];
+    for e in partitions {
+        assert!(
+            e["command"]
+                .as_str()
+                .unwrap_or("")
+                .contains("detach partition p1"),
+            "{e}"
+        );
+    }
+    assert_eq!(partitions[0]["objects"][0]["type"], "table");
+    assert_eq!(partitions[0]["objects"][0]["identity"], "public.p");
+    assert_eq!(
+        partitions[2]["objects"][0]["identity"], "public.p",
+        "attach: the parent"
+    );
+    assert_eq!(
+        partitions[3]["objects"][0]["identity"], "public.p",
+        "detach: the parent"
+    );
+    let drop = events[10];
+    assert_eq!(drop["event"], "sql_drop");
+    assert_eq!(drop["objects"][0]["identity"], "public.ctas");
+    assert_eq!(drop["relations"], serde_json::json!([]));
+    drop_slot(&mut c, "ddl_classes");
+}
+
+/// An ordinary role creates and alters its own tables with a search_path
+/// that puts look-alikes of the functions capture calls first; names with
+/// quotes, backslashes and non-ASCII come out intact; nothing planted runs.
+#[test]
+fn ordinary_role_hostile_names_and_lookalikes() {
+    let (dbname, mut c) = database("hostile");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    exec(
+        &mut c,
+        "do $$ begin if not exists (select from pg_roles where rolname = 'ddl_hostile_user') \
+         then create role ddl_hostile_user login; end if; end $$;
+         grant create on schema public to ddl_hostile_user;
+         create table public.planted_ran (what text);
+         grant insert on public.planted_ran to public;
+         create function public.current_setting(text) returns text language sql
+           as $$ insert into public.planted_ran values ('current_setting') returning 'x' $$;
+         create function public.current_query() returns text language sql
+           as $$ insert into public.planted_ran values ('current_query') returning 'x' $$;
+         create function public.pg_logical_emit_message(boolean, text, text) returns pg_lsn language sql
+           as $$ insert into public.planted_ran values ('emit') returning '0/0'::pg_lsn $$;
+         create function public.pg_event_trigger_ddl_commands() returns setof int language sql
+           as $$ insert into public.planted_ran values ('ddl_commands') returning 1 $$;
+         create function public.json_build_object(text, text) returns json language sql
+           as $$ insert into public.planted_ran values ('json_build_object') returning '{}'::json $$;
+         create function public.ddl_eq(text, text) returns boolean language sql
+           as $$ insert into public.planted_ran values ('=') returning pg_catalog.texteq($1, $2) $$;
+         create operator public.= (leftarg = text, rightarg = text, function = public.ddl_eq);",
+    );
+    slot(&mut c, "ddl_hostile");
+    let mut user = Server::main().connect_as(&dbname, "ddl_hostile_user");
+    exec(
+        &mut user,
+        "set search_path = public, pg_catalog;
+         create table \"q\"\"uo\\te é\" (\"c\"\"ol\\ ü\" int primary key);
+         alter table \"q\"\"uo\\te é\" add column \"naïve\" text;
+         insert into \"q\"\"uo\\te é\" values (1, 'v')",
+    );
+    drop(user);
+    let objects = get3(&mut c, "ddl_hostile", &[]);
+    assert_eq!(
+        summary(&objects),
+        "B DDL:CREATE TABLE DDL:ALTER TABLE R I C",
+        "{objects:#?}"
+    );
+    let events = ddl(&objects);
+    assert_eq!(events[0]["role"], "ddl_hostile_user");
+    assert_eq!(events[0]["search_path"], "public, pg_catalog");
+    assert_eq!(
+        events[0]["objects"][0]["identity"],
+        "public.\"q\"\"uo\\te é\""
+    );
+    assert_eq!(events[0]["relations"][0]["table"], "q\"uo\\te é");
+    assert_eq!(
+        columns(&events[1]["relations"][0]),
+        ["c\"ol\\ ü integer", "naïve text"]
+    );
+    assert!(events[0]["command"]
+        .as_str()
+        .unwrap_or("")
+        .contains("create table \"q\"\"uo\\te é\""));
+    assert_eq!(
+        count(&mut c, "select count(*) from public.planted_ran"),
+        0,
+        "a look-alike ran"
+    );
+    // They would be picked by unqualified calls on that path.
+    exec(&mut c, "set search_path = public, pg_catalog; select current_query(); select 'a'::text = 'a'::text; reset search_path");
+    assert_eq!(count(&mut c, "select count(*) from public.planted_ran"), 2);
+    drop_slot(&mut c, "ddl_hostile");
+}
+
+/// With publication_names, DDL on published tables only (a FOR TABLES IN
+/// SCHEMA target includes a table created there later); drops reach
+/// everyone; without it, every DDL. Formats 1 and 2 show the ordinary
+/// message, as wal2json would, unless its prefix is filtered.
+#[test]
+fn publications_and_other_formats() {
+    let (_db, mut c) = database("pubs");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create schema s;
+         create table pa (id int primary key);
+         create table pb (id int primary key);
+         create publication ddl_pub for table pa, tables in schema s;",
+    );
+    slot(&mut c, "ddl_pubs");
+    exec(&mut c, "alter table pa add column x int");
+    exec(&mut c, "alter table pb add column x int");
+    exec(&mut c, "create table s.fresh (id int)");
+    exec(
+        &mut c,
+        "create function f() returns int language sql as 'select 1'",
+    );
+    exec(&mut c, "drop table pb");
+    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
+        exec(c, "select txid_current()");
+        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+        c.query(
+            "select data from pg_logical_slot_peek_changes('ddl_pubs', NULL, NULL, VARIADIC $1::text[])",
+            &[&opts],
+        )
+        .expect("peek")
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+        .collect()
+    };
+    let published = peek(
+        &mut c,
+        &["format-version", "3", "publication_names", "ddl_pub"],
+    );
+    let tags: Vec<String> = ddl(&published)
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["tag"].as_str().unwrap_or(""),
+                e["objects"][0]["identity"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "ALTER TABLE public.pa",
+            "CREATE TABLE s.fresh",
+            "DROP TABLE public.pb"
+        ],
+        "{published:#?}"
+    );
+    let all = peek(&mut c, &["format-version", "3"]);
+    assert_eq!(ddl(&all).len(), 5, "{all:#?}");
+    // Format 2: wal2json's message object, unless filtered out.
+    let f2 = peek(&mut c, &["format-version", "2"]);
+    let messages: Vec<&Value> = f2.iter().filter(|o| o["action"] == "M").collect();
+    assert_eq!(messages.len(), 5);
+    assert_eq!(messages[0]["prefix"], "pubjson.ddl");
+    let content: Value = serde_json::from_str(messages[0]["content"].as_str().expect("content"))
+        .expect("JSON content");
+    assert_eq!(content["tag"], "ALTER TABLE");
+    let filtered = peek(
+        &mut c,
+        &["format-version", "2", "filter-msg-prefixes", "pubjson.ddl"],
+    );
+    assert!(filtered.iter().all(|o| o["action"] != "M"), "{filtered:#?}");
+    drop_slot(&mut c, "ddl_pubs");
+}
+
+/// pg_recvlogical receives the DDL objects as the SQL functions do.
+#[test]
+fn pg_recvlogical_receives_ddl() {
+    let (dbname, mut c) = database("recv");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_recv");
+    let dir = scratch_dir("ddl_recv");
+    let file = dir.join("out.jsonl");
+    let mut recv = RecvLogical::start_in(
+        &dbname,
+        "ddl_recv",
+        &file,
+        &[("format-version", Some("3"))],
+        &[],
+    );
+    exec(
+        &mut c,
+        "create table r (id int primary key); insert into r values (1);
+         alter table r add column v text; insert into r values (2, 'two')",
+    );
+    let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
+        let lines = complete_lines(&file);
+        (lines
+            .iter()
+            .filter(|l| l.contains("\"action\":\"C\""))
+            .count()
+            >= 1)
+            .then_some(lines)
+    });
+    recv.stop();
+    let objects: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        summary(&objects),
+        "B DDL:CREATE TABLE R I DDL:ALTER TABLE R I C"
+    );
+    assert_eq!(
+        columns(&ddl(&objects)[1]["relations"][0]),
+        ["id integer", "v text"]
+    );
+    drop(recv);
+    drop_slot(&mut c, "ddl_recv");
+}
