@@ -40,4 +40,8 @@ pgrx::extension_sql_file!(
     name = "conflicts",
     requires = [replay_receipt_time]
 );
-pgrx::extension_sql_file!("ddl.sql", name = "ddl", requires = ["conflicts"]);
+pgrx::extension_sql_file!(
+    "ddl.sql",
+    name = "ddl",
+    requires = ["conflicts", "decoding_stats_view"]
+);
