@@ -482,3 +482,249 @@ fn pg_recvlogical_receives_ddl() {
     drop(recv);
     drop_slot(&mut c, "ddl_recv");
 }
+
+/// In databases of the encodings the encodings suite uses, hostile
+/// non-ASCII names come out as pure ASCII JSON that means the right
+/// characters, in the DDL object and its relations.
+#[test]
+fn every_encoding_gives_ascii_json() {
+    let samples = [
+        ("LATIN1", "tëst_é \"q\" \\", "größe"),
+        ("WIN1252", "€uro", "prix€"),
+        ("LATIN2", "tábla_ő", "név_ű"),
+        ("KOI8R", "таблица", "колонка"),
+        ("EUC_JP", "表", "筺　"),
+        ("EUC_KR", "표", "열"),
+    ];
+    let server = Server::main();
+    for (encoding, table, column) in samples {
+        let dbname = format!("pubjson_ddl_enc_{}", encoding.to_ascii_lowercase());
+        server
+            .drop_database(&dbname)
+            .unwrap_or_else(|e| panic!("{e}"));
+        exec(
+            &mut server.connect("postgres"),
+            &format!("create database {dbname} encoding '{encoding}' lc_collate 'C' lc_ctype 'C' template template0"),
+        );
+        let mut c = server.connect_retrying(&dbname, Duration::from_secs(20));
+        exec(
+            &mut c,
+            "create extension pubjson; select pubjson.enable_ddl_capture()",
+        );
+        let slot_name = format!("ddl_enc_{}", encoding.to_ascii_lowercase());
+        slot(&mut c, &slot_name);
+        let (qt, qc) = (
+            format!("\"{}\"", table.replace('"', "\"\"")),
+            format!("\"{}\"", column.replace('"', "\"\"")),
+        );
+        exec(&mut c, &format!("create table {qt} (id int primary key)"));
+        exec(&mut c, &format!("alter table {qt} add column {qc} text"));
+        exec(&mut c, "select txid_current()");
+        let texts: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_get_changes($1, NULL, NULL, 'format-version', '3')",
+                &[&slot_name],
+            )
+            .expect("get_changes")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for t in &texts {
+            assert!(t.is_ascii(), "{encoding}: not ASCII: {t}");
+        }
+        let objects: Vec<Value> = texts
+            .iter()
+            .map(|t| serde_json::from_str(t).unwrap_or_else(|e| panic!("{encoding}: {e}: {t}")))
+            .collect();
+        let events = ddl(&objects);
+        assert_eq!(events.len(), 2, "{encoding}: {objects:#?}");
+        assert_eq!(events[0]["relations"][0]["table"], table, "{encoding}");
+        assert_eq!(
+            events[0]["objects"][0]["identity"],
+            format!("public.{qt}"),
+            "{encoding}"
+        );
+        assert_eq!(
+            events[1]["command"],
+            format!("alter table {qt} add column {qc} text"),
+            "{encoding}"
+        );
+        assert_eq!(
+            columns(&events[1]["relations"][0]),
+            ["id integer".to_string(), format!("{column} text")],
+            "{encoding}"
+        );
+        drop_slot(&mut c, &slot_name);
+        drop(c);
+        server
+            .drop_database(&dbname)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// The replica the docs' algorithm keeps: tables created and brought in
+/// step from `relations`, dropped by `sql_drop` events, rows applied; it
+/// ends with the source's columns and rows.
+#[test]
+fn replica_kept_by_the_documented_algorithm() {
+    let (_db, mut c) = database("replica");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_replica");
+    let (_rdb, mut replica) = database("replica_target");
+    // A deterministic sequence of DDL and DML over three tables.
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut extra = [0u32; 3];
+    let mut exists = [false; 3];
+    for step in 0..60 {
+        let t = next(3) as usize;
+        let name = format!("rt{t}");
+        let sql = if !exists[t] {
+            exists[t] = true;
+            extra[t] = 0;
+            format!("create table {name} (id int primary key, v text)")
+        } else {
+            match next(6) {
+                0 => {
+                    extra[t] += 1;
+                    format!("alter table {name} add column c{} int", extra[t])
+                }
+                1 if extra[t] > 0 => {
+                    format!("alter table {name} drop column if exists c{}", extra[t])
+                }
+                2 => format!(
+                    "alter table {name} alter column v type varchar({})",
+                    20 + next(20)
+                ),
+                3 => {
+                    exists[t] = false;
+                    format!("drop table {name}")
+                }
+                _ => format!("insert into {name} (id, v) values ({step}, 's{step}')"),
+            }
+        };
+        exec(&mut c, &sql);
+    }
+    let objects = get3(&mut c, "ddl_replica", &[]);
+    let seen = summary(&objects);
+    for class in [
+        "DDL:CREATE TABLE",
+        "DDL:ALTER TABLE",
+        "DDL:DROP TABLE",
+        " I ",
+    ] {
+        assert!(seen.contains(class), "the sequence has no {class}: {seen}");
+    }
+    // The algorithm of docs/ddl.md, by relid; rows by the R objects' names.
+    let mut tables: std::collections::BTreeMap<u64, String> = Default::default();
+    let sql_type = |c: &Value| c["type"].as_str().unwrap_or("text").to_string();
+    for o in &objects {
+        match o["action"].as_str().unwrap_or("") {
+            "DDL" => {
+                for r in o["relations"].as_array().into_iter().flatten() {
+                    let relid = r["relid"].as_u64().expect("relid");
+                    let table = r["table"].as_str().expect("table").to_string();
+                    let cols: Vec<(String, String)> = r["columns"]
+                        .as_array()
+                        .expect("columns")
+                        .iter()
+                        .map(|c| (c["name"].as_str().expect("name").to_string(), sql_type(c)))
+                        .collect();
+                    if !tables.contains_key(&relid) {
+                        let defs: Vec<String> =
+                            cols.iter().map(|(n, t)| format!("\"{n}\" {t}")).collect();
+                        exec(
+                            &mut replica,
+                            &format!("create table \"{table}\" ({})", defs.join(", ")),
+                        );
+                        tables.insert(relid, table);
+                        continue;
+                    }
+                    let have: Vec<(String, String)> = replica
+                        .query(
+                            "select attname::text, format_type(atttypid, atttypmod) from pg_attribute \
+                             where attrelid = $1::text::regclass and attnum > 0 and not attisdropped order by attnum",
+                            &[&format!("\"{table}\"")],
+                        )
+                        .expect("columns")
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1)))
+                        .collect();
+                    for (n, _) in &have {
+                        if !cols.iter().any(|(m, _)| m == n) {
+                            exec(
+                                &mut replica,
+                                &format!("alter table \"{table}\" drop column \"{n}\""),
+                            );
+                        }
+                    }
+                    for (n, t) in &cols {
+                        match have.iter().find(|(m, _)| m == n) {
+                            None => exec(
+                                &mut replica,
+                                &format!("alter table \"{table}\" add column \"{n}\" {t}"),
+                            ),
+                            Some((_, old)) if old != t => exec(
+                                &mut replica,
+                                &format!("alter table \"{table}\" alter column \"{n}\" type {t}"),
+                            ),
+                            Some(_) => {}
+                        }
+                    }
+                }
+                if o["event"] == "sql_drop" {
+                    for dropped in o["objects"].as_array().into_iter().flatten() {
+                        if dropped["type"] == "table" {
+                            if let Some(table) =
+                                dropped["oid"].as_u64().and_then(|oid| tables.remove(&oid))
+                            {
+                                exec(&mut replica, &format!("drop table \"{table}\""));
+                            }
+                        }
+                    }
+                }
+            }
+            "I" => {
+                let table = o["table"].as_str().expect("table");
+                let row = o["new"].to_string().replace('\'', "''");
+                exec(
+                    &mut replica,
+                    &format!("insert into \"{table}\" select * from json_populate_record(null::\"{table}\", '{row}')"),
+                );
+            }
+            _ => {}
+        }
+    }
+    let shape = |c: &mut Client| -> Vec<String> {
+        c.query(
+            "select c.relname || ': ' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' order by a.attnum) \
+             from pg_class c join pg_attribute a on a.attrelid = c.oid \
+             where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' and c.relname like 'rt%' \
+               and a.attnum > 0 and not a.attisdropped group by c.relname order by c.relname",
+            &[],
+        )
+        .expect("shape")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    let source_shape = shape(&mut c);
+    assert!(!source_shape.is_empty());
+    assert_eq!(shape(&mut replica), source_shape);
+    for t in 0..3 {
+        if exists[t] {
+            let q = format!(
+                "select coalesce(string_agg(id || ':' || v, ',' order by id), '') from rt{t}"
+            );
+            let a: String = c.query_one(&q, &[]).expect("source rows").get(0);
+            let b: String = replica.query_one(&q, &[]).expect("replica rows").get(0);
+            assert_eq!(a, b, "rows of rt{t}");
+        }
+    }
+    drop_slot(&mut c, "ddl_replica");
+}
