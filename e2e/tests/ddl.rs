@@ -728,3 +728,140 @@ fn replica_kept_by_the_documented_algorithm() {
     }
     drop_slot(&mut c, "ddl_replica");
 }
+
+/// DDL run by a DO block or a function carries the calling statement;
+/// another extension's CREATE EXTENSION is one event naming the
+/// extension, not one per command of its script.
+#[test]
+fn functions_do_blocks_and_extensions() {
+    let (_db, mut c) = database("indirect");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_indirect");
+    exec(&mut c, "do $$ begin create table d1 (id int); end $$");
+    exec(
+        &mut c,
+        "create function mk() returns void language plpgsql as $$ begin create table d2 (id int); end $$",
+    );
+    exec(&mut c, "select mk()");
+    exec(&mut c, "create extension citext");
+    let objects = get3(&mut c, "ddl_indirect", &[]);
+    let events = ddl(&objects);
+    let tags: Vec<&str> = events
+        .iter()
+        .map(|e| e["tag"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "CREATE TABLE",
+            "CREATE FUNCTION",
+            "CREATE TABLE",
+            "CREATE EXTENSION"
+        ],
+        "{objects:#?}"
+    );
+    assert_eq!(
+        events[0]["command"],
+        "do $$ begin create table d1 (id int); end $$"
+    );
+    assert_eq!(events[0]["objects"][0]["identity"], "public.d1");
+    assert_eq!(events[1]["objects"][0]["type"], "function");
+    assert_eq!(events[2]["command"], "select mk()");
+    assert_eq!(events[2]["objects"][0]["identity"], "public.d2");
+    let ext = events[3]["objects"].as_array().expect("objects");
+    assert!(
+        ext.iter()
+            .any(|o| o["type"] == "extension" && o["identity"] == "citext"),
+        "{ext:#?}"
+    );
+    assert_eq!(
+        ext.len(),
+        1,
+        "the script's commands are not listed: {ext:#?}"
+    );
+    drop_slot(&mut c, "ddl_indirect");
+}
+
+/// In a streamed block the DDL object names its transaction (`xid`), in
+/// order with the block's rows; format 1 shows the message as wal2json
+/// does; a publication's column list limits `relations`.
+#[test]
+fn streaming_format_1_and_column_lists() {
+    let (_db, mut c) = database("stream");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create table cl (id int primary key, secret text, open text);
+         create publication ddl_cols for table cl (id, open);",
+    );
+    slot(&mut c, "ddl_stream");
+    exec(
+        &mut c,
+        "begin; insert into cl select i, 's', 'o' from generate_series(1, 3000) i;
+         alter table cl add column more int;
+         insert into cl values (0, 's', 'o', 1); commit",
+    );
+    let major = pubjson_e2e::server_major(&mut c);
+    exec(
+        &mut c,
+        if major >= 16 {
+            "set debug_logical_replication_streaming = immediate"
+        } else {
+            "set logical_decoding_work_mem = '64kB'"
+        },
+    );
+    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
+        exec(c, "select txid_current()");
+        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+        c.query(
+            "select data from pg_logical_slot_peek_changes('ddl_stream', NULL, NULL, VARIADIC $1::text[])",
+            &[&opts],
+        )
+        .expect("peek")
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+        .collect()
+    };
+    let streamed = peek(&mut c, &["format-version", "3", "streaming", "on"]);
+    assert!(
+        streamed.iter().any(|o| o["action"] == "S"),
+        "nothing was streamed"
+    );
+    let events = ddl(&streamed);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let xid = events[0]["xid"]
+        .as_u64()
+        .expect("a streamed DDL object has its xid");
+    let commit = streamed.iter().find(|o| o["action"] == "C").expect("C");
+    assert_eq!(commit["xid"].as_u64(), Some(xid));
+    let position = |pred: &dyn Fn(&Value) -> bool| streamed.iter().position(pred).expect("found");
+    let ddl_at = position(&|o| o["action"] == "DDL");
+    let last_insert = position(&|o| o["action"] == "I" && o["new"]["id"] == 0);
+    let first_insert = position(&|o| o["action"] == "I");
+    assert!(
+        first_insert < ddl_at && ddl_at < last_insert,
+        "order: {first_insert} {ddl_at} {last_insert}"
+    );
+    assert_eq!(
+        columns(&events[0]["relations"][0]),
+        ["id integer", "secret text", "open text", "more integer"]
+    );
+    // With the publication: only its columns.
+    let published = peek(
+        &mut c,
+        &["format-version", "3", "publication_names", "ddl_cols"],
+    );
+    let events = ddl(&published);
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        columns(&events[0]["relations"][0]),
+        ["id integer", "open text"]
+    );
+    // Format 1: one message in the transaction's change list.
+    let f1 = peek(&mut c, &["format-version", "1"]);
+    let changes = f1[0]["change"].as_array().expect("change");
+    let messages: Vec<&Value> = changes.iter().filter(|c| c["kind"] == "message").collect();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert_eq!(messages[0]["prefix"], "pubjson.ddl");
+    drop_slot(&mut c, "ddl_stream");
+}

@@ -55,6 +55,9 @@ BEGIN
             SELECT c.*, c.ordinality AS position
               FROM pg_catalog.pg_event_trigger_ddl_commands() WITH ORDINALITY AS c
              WHERE coalesce(c.schema_name OPERATOR(pg_catalog.<>) 'pg_temp', true)
+               -- The commands of an extension's script: its CREATE EXTENSION
+               -- (or ALTER EXTENSION UPDATE) is the event.
+               AND NOT c.in_extension
                -- enable_ddl_capture's own ALTER EXTENSION pubjson ADD.
                AND NOT (c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid
                         AND c.objid OPERATOR(pg_catalog.=) ANY (SELECT x.oid FROM pg_catalog.pg_extension x
@@ -88,7 +91,7 @@ BEGIN
                            'type', cmd.object_type, 'schema', cmd.schema_name,
                            'identity', cmd.object_identity, 'oid', cmd.objid,
                            'classid', cmd.classid, 'subid', cmd.objsubid,
-                           'tag', cmd.command_tag, 'in_extension', cmd.in_extension)
+                           'tag', cmd.command_tag)
                            ORDER BY cmd.position)
                   FROM cmd),
                (SELECT pg_catalog.json_agg(rel.relid ORDER BY rel.relid) FROM rel)

@@ -202,8 +202,6 @@ pub struct DdlObject {
     pub subid: Option<i32>,
     /// The subcommand's own tag (ddl_command_end only).
     pub tag: Option<Vec<u8>>,
-    /// Created by an extension's script (ddl_command_end only).
-    pub in_extension: Option<bool>,
 }
 
 /// A capture message, decoded.
@@ -278,11 +276,6 @@ fn object(v: &Json) -> Option<DdlObject> {
         classid: integer(opt(b"classid"))?,
         subid: integer(opt(b"subid"))?,
         tag: text(opt(b"tag"))?,
-        in_extension: match opt(b"in_extension") {
-            Json::Null => None,
-            Json::Bool(b) => Some(*b),
-            _ => return None,
-        },
     })
 }
 
@@ -386,10 +379,6 @@ pub fn ddl_object(
         push_number(out, b"subid", o.subid.map(i64::from));
         if !event.is_drop() {
             push_text(out, b"tag", o.tag.as_deref());
-            out.extend_from_slice(match o.in_extension {
-                Some(true) => b",\"in_extension\":true",
-                _ => b",\"in_extension\":false",
-            });
         }
         out.push(b'}');
     }
@@ -407,7 +396,7 @@ pub fn ddl_object(
 mod tests {
     use super::*;
 
-    const TRIGGER_OUTPUT: &[u8] = br#"{"event" : "ddl_command_end", "tag" : "ALTER TABLE", "command" : "ALTER TABLE \"we\"\"ird\\\" ADD b int;\nSELECT 1", "role" : "bob", "search_path" : "\"$user\", public", "objects" : [{"type" : "table", "schema" : "public", "identity" : "public.\"we\"\"ird\\\"", "oid" : "16420", "classid" : "1259", "subid" : 0, "tag" : "ALTER TABLE", "in_extension" : false}], "relations" : ["16420"]}"#;
+    const TRIGGER_OUTPUT: &[u8] = br#"{"event" : "ddl_command_end", "tag" : "ALTER TABLE", "command" : "ALTER TABLE \"we\"\"ird\\\" ADD b int;\nSELECT 1", "role" : "bob", "search_path" : "\"$user\", public", "objects" : [{"type" : "table", "schema" : "public", "identity" : "public.\"we\"\"ird\\\"", "oid" : "16420", "classid" : "1259", "subid" : 0, "tag" : "ALTER TABLE"}], "relations" : ["16420"]}"#;
 
     #[test]
     fn parses_the_trigger_output() {
@@ -427,7 +416,6 @@ mod tests {
             (o.oid, o.classid, o.subid),
             (Some(16420), Some(1259), Some(0))
         );
-        assert_eq!(o.in_extension, Some(false));
         assert!(!e.is_drop());
     }
 
@@ -455,7 +443,7 @@ mod tests {
         assert_eq!(v["objects"][0]["type"], "table");
         assert_eq!(v["objects"][0]["identity"], "public.\"we\"\"ird\\\"");
         assert_eq!(v["objects"][0]["oid"], 16420);
-        assert_eq!(v["objects"][0]["in_extension"], false);
+        assert_eq!(v["objects"][0]["tag"], "ALTER TABLE");
         assert_eq!(v["relations"][0]["action"], "R");
     }
 
@@ -474,7 +462,7 @@ mod tests {
 
     #[test]
     fn null_members_and_escapes() {
-        let content = br#"{"event":"ddl_command_end","tag":"GRANT","command":"\u0001\ud83d\ude00\u00e9","role":"r","search_path":"","objects":[{"type":"SCHEMA","schema":null,"identity":null,"oid":null,"classid":null,"subid":null,"tag":"GRANT","in_extension":false}],"relations":[]}"#;
+        let content = br#"{"event":"ddl_command_end","tag":"GRANT","command":"\u0001\ud83d\ude00\u00e9","role":"r","search_path":"","objects":[{"type":"SCHEMA","schema":null,"identity":null,"oid":null,"classid":null,"subid":null,"tag":"GRANT"}],"relations":[]}"#;
         let e = parse_event(content).expect("nulls are allowed");
         assert_eq!(e.command, "\u{1}\u{1F600}\u{e9}".as_bytes());
         assert_eq!(e.objects[0].oid, None);
