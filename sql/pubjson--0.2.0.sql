@@ -1480,7 +1480,7 @@ BEGIN
         RAISE WARNING 'pubjson: DDL capture skipped for %: no USAGE on schema pubjson', TG_TAG;
         RETURN;
     END IF;
-    IF NOT pg_catalog.has_function_privilege('pubjson._ddl_emit(text, text, text)', 'EXECUTE') THEN
+    IF NOT pg_catalog.has_function_privilege('pubjson._ddl_emit(pg_catalog.text, pg_catalog.text, pg_catalog.text)', 'EXECUTE') THEN
         RAISE WARNING 'pubjson: DDL capture skipped for %: no EXECUTE on pubjson._ddl_emit', TG_TAG;
         RETURN;
     END IF;

@@ -324,13 +324,17 @@ fn ordinary_role_hostile_names_and_lookalikes() {
         "set search_path = public, pg_catalog;
          create table \"q\"\"uo\\te é\" (\"c\"\"ol\\ ü\" int primary key);
          alter table \"q\"\"uo\\te é\" add column \"naïve\" text;
-         insert into \"q\"\"uo\\te é\" values (1, 'v')",
+         insert into \"q\"\"uo\\te é\" values (1, 'v');
+         create type pg_temp.text as (x int);
+         create index qi on \"q\"\"uo\\te é\" (\"naïve\")",
     );
     drop(user);
     let objects = get3(&mut c, "ddl_hostile", &[]);
     assert_eq!(
         summary(&objects),
-        "B DDL:CREATE TABLE DDL:ALTER TABLE R I C",
+        // A temporary type is not captured, and a temporary `text` (types
+        // in pg_temp come first) does not stop capture.
+        "B DDL:CREATE TABLE DDL:ALTER TABLE R I DDL:CREATE INDEX C",
         "{objects:#?}"
     );
     let events = ddl(&objects);
