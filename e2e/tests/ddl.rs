@@ -869,3 +869,57 @@ fn streaming_format_1_and_column_lists() {
     assert_eq!(messages[0]["prefix"], "pubjson.ddl");
     drop_slot(&mut c, "ddl_stream");
 }
+
+/// A role that cannot run capture (USAGE on schema pubjson, or EXECUTE on
+/// `_ddl_emit`, revoked by an administrator) runs its DDL all the same,
+/// with a WARNING and no event.
+#[test]
+fn capture_never_fails_a_command() {
+    let (dbname, mut c) = database("nofail");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         do $$ begin if not exists (select from pg_roles where rolname = 'ddl_nofail_user') \
+         then create role ddl_nofail_user login; end if; end $$;
+         grant create on schema public to ddl_nofail_user;",
+    );
+    slot(&mut c, "ddl_nofail");
+    let server = Server::main();
+    for (i, revoke) in [
+        "revoke usage on schema pubjson from public",
+        "revoke execute on function pubjson._ddl_emit(text, text, text) from public",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        exec(&mut c, revoke);
+        let mut user = server.connect_keeping_notices(&dbname, "ddl_nofail_user");
+        user.exec(&format!(
+            "create table nf{i} (id int); alter table nf{i} add column v int"
+        ));
+        let notices = user.take_notices();
+        assert_eq!(notices.len(), 2, "{revoke}: {notices:?}");
+        assert!(
+            notices
+                .iter()
+                .all(|n| n.starts_with("WARNING: pubjson: DDL capture skipped")),
+            "{notices:?}"
+        );
+        drop(user);
+        exec(
+            &mut c,
+            &revoke.replace("revoke", "grant").replace(" from ", " to "),
+        );
+    }
+    // With the privileges back, capture works again.
+    let mut user = server.connect_as(&dbname, "ddl_nofail_user");
+    exec(&mut user, "alter table nf0 add column w int");
+    drop(user);
+    let objects = get3(&mut c, "ddl_nofail", &[]);
+    let tags: Vec<&str> = ddl(&objects)
+        .iter()
+        .map(|e| e["tag"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(tags, ["ALTER TABLE"], "{objects:#?}");
+    drop_slot(&mut c, "ddl_nofail");
+}
