@@ -639,14 +639,14 @@ fn replica_kept_by_the_documented_algorithm() {
                         .iter()
                         .map(|c| (c["name"].as_str().expect("name").to_string(), sql_type(c)))
                         .collect();
-                    if !tables.contains_key(&relid) {
+                    if let std::collections::btree_map::Entry::Vacant(slot) = tables.entry(relid) {
                         let defs: Vec<String> =
                             cols.iter().map(|(n, t)| format!("\"{n}\" {t}")).collect();
                         exec(
                             &mut replica,
                             &format!("create table \"{table}\" ({})", defs.join(", ")),
                         );
-                        tables.insert(relid, table);
+                        slot.insert(table);
                         continue;
                     }
                     let have: Vec<(String, String)> = replica
@@ -720,8 +720,8 @@ fn replica_kept_by_the_documented_algorithm() {
     let source_shape = shape(&mut c);
     assert!(!source_shape.is_empty());
     assert_eq!(shape(&mut replica), source_shape);
-    for t in 0..3 {
-        if exists[t] {
+    for (t, exists) in exists.iter().enumerate() {
+        if *exists {
             let q = format!(
                 "select coalesce(string_agg(id || ':' || v, ',' order by id), '') from rt{t}"
             );

@@ -395,6 +395,54 @@ pub fn ddl_object(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever text the trigger's JSON carries (any Unicode, quotes,
+        /// backslashes, control characters), the DDL object is valid JSON
+        /// with the same strings and numbers.
+        #[test]
+        fn any_strings_round_trip(
+            tag in any::<String>(),
+            command in any::<String>(),
+            identity in any::<String>(),
+            path in any::<String>(),
+            oid in any::<u32>(),
+            subid in any::<i32>(),
+        ) {
+            let content = serde_json::json!({
+                "event": "ddl_command_end", "tag": tag, "command": command,
+                "role": "r", "search_path": path,
+                "objects": [{"type": "table", "schema": null, "identity": identity,
+                             "oid": oid.to_string(), "classid": 1259, "subid": subid, "tag": tag}],
+                "relations": [oid],
+            });
+            let bytes = serde_json::to_vec(&content).expect("serializes");
+            let event = parse_event(&bytes).expect("the trigger's shape");
+            prop_assert_eq!(&event.relations, &vec![oid]);
+            let mut out = Vec::new();
+            ddl_object(&mut out, &event, None, 1, &[]);
+            let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+            prop_assert_eq!(&v["tag"], &content["tag"]);
+            prop_assert_eq!(&v["command"], &content["command"]);
+            prop_assert_eq!(&v["search_path"], &content["search_path"]);
+            prop_assert_eq!(&v["objects"][0]["identity"], &content["objects"][0]["identity"]);
+            prop_assert_eq!(v["objects"][0]["oid"].as_u64(), Some(oid as u64));
+            prop_assert_eq!(v["objects"][0]["subid"].as_i64(), Some(subid as i64));
+            prop_assert_eq!(&v["objects"][0]["schema"], &serde_json::Value::Null);
+        }
+
+        /// Arbitrary bytes never panic the parser, and what it accepts
+        /// renders as valid JSON.
+        #[test]
+        fn any_bytes_are_safe(content in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Some(event) = parse_event(&content) {
+                let mut out = Vec::new();
+                ddl_object(&mut out, &event, Some(1), 1, &[]);
+                prop_assert!(serde_json::from_slice::<serde_json::Value>(&out).is_ok());
+            }
+        }
+    }
 
     const TRIGGER_OUTPUT: &[u8] = br#"{"event" : "ddl_command_end", "tag" : "ALTER TABLE", "command" : "ALTER TABLE \"we\"\"ird\\\" ADD b int;\nSELECT 1", "role" : "bob", "search_path" : "\"$user\", public", "objects" : [{"type" : "table", "schema" : "public", "identity" : "public.\"we\"\"ird\\\"", "oid" : "16420", "classid" : "1259", "subid" : 0, "tag" : "ALTER TABLE"}], "relations" : ["16420"]}"#;
 
