@@ -923,3 +923,44 @@ fn capture_never_fails_a_command() {
     assert_eq!(tags, ["ALTER TABLE"], "{objects:#?}");
     drop_slot(&mut c, "ddl_nofail");
 }
+
+/// A partition's DDL, with publish_via_partition_root, describes the root
+/// (its rows come under the root's name); without it, the partition.
+#[test]
+fn partitions_published_through_their_root() {
+    let (_db, mut c) = database("viaroot");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create table vp (id int, k int) partition by range (k);
+         create table vp1 partition of vp for values from (0) to (10);
+         create publication ddl_via_root for table vp with (publish_via_partition_root = true);
+         create publication ddl_as_self for table vp;",
+    );
+    slot(&mut c, "ddl_viaroot");
+    exec(&mut c, "create index vp1_id on vp1 (id)");
+    exec(&mut c, "select txid_current()");
+    for (publication, described) in [("ddl_via_root", "vp"), ("ddl_as_self", "vp1")] {
+        let objects: Vec<Value> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('ddl_viaroot', NULL, NULL, \
+                 'format-version', '3', 'publication_names', $1)",
+                &[&publication],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+            .collect();
+        let events = ddl(&objects);
+        assert_eq!(events.len(), 1, "{publication}: {objects:#?}");
+        assert_eq!(events[0]["objects"][0]["identity"], "public.vp1_id");
+        let tables: Vec<&str> = events[0]["relations"]
+            .as_array()
+            .expect("relations")
+            .iter()
+            .map(|r| r["table"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(tables, [described], "{publication}");
+    }
+    drop_slot(&mut c, "ddl_viaroot");
+}

@@ -27,34 +27,52 @@ pub fn decode_ddl(
     };
     state.relations.collect_garbage();
     let filtered = state.publications.is_some();
-    // The R objects of the changed tables the consumer is shown, and
-    // whether any of them is published.
-    let mut descriptions = Vec::new();
-    let mut published = false;
+    // The tables to describe: without publications each changed table;
+    // with them each published one, or the root it is published as
+    // (publish_via_partition_root: its rows come under the root's name).
+    let mut targets: Vec<u32> = Vec::new();
     let relations = &mut state.relations;
     let opts = &state.opts;
     let publications = &mut state.publications;
     state.change_memory.run(|| {
         for &relid in &event.relations {
+            let target = with_table(relid, |rel| {
+                if !filtered {
+                    return Some(relid);
+                }
+                let entry = relations.get(rel, opts, publications.as_mut());
+                let info = entry.publish.as_ref()?;
+                Some(info.publish_as_relid.to_u32())
+            });
+            if let Some(Some(target)) = target {
+                if !targets.contains(&target) {
+                    targets.push(target);
+                }
+            }
+        }
+    });
+    // Their R objects, with the publication's column list.
+    let mut descriptions = Vec::new();
+    state.change_memory.run(|| {
+        for &relid in &targets {
             with_table(relid, |rel| {
                 let entry = relations.get(rel, opts, publications.as_mut());
-                let visible: Vec<bool> = match (filtered, entry.publish.as_ref()) {
-                    (false, _) => vec![true; entry.meta.columns.len()],
-                    (true, None) => return,
-                    (true, Some(info)) => entry
+                let visible: Vec<bool> = match entry.publish.as_ref().filter(|_| filtered) {
+                    None => vec![true; entry.meta.columns.len()],
+                    Some(info) => entry
                         .meta
                         .columns
                         .iter()
                         .map(|c| info.column_mask.get(c.attr_index).copied().unwrap_or(false))
                         .collect(),
                 };
-                published = true;
                 let mut object = Vec::new();
                 relation_object(&mut object, &entry.meta, &visible);
                 descriptions.push(object);
             });
         }
     });
+    let published = !targets.is_empty();
     // A dropped table is no longer in the catalog, so whether it was
     // published cannot be told: drops of tables reach every consumer.
     if filtered && !published && !event.drops_table() {
