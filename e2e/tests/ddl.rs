@@ -365,8 +365,9 @@ fn ordinary_role_hostile_names_and_lookalikes() {
 }
 
 /// With publication_names, DDL on published tables only (a FOR TABLES IN
-/// SCHEMA target includes a table created there later); drops reach
-/// everyone; without it, every DDL. Formats 1 and 2 show the ordinary
+/// SCHEMA target includes a table created there later, FOR ALL TABLES
+/// every table), drops of the tables its publications published; without
+/// it, every DDL. Formats 1 and 2 show the ordinary
 /// message, as wal2json would, unless its prefix is filtered.
 #[test]
 fn publications_and_other_formats() {
@@ -377,7 +378,8 @@ fn publications_and_other_formats() {
          create schema s;
          create table pa (id int primary key);
          create table pb (id int primary key);
-         create publication ddl_pub for table pa, tables in schema s;",
+         create publication ddl_pub for table pa, tables in schema s;
+         create publication ddl_all for all tables;",
     );
     slot(&mut c, "ddl_pubs");
     exec(&mut c, "alter table pa add column x int");
@@ -388,6 +390,8 @@ fn publications_and_other_formats() {
         "create function f() returns int language sql as 'select 1'",
     );
     exec(&mut c, "drop table pb");
+    exec(&mut c, "drop table s.fresh");
+    exec(&mut c, "drop table pa");
     let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
         exec(c, "select txid_current()");
         let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
@@ -404,31 +408,66 @@ fn publications_and_other_formats() {
         &mut c,
         &["format-version", "3", "publication_names", "ddl_pub"],
     );
-    let tags: Vec<String> = ddl(&published)
-        .iter()
-        .map(|e| {
-            format!(
-                "{} {}",
-                e["tag"].as_str().unwrap_or(""),
-                e["objects"][0]["identity"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
+    let tags = |objects: &[Value]| -> Vec<String> {
+        ddl(objects)
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["tag"].as_str().unwrap_or(""),
+                    e["objects"][0]["identity"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    // Drops by the publications the trigger found: pa's own membership,
+    // s's schema; pb was in none of ddl_pub's.
     assert_eq!(
-        tags,
+        tags(&published),
         [
             "ALTER TABLE public.pa",
             "CREATE TABLE s.fresh",
-            "DROP TABLE public.pb"
+            "DROP TABLE s.fresh",
+            "DROP TABLE public.pa"
         ],
         "{published:#?}"
     );
+    let every_table = peek(
+        &mut c,
+        &["format-version", "3", "publication_names", "ddl_all"],
+    );
+    assert_eq!(
+        tags(&every_table),
+        [
+            "ALTER TABLE public.pa",
+            "ALTER TABLE public.pb",
+            "CREATE TABLE s.fresh",
+            "DROP TABLE public.pb",
+            "DROP TABLE s.fresh",
+            "DROP TABLE public.pa"
+        ],
+        "{every_table:#?}"
+    );
     let all = peek(&mut c, &["format-version", "3"]);
-    assert_eq!(ddl(&all).len(), 5, "{all:#?}");
+    assert_eq!(ddl(&all).len(), 7, "{all:#?}");
+    let drops: Vec<&Value> = ddl(&all)
+        .into_iter()
+        .filter(|e| e["event"] == "sql_drop")
+        .collect();
+    let named: Vec<&Value> = drops.iter().map(|e| &e["publications"]).collect();
+    assert_eq!(
+        named,
+        [
+            &serde_json::json!(["ddl_all"]),
+            &serde_json::json!(["ddl_all", "ddl_pub"]),
+            &serde_json::json!(["ddl_all", "ddl_pub"])
+        ],
+        "pb, s.fresh, pa"
+    );
     // Format 2: wal2json's message object, unless filtered out.
     let f2 = peek(&mut c, &["format-version", "2"]);
     let messages: Vec<&Value> = f2.iter().filter(|o| o["action"] == "M").collect();
-    assert_eq!(messages.len(), 5);
+    assert_eq!(messages.len(), 7);
     assert_eq!(messages[0]["prefix"], "pubjson.ddl");
     let content: Value = serde_json::from_str(messages[0]["content"].as_str().expect("content"))
         .expect("JSON content");

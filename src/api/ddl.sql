@@ -32,6 +32,7 @@ AS $fn$
 DECLARE
     objects pg_catalog.json;
     relations pg_catalog.json;
+    publications pg_catalog.json;
 BEGIN
     IF event OPERATOR(pg_catalog.=) 'sql_drop' THEN
         -- A DROP command's own message; an ALTER TABLE that drops a column
@@ -50,6 +51,30 @@ BEGIN
           FROM pg_catalog.pg_event_trigger_dropped_objects() WITH ORDINALITY AS d
          WHERE (d.original OR d.normal) AND NOT d.is_temporary;
         relations := '[]';
+        -- The publications that published a dropped table (the catalog
+        -- no longer can say at the message): its own memberships, which
+        -- are dropped with it, FOR ALL TABLES ones, and those of its
+        -- schema (the decoder filters drops by them).
+        WITH d AS (
+            SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects()
+        ), t AS (
+            SELECT d.schema_name FROM d
+             WHERE d.object_type OPERATOR(pg_catalog.=) ANY ('{table,partitioned table}'::pg_catalog.text[])
+               AND NOT d.is_temporary
+        )
+        SELECT pg_catalog.json_agg(DISTINCT n.name ORDER BY n.name)
+          INTO publications
+          FROM (SELECT d.address_args[1] AS name FROM d
+                 WHERE d.object_type OPERATOR(pg_catalog.=) 'publication relation'
+                UNION
+                SELECT p.pubname::pg_catalog.text FROM pg_catalog.pg_publication p
+                 WHERE p.puballtables AND EXISTS (SELECT FROM t)
+                UNION
+                SELECT p.pubname::pg_catalog.text
+                  FROM pg_catalog.pg_publication p
+                  JOIN pg_catalog.pg_publication_namespace pn ON pn.pnpubid OPERATOR(pg_catalog.=) p.oid
+                  JOIN pg_catalog.pg_namespace s ON s.oid OPERATOR(pg_catalog.=) pn.pnnspid
+                  JOIN t ON t.schema_name OPERATOR(pg_catalog.=) s.nspname::pg_catalog.text) n;
     ELSE
         WITH cmd AS (
             SELECT c.*, c.ordinality AS position
@@ -107,7 +132,8 @@ BEGIN
         pg_catalog.json_build_object(
             'event', event, 'tag', tag, 'command', pg_catalog.current_query(),
             'role', current_user, 'search_path', path,
-            'objects', objects, 'relations', coalesce(relations, '[]'::pg_catalog.json)
+            'objects', objects, 'relations', coalesce(relations, '[]'::pg_catalog.json),
+            'publications', coalesce(publications, '[]'::pg_catalog.json)
         )::pg_catalog.text);
 END
 $fn$;

@@ -73,9 +73,16 @@ pub fn decode_ddl(
         }
     });
     let published = !targets.is_empty();
-    // A dropped table is no longer in the catalog, so whether it was
-    // published cannot be told: drops of tables reach every consumer.
-    if filtered && !published && !event.drops_table() {
+    // A dropped table is no longer in the catalog at the message: the
+    // trigger named the publications that published it.
+    let dropped_published = event.drops_table()
+        && state.opts.publication_names.as_ref().is_some_and(|names| {
+            event
+                .publications
+                .iter()
+                .any(|p| names.iter().any(|n| n == p))
+        });
+    if filtered && !published && !dropped_published {
         state.stats.filtered_by_table += 1;
         return true;
     }

@@ -219,6 +219,8 @@ pub struct DdlEvent {
     pub objects: Vec<DdlObject>,
     /// OIDs of the tables whose definition the command changed.
     pub relations: Vec<u32>,
+    /// For a DROP: the publications that published a table it dropped.
+    pub publications: Vec<Vec<u8>>,
 }
 
 impl DdlEvent {
@@ -304,7 +306,19 @@ pub fn parse_event(content: &[u8]) -> Option<DdlEvent> {
             .collect::<Option<Vec<_>>>()?,
         Some(_) => return None,
     };
+    let publications = match member(&m, b"publications") {
+        None => Vec::new(),
+        Some(Json::Array(p)) => p
+            .iter()
+            .map(|v| match v {
+                Json::String(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?,
+        Some(_) => return None,
+    };
     Some(DdlEvent {
+        publications,
         event,
         tag: required(b"tag")?,
         command: required(b"command")?,
@@ -381,6 +395,13 @@ pub fn ddl_object(
             push_text(out, b"tag", o.tag.as_deref());
         }
         out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"publications\":[");
+    for (n, p) in event.publications.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        push_json_string(out, p);
     }
     out.extend_from_slice(b"],\"relations\":[");
     for (n, r) in relations.iter().enumerate() {
@@ -500,6 +521,16 @@ mod tests {
         let content = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"DROP TABLE t","role":"r","search_path":"public","objects":[{"type":"table","schema":"public","identity":"public.t","oid":"5","classid":"1259","subid":0}],"relations":[]}"#;
         let e = parse_event(content).expect("a drop");
         assert!(e.drops_table());
+        assert!(e.publications.is_empty());
+        let mut rendered = Vec::new();
+        ddl_object(&mut rendered, &parse_event(br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":["a\"b"]}"#).expect("drop"), None, 1, &[]);
+        let r: serde_json::Value = serde_json::from_slice(&rendered).expect("valid JSON");
+        assert_eq!(r["publications"], serde_json::json!(["a\"b"]));
+        let with_pubs = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":["a","b c"]}"#;
+        let p = parse_event(with_pubs).expect("publications");
+        assert_eq!(p.publications, vec![b"a".to_vec(), b"b c".to_vec()]);
+        let bad = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":[1]}"#;
+        assert_eq!(parse_event(bad), None);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
