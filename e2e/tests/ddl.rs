@@ -909,58 +909,48 @@ fn streaming_format_1_and_column_lists() {
     drop_slot(&mut c, "ddl_stream");
 }
 
-/// A role that cannot run capture (USAGE on schema pubjson, or EXECUTE on
-/// `_ddl_emit`, revoked by an administrator) runs its DDL all the same,
-/// with a WARNING and no event.
+/// A role with no privilege on schema pubjson, and with an empty or odd
+/// search_path, runs DDL under capture and gets its events.
 #[test]
-fn capture_never_fails_a_command() {
-    let (dbname, mut c) = database("nofail");
+fn capture_needs_no_privilege_and_no_path() {
+    let (dbname, mut c) = database("nopath");
     exec(
         &mut c,
         "select pubjson.enable_ddl_capture();
-         do $$ begin if not exists (select from pg_roles where rolname = 'ddl_nofail_user') \
-         then create role ddl_nofail_user login; end if; end $$;
-         grant create on schema public to ddl_nofail_user;",
+         do $$ begin if not exists (select from pg_roles where rolname = 'ddl_nopath_user') \
+         then create role ddl_nopath_user login; end if; end $$;
+         grant create on schema public to ddl_nopath_user;",
     );
-    slot(&mut c, "ddl_nofail");
+    slot(&mut c, "ddl_nopath");
     let server = Server::main();
-    for (i, revoke) in [
-        "revoke usage on schema pubjson from public",
-        "revoke execute on function pubjson._ddl_emit(text, text, text) from public",
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        exec(&mut c, revoke);
-        let mut user = server.connect_keeping_notices(&dbname, "ddl_nofail_user");
-        user.exec(&format!(
-            "create table nf{i} (id int); alter table nf{i} add column v int"
-        ));
-        let notices = user.take_notices();
-        assert_eq!(notices.len(), 2, "{revoke}: {notices:?}");
-        assert!(
-            notices
-                .iter()
-                .all(|n| n.starts_with("WARNING: pubjson: DDL capture skipped")),
-            "{notices:?}"
-        );
-        drop(user);
-        exec(
-            &mut c,
-            &revoke.replace("revoke", "grant").replace(" from ", " to "),
-        );
-    }
-    // With the privileges back, capture works again.
-    let mut user = server.connect_as(&dbname, "ddl_nofail_user");
-    exec(&mut user, "alter table nf0 add column w int");
+    let mut user = server.connect_as(&dbname, "ddl_nopath_user");
+    assert_eq!(
+        count(
+            &mut user,
+            "select count(*) from (select 1 where has_schema_privilege('pubjson', 'usage')) x"
+        ),
+        0,
+        "the role has no USAGE on schema pubjson"
+    );
+    exec(
+        &mut user,
+        "set search_path = ''; create table public.np (id int);
+         set search_path = \"no such schema\", pg_temp; alter table public.np add column v int",
+    );
     drop(user);
-    let objects = get3(&mut c, "ddl_nofail", &[]);
-    let tags: Vec<&str> = ddl(&objects)
+    let objects = get3(&mut c, "ddl_nopath", &[]);
+    let events = ddl(&objects);
+    let paths: Vec<&str> = events
         .iter()
-        .map(|e| e["tag"].as_str().unwrap_or("?"))
+        .map(|e| e["search_path"].as_str().unwrap_or("?"))
         .collect();
-    assert_eq!(tags, ["ALTER TABLE"], "{objects:#?}");
-    drop_slot(&mut c, "ddl_nofail");
+    assert_eq!(
+        paths,
+        ["\"\"", "\"no such schema\", pg_temp"],
+        "{objects:#?}"
+    );
+    assert_eq!(events[1]["role"], "ddl_nopath_user");
+    drop_slot(&mut c, "ddl_nopath");
 }
 
 /// A partition's DDL, with publish_via_partition_root, describes the root

@@ -47,14 +47,9 @@ const STANDBY_PORT: u16 = 54341;
 /// (`functions_need_the_monitoring_roles` checks that this is all of them).
 /// `%PUB%` is replaced by an existing publication.
 const CALLS: &[(&str, &str)] = &[
-    // DDL capture (docs/ddl.md): _ddl_emit returns at once for a tag
-    // that is not a DROP outside an event trigger; _ddl_event runs only as
-    // the trigger, so its call turns capture on, runs DDL (a table created,
+    // DDL capture (docs/ddl.md): _ddl_event runs only as the event
+    // trigger, so its call turns capture on, runs DDL (a table created,
     // altered and dropped) and turns it off again.
-    (
-        "pubjson._ddl_emit(text,text,text)",
-        "select pubjson._ddl_emit('sql_drop', 'ALTER TABLE', '')",
-    ),
     (
         "pubjson._ddl_event()",
         "select pubjson.enable_ddl_capture(); \
@@ -821,8 +816,8 @@ fn planted_lookalikes_are_never_called() {
     );
 
     // Every SQL and PL/pgSQL function pins its search_path, but the DDL
-    // event trigger's, which reads the caller's (src/api/ddl.sql: it calls
-    // two qualified functions; the DDL run above tripped nothing).
+    // event trigger's, which reads the caller's (src/api/ddl.sql: it
+    // qualifies every name; the DDL run above tripped nothing).
     let unpinned = su
         .simple(
             "select p.oid::pg_catalog.regprocedure from pg_catalog.pg_proc p
@@ -1075,8 +1070,6 @@ fn functions_need_the_monitoring_roles() {
         for (function, call) in CALLS {
             let allowed = match role {
                 "postgres" => true,
-                // Called as every role that runs DDL (docs/ddl.md).
-                _ if *function == "pubjson._ddl_emit(text,text,text)" => true,
                 // Superusers only, whatever EXECUTE says.
                 _ if function.contains("ddl_") => false,
                 "sec_stats" => stats_functions.contains(function),

@@ -3,8 +3,6 @@
 --   pubjson.enable_ddl_capture()    superuser: installs the event triggers
 --   pubjson.disable_ddl_capture()   superuser: removes them
 --   pubjson._ddl_event()            the event triggers' function
---   pubjson._ddl_emit(text, text, text)
---                                   writes one logical message per command
 --
 -- When capture is on, event triggers pubjson_ddl_command_end
 -- (ddl_command_end) and pubjson_sql_drop (sql_drop) write one
@@ -12,24 +10,33 @@
 -- is decoded where the command committed and vanishes with a rollback. The
 -- triggers are members of the extension, so DROP EXTENSION pubjson removes
 -- them with the functions.
---
--- Neither function is SECURITY DEFINER: they run as the role that ran the
--- DDL (so `role` is current_user) and read only what event trigger
--- functions may read
--- (pg_event_trigger_ddl_commands, pg_event_trigger_dropped_objects, the
--- catalogs); pg_logical_emit_message is PUBLIC. Nothing they execute is
--- built from text: names and the statement only travel as JSON values.
 
--- The message of one command. Outside an event trigger
--- pg_event_trigger_ddl_commands and pg_event_trigger_dropped_objects fail,
--- so it cannot be used to write a capture message by hand (anyone may
--- still call pg_logical_emit_message with any prefix: docs/ddl.md).
-CREATE FUNCTION pubjson._ddl_emit(event text, tag text, path text)
-RETURNS void
+-- The event triggers' function: the message of one command.
+--
+-- It runs as the role that ran the DDL (not SECURITY DEFINER), with that
+-- role's search_path, which it reports and so cannot pin with SET. So
+-- every function, operator and type it names is schema-qualified
+-- (OPERATOR(pg_catalog.=), pg_catalog.text), every relation too (types and
+-- relations in pg_temp come first on an unpinned path; functions and
+-- operators never), and nothing is executed from text: names and the
+-- statement only travel as JSON values. It calls nothing in schema
+-- pubjson, so a role needs no privilege on it (an event trigger's function
+-- is run without an EXECUTE check).
+--
+-- No EXCEPTION block: a message written in a subtransaction is decoded
+-- after the changes its transaction made later (the order of the
+-- command's rows would be lost); what it runs reads the catalogs the
+-- command just changed and cannot fail where the command did not.
+CREATE FUNCTION pubjson._ddl_event()
+RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    event pg_catalog.text := TG_EVENT;
+    tag pg_catalog.text := TG_TAG;
+    -- The search_path the command ran under: why this function has no
+    -- SET search_path of its own.
+    path pg_catalog.text := pg_catalog.current_setting('search_path');
     objects pg_catalog.json;
     relations pg_catalog.json;
     publications pg_catalog.json;
@@ -138,32 +145,6 @@ BEGIN
 END
 $fn$;
 
--- The event triggers' function. It has no SET search_path, so that it can
--- read the search_path the DDL ran under; it calls only qualified
--- functions. It has no EXCEPTION block on purpose: a message written in a
--- subtransaction is decoded after the changes its transaction made later
--- (the order of the command's rows would be lost), and the message itself
--- cannot fail where the DDL did not. What could fail for a reason of
--- capture's own, a role without USAGE on schema pubjson or EXECUTE on
--- _ddl_emit (revoked by an administrator), is checked first: a WARNING,
--- and the command goes on without its message.
-CREATE FUNCTION pubjson._ddl_event()
-RETURNS event_trigger
-LANGUAGE plpgsql VOLATILE
-AS $fn$
-BEGIN
-    IF NOT pg_catalog.has_schema_privilege('pubjson', 'USAGE') THEN
-        RAISE WARNING 'pubjson: DDL capture skipped for %: no USAGE on schema pubjson', TG_TAG;
-        RETURN;
-    END IF;
-    IF NOT pg_catalog.has_function_privilege('pubjson._ddl_emit(pg_catalog.text, pg_catalog.text, pg_catalog.text)', 'EXECUTE') THEN
-        RAISE WARNING 'pubjson: DDL capture skipped for %: no EXECUTE on pubjson._ddl_emit', TG_TAG;
-        RETURN;
-    END IF;
-    PERFORM pubjson._ddl_emit(TG_EVENT, TG_TAG, pg_catalog.current_setting('search_path'));
-END
-$fn$;
-
 CREATE FUNCTION pubjson.enable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -227,11 +208,7 @@ BEGIN
 END
 $fn$;
 
--- Every role's DDL runs _ddl_event, which calls _ddl_emit as that role:
--- both need USAGE on the schema and _ddl_emit needs EXECUTE (every other
--- function of the schema has EXECUTE revoked from PUBLIC). An event
--- trigger's function is run without an EXECUTE check.
-GRANT USAGE ON SCHEMA pubjson TO PUBLIC;
+-- An event trigger's function is run without an EXECUTE check.
 REVOKE ALL ON FUNCTION pubjson._ddl_event() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.enable_ddl_capture() FROM PUBLIC;
 REVOKE ALL ON FUNCTION pubjson.disable_ddl_capture() FROM PUBLIC;
