@@ -95,7 +95,7 @@ fn count(c: &mut Client, sql: &str) -> i64 {
 
 const TRIGGERS: &str = "select count(*) from pg_event_trigger where evtname like 'pubjson%'";
 const FUNCTIONS: &str =
-    "select count(*) from pg_proc where proname in ('_ddl_emit', '_ddl_event', 'enable_ddl_capture', 'disable_ddl_capture')";
+    "select count(*) from pg_proc where proname in ('_ddl_event', 'enable_ddl_capture', 'disable_ddl_capture')";
 
 /// Enable and disable are idempotent, superuser only (42501), and neither
 /// the triggers nor the functions outlive DROP EXTENSION.
