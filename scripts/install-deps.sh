@@ -69,6 +69,12 @@ if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
   echo "==> installing cargo-pgrx $PGRX_VERSION (takes several minutes)"
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
+# The fuzz targets' runner (scripts/fuzz.sh).
+CARGO_FUZZ_VERSION=0.13.2
+if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
+  echo "==> installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install cargo-fuzz --version "$CARGO_FUZZ_VERSION" --locked
+fi
 
 extra=()
 for major in $PUBJSON_PG_VERSIONS; do

@@ -9,17 +9,18 @@
 #   1. installs what is missing (scripts/install-deps.sh)
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
 #   3. unit tests of the pure modules (cargo test)
-#   4. the end-to-end checks that need no server (version_independent::)
+#   4. their fuzz targets, briefly, from the committed corpus (scripts/fuzz.sh)
+#   5. the end-to-end checks that need no server (version_independent::)
 #   then for each major, one at a time:
-#   5. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
+#   6. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
 #      installs it with dpkg, decodes through it and removes it again;
 #      on 16-18 checks its contents
-#   6. builds and installs the extension (the generated extension script
+#   7. builds and installs the extension (the generated extension script
 #      must equal the committed sql/pubjson--VERSION.sql)
 #   and, in the background (beside the next major's build or suites), on
 #   a throwaway cluster of the major's own under $PUBJSON_TMP/pubjson-test-pgNN:
-#   7. SQL regression suite (pg_regress, test/sql + test/expected)
-#   8. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
+#   8. SQL regression suite (pg_regress, test/sql + test/expected)
+#   9. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
 #      transactions, conflicts, crash recovery, extension upgrades, and the
 #      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)
@@ -109,6 +110,7 @@ scripts/install-deps.sh
 if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
   lint() {
     cargo fmt --all --check &&
+    cargo fmt --manifest-path fuzz/Cargo.toml --check &&
     cargo clippy --workspace --all-targets -- -D warnings || return 1
     for major in $PUBJSON_PG_VERSIONS; do
       [ "$major" = 15 ] && continue
@@ -123,6 +125,8 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
 fi
 
 run_step "unit tests" "unit tests" "$all" cargo test -p pubjson --lib || true
+# The pure modules' fuzz targets, briefly, from their committed corpus.
+run_step "fuzz" "fuzz targets (briefly)" "$all" scripts/fuzz.sh || true
 # Checks of files alone (the alerting rules with promtool, the links
 # between the documents): once, not once per major.
 run_step "end-to-end" "end-to-end checks that need no server" "$all" \

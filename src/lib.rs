@@ -7,8 +7,9 @@
 //! ports); `output` the formats, which encode those values; `text` the
 //! JSON and encoding primitives both of them use, `model` the relations,
 //! changes and values they share (importing nothing), `rules` pgoutput's
-//! publication decisions and `options` the option parser (all pure);
-//! `stats` the decoding statistics; `api` the SQL surface.
+//! publication decisions, `options` the option parser and `backfill` the
+//! backfill message's bytes (all pure); `stats` the decoding statistics;
+//! `api` the SQL surface.
 
 #[cfg(not(panic = "unwind"))]
 compile_error!(
@@ -16,6 +17,7 @@ compile_error!(
 );
 
 pub mod api;
+pub mod backfill;
 pub mod model;
 pub mod options;
 pub mod output;

@@ -384,6 +384,27 @@ pub struct ChangeHeader {
     /// In a streamed block: the (sub)transaction the change belongs to,
     /// always printed so a consumer can discard an aborted subtransaction.
     pub stream_xid: Option<u32>,
+    pub source: ChangeSource,
+}
+
+/// Where a change's row comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeSource {
+    /// The WAL record of an INSERT, UPDATE or DELETE.
+    Wal,
+    /// A chunk of `pubjson.backfill()`: the row as it is at this point of
+    /// the stream (an INSERT's rules; format 3's `F`).
+    Backfill,
+}
+
+/// A backfill's begin or end, as a format marks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackfillMarker {
+    Start,
+    /// `rows`: the rows the backfill read from the relation.
+    End {
+        rows: u64,
+    },
 }
 
 impl ChangeHeader {
@@ -399,6 +420,7 @@ impl ChangeHeader {
             kind,
             transformed_from: None,
             stream_xid,
+            source: ChangeSource::Wal,
         }
     }
 }

@@ -66,6 +66,21 @@ const CALLS: &[(&str, &str)] = &[
         "pubjson.enable_ddl_capture()",
         "select pubjson.enable_ddl_capture(); select pubjson.disable_ddl_capture()",
     ),
+    // The backfill's, in the order they run (a chunk needs a started
+    // backfill), on a table both test databases have; they need the
+    // table's privileges (BACKFILL below).
+    (
+        "pubjson._backfill_start(oid,integer,bigint)",
+        "select pubjson._backfill_start('sec_bf'::pg_catalog.regclass::pg_catalog.oid, 10, 1048576)",
+    ),
+    (
+        "pubjson._backfill_chunk(oid,integer,bigint)",
+        "select pubjson._backfill_chunk('sec_bf'::pg_catalog.regclass::pg_catalog.oid, 10, 1048576)",
+    ),
+    (
+        "pubjson.backfill(regclass,integer,bigint)",
+        "call pubjson.backfill('sec_bf')",
+    ),
     (
         "pubjson._pending_transactions()",
         "select * from pubjson._pending_transactions()",
@@ -129,6 +144,15 @@ const DDL_CAPTURE: &[&str] = &[
     "pubjson._ddl_event()",
     "pubjson.disable_ddl_capture()",
     "pubjson.enable_ddl_capture()",
+];
+
+/// The backfill's functions: executable by every role, but they read the
+/// table as the caller (its SELECT and UPDATE privileges), and write, so
+/// not on a standby.
+const BACKFILL: &[&str] = &[
+    "pubjson._backfill_start(oid,integer,bigint)",
+    "pubjson._backfill_chunk(oid,integer,bigint)",
+    "pubjson.backfill(regclass,integer,bigint)",
 ];
 
 /// A connection that keeps the notices the server sends it. Its queries
@@ -659,6 +683,8 @@ fn planted_lookalikes_are_never_called() {
          grant create on schema public to sec_planter;
          create table sec_t (id serial, v text);
          create table sec_full (id int primary key, a text, b text);
+         create table sec_bf (id int primary key, v text);
+         insert into sec_bf select i, 'v' || i from generate_series(1, 25) i;
          alter table sec_full replica identity full;
          create table sec_f (id int primary key, v int, w int);
          create publication sec_pub for table sec_t, sec_full, sec_f where (w > 0);",
@@ -802,8 +828,12 @@ fn planted_lookalikes_are_never_called() {
 
     let mut monitor = session(&host, PRIMARY_PORT, "sec", "sec_monitor");
     monitor.exec("set search_path = public, pg_catalog; set client_min_messages = notice");
-    let mut skip = vec!["pubjson.reset_stats(text)"];
-    skip.extend_from_slice(DDL_CAPTURE);
+    let skip: Vec<&str> = BACKFILL
+        .iter()
+        .chain(DDL_CAPTURE)
+        .copied()
+        .chain(["pubjson.reset_stats(text)"])
+        .collect();
     let failures = run_every_function(&mut monitor, "sec_pub", &skip);
     let trips = plant_trips(&mut monitor);
     assert!(
@@ -815,9 +845,12 @@ fn planted_lookalikes_are_never_called() {
         "planted objects ran as pg_monitor: {trips:#?}"
     );
 
-    // Every SQL and PL/pgSQL function pins its search_path, but the DDL
-    // event trigger's, which reads the caller's (src/api/ddl.sql: it
-    // qualifies every name; the DDL run above tripped nothing).
+    // Every SQL and PL/pgSQL function pins its search_path. A procedure
+    // that commits cannot (PostgreSQL refuses transaction control under a
+    // SET clause): pubjson.backfill qualifies every name instead, which
+    // the look-alikes above check; so does the DDL event trigger's, which
+    // reads the caller's (src/api/ddl.sql; the DDL run above tripped
+    // nothing).
     let unpinned = su
         .simple(
             "select p.oid::pg_catalog.regprocedure from pg_catalog.pg_proc p
@@ -825,6 +858,7 @@ fn planted_lookalikes_are_never_called() {
               where p.pronamespace operator(pg_catalog.=) 'pubjson'::pg_catalog.regnamespace
                 and l.lanname operator(pg_catalog.=) any ('{sql,plpgsql}'::pg_catalog.name[])
                 and p.proconfig is distinct from '{\"search_path=pg_catalog, pg_temp\"}'::pg_catalog.text[]
+                and p.oid operator(pg_catalog.<>) 'pubjson.backfill(pg_catalog.regclass, pg_catalog.int4, pg_catalog.int8)'::pg_catalog.regprocedure
                 and p.oid operator(pg_catalog.<>) 'pubjson._ddl_event()'::pg_catalog.regprocedure",
         )
         .expect("proconfig");
@@ -845,8 +879,9 @@ fn planted_lookalikes_are_never_called() {
         .expect("recovery");
     assert_eq!(recovery, vec![vec![Some("t".to_string())]]);
     sb.exec("set search_path = public, pg_catalog; set client_min_messages = notice");
-    // A standby runs no DDL.
-    let failures = run_every_function(&mut sb, "sec_pub", DDL_CAPTURE);
+    // A standby runs no DDL and no backfill.
+    let skip: Vec<&str> = BACKFILL.iter().chain(DDL_CAPTURE).copied().collect();
+    let failures = run_every_function(&mut sb, "sec_pub", &skip);
     let applies = sb
         .simple("select applies from pubjson.standby_conflicts() limit 1")
         .expect("standby_conflicts");
@@ -1026,6 +1061,7 @@ fn functions_need_the_monitoring_roles() {
     }
     su.batch_execute(
         "create table t (id int primary key);
+         create table sec_bf (id int primary key);
          create publication sec_perms_pub for table t;
          create role sec_nobody;
          create role sec_usage; grant usage on schema pubjson to sec_usage;
@@ -1073,6 +1109,8 @@ fn functions_need_the_monitoring_roles() {
                 // Superusers only, whatever EXECUTE says.
                 _ if function.contains("ddl_") => false,
                 "sec_stats" => stats_functions.contains(function),
+                // Only the table's owner may read it.
+                _ if BACKFILL.contains(function) => false,
                 "sec_monitor_main" => *function != "pubjson.reset_stats(text)",
                 _ => false,
             };

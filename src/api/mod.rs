@@ -31,10 +31,16 @@
 //! functions return the same columns everywhere (NULL where the server does
 //! not track a value).
 
+mod backfill;
 mod recovery;
 mod stats_functions;
 
 pgrx::extension_sql_file!("schema_guard.sql", name = "schema_guard", bootstrap);
+pgrx::extension_sql_file!(
+    "backfill.sql",
+    name = "backfill",
+    requires = [backfill_start, backfill_chunk]
+);
 pgrx::extension_sql_file!(
     "conflicts.sql",
     name = "conflicts",

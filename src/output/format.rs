@@ -11,7 +11,9 @@
 //! Pure code: the formats write into a [`Sink`], which the decoding core
 //! backs with PostgreSQL's output writer (and the tests with a vector).
 
-use crate::model::{ChangeHeader, ChangeKind, EncodeError, RelationMeta, TupleValues, TxnInfo};
+use crate::model::{
+    BackfillMarker, ChangeHeader, ChangeKind, EncodeError, RelationMeta, TupleValues, TxnInfo,
+};
 use crate::output::control::{self, TwoPhaseEvent};
 
 /// Where a format writes.
@@ -139,6 +141,24 @@ pub trait OutputFormat {
         prefix: &[u8],
         content: &[u8],
     );
+
+    /// Whether the format writes backfilled rows (`pubjson.backfill()`):
+    /// their changes arrive through [`Self::change`] with
+    /// [`ChangeSource::Backfill`](crate::model::ChangeSource), framed by
+    /// [`Self::backfill_marker`]. Formats 1 and 2 (wal2json's bytes) do not.
+    fn writes_backfill(&self) -> bool {
+        false
+    }
+
+    /// The start or the end of a relation's backfill.
+    fn backfill_marker(
+        &mut self,
+        _sink: &mut dyn Sink,
+        _stream_xid: Option<u32>,
+        _rel: &RelationMeta,
+        _marker: BackfillMarker,
+    ) {
+    }
 
     /// A streamed block's first output; `first` when it is the first block
     /// of the transaction the consumer sees.

@@ -148,6 +148,11 @@ fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()
                 out.extend_from_slice(mode.element_separator());
             }
             let key = entry(i)?;
+            // jsonb's keys are strings; other bytes are not a jsonb
+            // PostgreSQL wrote (and would not print as a JSON object).
+            if key & JENTRY_TYPEMASK != JENTRY_ISSTRING {
+                return None;
+            }
             let key_end = end_of(key, key_start);
             scalar_or_container(key, data, key_start, key_end, depth, mode, out)?;
             out.extend_from_slice(mode.key_separator());
@@ -490,6 +495,19 @@ pub(crate) mod tests {
             _ => [0x8000u16].iter().flat_map(|d| d.to_ne_bytes()).collect(),
         };
         V::Num(body, text)
+    }
+
+    #[test]
+    fn an_object_key_that_is_not_a_string_is_refused() {
+        // {null: null}: PostgreSQL never writes it, and it is not JSON.
+        let buf: Vec<u8> = [JB_FOBJECT | 1, JENTRY_ISNULL, JENTRY_ISNULL]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let mut out = Vec::new();
+        assert!(!jsonb_compact(&buf, &mut out));
+        assert!(!jsonb_json_string(&buf, &mut out));
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -58,6 +58,14 @@ pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<NumericKind> {
     if raw.len() % 2 != 0 {
         return None;
     }
+    // PostgreSQL stores numerics normalized (make_result()): no leading
+    // zero digit, and zero with weight 0. Other bytes are not a numeric it
+    // wrote, and could print as something that is not a JSON number.
+    match Digits(raw).first() {
+        None if weight != 0 => return None,
+        Some(0) => return None,
+        _ => {}
+    }
     if !write_decimal(negative, weight, dscale, Digits(raw), out) {
         return None;
     }
@@ -74,6 +82,9 @@ impl Digits<'_> {
     }
     fn get(&self, i: usize) -> i16 {
         i16::from_ne_bytes([self.0[2 * i], self.0[2 * i + 1]])
+    }
+    fn first(&self) -> Option<i16> {
+        (self.len() > 0).then(|| self.get(0))
     }
 }
 
@@ -228,5 +239,11 @@ mod tests {
         assert!(numeric_text(&[], &mut out).is_none());
         assert!(numeric_text(&long(false, 0, 0, &[10000]), &mut out).is_none());
         assert!(numeric_text(&[0, 0, 0], &mut out).is_none());
+        // Not normalized as PostgreSQL stores numerics: it would print
+        // leading zeros, which are not a JSON number.
+        assert!(numeric_text(&long(false, 0, 2, &[0, 5]), &mut out).is_none());
+        assert!(numeric_text(&long(false, 0, 8, &[]), &mut out).is_none());
+        assert!(numeric_text(&short(false, 2, -1, &[]), &mut out).is_none());
+        assert!(out.is_empty());
     }
 }

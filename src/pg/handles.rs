@@ -22,6 +22,7 @@ use crate::pg::port::{self, append_to_string_info, RBTXN_SPILLED, RBTXN_STREAMED
 /// Rows in slots are made only by the publication code, whose invariants
 /// they carry (see [`crate::pg::publication::PublishedRows`]).
 pub use crate::pg::publication::SlotRow;
+use crate::pg::relation::InCallback;
 
 /// The decoding context, for writing output and reporting progress.
 ///
@@ -339,6 +340,121 @@ impl<'a> Rel<'a> {
 
     pub(crate) fn as_ptr(self) -> pg_sys::Relation {
         self.rel.as_ptr()
+    }
+
+    /// The OID of the relation's row type and its attribute count.
+    fn row_type(self) -> (pg_sys::Oid, usize) {
+        // SAFETY: rd_rel and rd_att are set for every open relation and
+        // live as long as the relcache entry (construction invariant).
+        unsafe {
+            let rel = self.rel.as_ref();
+            ((*rel.rd_rel).reltype, (*rel.rd_att).natts.max(0) as usize)
+        }
+    }
+}
+
+/// A relation a callback opens by OID (a backfill message names its
+/// relation) under the historic snapshot; closed when dropped.
+pub struct OpenedRel<'a> {
+    rel: Rel<'a>,
+}
+
+impl<'a> OpenedRel<'a> {
+    /// `None` when the catalog as of the decoded position has no such
+    /// relation.
+    pub fn open(_catalog: InCallback<'a>, relid: u32) -> Option<Self> {
+        // SAFETY: InCallback proves a decoding callback inside the
+        // transaction's replay, where relcache lookups are allowed;
+        // RelationIdGetRelation returns NULL for an OID without a relation,
+        // else the entry with its reference count raised (released in Drop,
+        // or by the transaction's abort).
+        let rel = unsafe { pg_sys::RelationIdGetRelation(pg_sys::Oid::from(relid)) };
+        // SAFETY: non-NULL (checked) and open until Drop, which the borrow
+        // of `rel()` cannot outlive.
+        (!rel.is_null()).then(|| OpenedRel {
+            rel: unsafe { Rel::new(rel) },
+        })
+    }
+
+    pub fn rel(&self) -> Rel<'_> {
+        self.rel
+    }
+}
+
+impl Drop for OpenedRel<'_> {
+    fn drop(&mut self) {
+        // SAFETY: opened in `open`, closed once.
+        unsafe { pg_sys::RelationClose(self.rel.as_ptr()) }
+    }
+}
+
+/// A row of a backfill message as a heap tuple of its relation: the bytes
+/// of a composite datum of the relation's row type (a heap tuple header and
+/// the row's data, detoasted), copied into aligned memory.
+pub struct OwnedTuple {
+    /// The datum, 8-byte aligned (MAXALIGN) as heap tuples are.
+    words: Vec<u64>,
+    header: pg_sys::HeapTupleData,
+}
+
+impl OwnedTuple {
+    /// `None` unless `bytes` have a composite datum's header for `rel`'s
+    /// row type: its length, a data offset inside it, no more attributes
+    /// than the relation, the relation's row type. (The message that
+    /// carries them was authenticated, see `crate::backfill`: this guards
+    /// against a layout that changed, not against forgery.)
+    pub fn from_composite(rel: Rel<'_>, bytes: &[u8]) -> Option<OwnedTuple> {
+        const HEADER: usize = std::mem::offset_of!(pg_sys::HeapTupleHeaderData, t_bits);
+        if bytes.len() < HEADER || bytes.len() > u32::MAX as usize / 4 {
+            return None;
+        }
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `words` holds at least bytes.len() bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                words.as_mut_ptr() as *mut u8,
+                bytes.len(),
+            )
+        };
+        let data = words.as_mut_ptr() as *mut pg_sys::HeapTupleHeaderData;
+        let (row_type, natts) = rel.row_type();
+        // SAFETY: `data` is 8-byte aligned and has at least HEADER
+        // initialized bytes: the fixed part of a HeapTupleHeaderData read
+        // here (a composite datum's fields of t_choice, t_infomask2,
+        // t_hoff); its first four bytes are a 4-byte varlena header.
+        let well_formed = unsafe {
+            let header = &*data;
+            let len = pgrx::varlena::varsize_4b(data as *const pg_sys::varlena);
+            let hoff = header.t_hoff as usize;
+            let tuple_natts = (header.t_infomask2 as u32 & pg_sys::HEAP_NATTS_MASK) as usize;
+            let has_nulls = header.t_infomask as u32 & pg_sys::HEAP_HASNULL != 0;
+            len == bytes.len()
+                && hoff >= HEADER
+                && hoff <= len
+                && hoff.is_multiple_of(8)
+                && tuple_natts <= natts
+                && (!has_nulls || HEADER + tuple_natts.div_ceil(8) <= hoff)
+                && header.t_choice.t_datum.datum_typeid == row_type
+        };
+        if !well_formed {
+            return None;
+        }
+        // SAFETY: HeapTupleData is plain data; all-zero is a valid value
+        // (an invalid t_self, no table) before the fields are set.
+        let mut header: pg_sys::HeapTupleData = unsafe { std::mem::zeroed() };
+        header.t_len = bytes.len() as u32;
+        header.t_tableOid = rel.oid();
+        header.t_data = data;
+        Some(OwnedTuple { words, header })
+    }
+
+    pub fn tuple(&self) -> Tuple<'_> {
+        let _ = &self.words;
+        Tuple {
+            tuple: NonNull::from(&self.header),
+            _change: PhantomData,
+        }
     }
 }
 

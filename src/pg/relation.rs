@@ -23,7 +23,7 @@ use crate::model::{
     ValueReads,
 };
 use crate::options::Options;
-use crate::pg::handles::{CacheMemory, Rel};
+use crate::pg::handles::{CacheMemory, Rel, Txn};
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
@@ -170,6 +170,15 @@ impl<'a> InCallback<'a> {
     pub fn of(_rel: Rel<'a>) -> Self {
         InCallback(std::marker::PhantomData)
     }
+
+    /// # Safety
+    /// Called from a transactional message callback (`txn` its
+    /// transaction): ReorderBufferProcessTXN runs those inside the
+    /// transaction's replay, with the historic snapshot set up, as it runs
+    /// change callbacks; `'a` ends before the callback returns.
+    pub unsafe fn of_transactional_message(_txn: Txn<'a>) -> Self {
+        InCallback(std::marker::PhantomData)
+    }
 }
 
 /// The output function of `typid`, resolved into `memory` (boxed so its
@@ -215,6 +224,10 @@ pub struct RelationEntry {
     pub varlena_attrs: Vec<bool>,
     /// Passes add-tables / filter-tables.
     pub wanted: bool,
+    /// This is `pubjson.backfill_progress` (owned by a superuser, as the
+    /// extension's is): its changes authorize backfill messages and are
+    /// never emitted.
+    pub backfill_progress: bool,
     /// With publication_names: what the publications decide (`None`: the
     /// relation is not published). Always `None` without publication_names.
     pub publish: Option<PublishInfo>,
@@ -619,6 +632,11 @@ fn build_entry(
         }
 
         let wanted = opts.table_wanted(&schema, &table);
+        // A look-alike in a database without the extension is owned by
+        // whoever made it: only a superuser's table authorizes anything.
+        let backfill_progress = schema == b"pubjson"
+            && table == b"backfill_progress"
+            && pg_sys::superuser_arg((*(*rel).rd_rel).relowner);
         RelationEntry {
             meta: RelationMeta {
                 relid: (*rel).rd_id.to_u32(),
@@ -638,6 +656,7 @@ fn build_entry(
                 .collect(),
             outputs,
             wanted,
+            backfill_progress,
             publish: None,
             render: RelationRender::default(),
         }

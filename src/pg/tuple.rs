@@ -48,6 +48,34 @@ impl<'a> Row<'a> {
 }
 
 impl DeformBuffers {
+    /// What a new row of `pubjson.backfill_progress` (`entry`) records: the
+    /// relation it is about and the SHA-256 of its chunk's message
+    /// (`crate::backfill`); `None` without a digest.
+    pub fn backfill_digest(
+        &mut self,
+        rel: Rel<'_>,
+        tuple: Tuple<'_>,
+        entry: &RelationEntry,
+    ) -> Option<(u32, [u8; 32])> {
+        let column = |name: &[u8]| {
+            entry
+                .meta
+                .columns
+                .iter()
+                .find(|c| c.name_json.get(1..c.name_json.len() - 1) == Some(name))
+        };
+        let (relid, digest) = (column(b"relid")?, column(b"digest")?);
+        let row = self.deform(rel, tuple, entry, None);
+        let relid = match row.image(relid)? {
+            Image::Word(word) => word as u32,
+            Image::Bytes(_) => return None,
+        };
+        match row.image(digest)? {
+            Image::Bytes(bytes) => Some((relid, bytes.try_into().ok()?)),
+            Image::Word(_) => None,
+        }
+    }
+
     /// The values of `row` for the formats (`None` when it is absent).
     /// `entry` describes the row's layout: the tuple's relation, or the
     /// relation a slot's row was converted to.

@@ -17,7 +17,7 @@ use pgrx::{PgList, PgMemoryContexts};
 use crate::options::{OptionError, OptionErrorKind, Options, OriginFilter};
 use crate::pg::handles::{message_parts, Change, ChangeMemory, Rel, Txn, Writer};
 use crate::pg::port::alloc_set_context;
-use crate::pg::relation::RelationCache;
+use crate::pg::relation::{InCallback, RelationCache};
 use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
 use crate::plugin::{decode, sampling, transactions};
@@ -359,12 +359,28 @@ unsafe fn message_common(
     // only inside this call, with what the caller promises: a non-NULL
     // `txn` is the message's transaction (Txn::new), `prefix` is
     // NUL-terminated and `content` has `content_size` bytes
-    // (message_parts), and `ctx` is the running context (with_state).
+    // (message_parts), `ctx` is the running context (with_state), and a
+    // transactional message's callback runs inside its transaction's
+    // replay (InCallback::of_transactional_message).
     unsafe {
         let txn = (!txn.is_null()).then(|| Txn::new(txn));
+        // A transactional message is replayed inside its transaction.
+        let catalog = txn
+            .filter(|_| transactional)
+            .map(|txn| InCallback::of_transactional_message(txn));
         let (prefix, content) = message_parts(prefix, content, content_size);
         with_state(ctx, |s, w| {
-            decode::decode_message(s, w, txn, lsn, transactional, prefix, content, streamed)
+            decode::decode_message(
+                s,
+                w,
+                txn,
+                catalog,
+                lsn,
+                transactional,
+                prefix,
+                content,
+                streamed,
+            )
         })
     }
 }

@@ -7,10 +7,14 @@ use std::rc::Rc;
 
 use pgrx::prelude::*;
 
-use crate::model::{ChangeHeader, ChangeKind, EncodeError, TupleValues, TxnInfo};
+use crate::backfill;
+use crate::model::{
+    BackfillMarker, ChangeHeader, ChangeKind, ChangeSource, EncodeError, TupleValues, TxnInfo,
+};
 use crate::output::format::ChangeContext;
-use crate::pg::handles::{Change, Rel, Txn, Writer};
+use crate::pg::handles::{Change, OpenedRel, OwnedTuple, Rel, Tuple, Txn, Writer};
 use crate::pg::publication::PublishedRows;
+use crate::pg::relation::InCallback;
 use crate::pg::relation::RelationEntry;
 use crate::pg::tuple::Row;
 use crate::plugin::state::DecodingState;
@@ -48,92 +52,156 @@ pub fn decode_change(
     if reorder_size > state.stats.peak_reorder_buffer_bytes {
         state.stats.peak_reorder_buffer_bytes = reorder_size;
     }
-    let actions = state.opts.actions;
-    let wanted = match kind {
-        ChangeKind::Insert => actions.insert,
-        ChangeKind::Update => actions.update,
-        ChangeKind::Delete => actions.delete,
+    let decoded = Decoded {
+        kind,
+        lsn: change.lsn(),
+        // In a streamed block every change names its own (sub)transaction.
+        stream_xid: streamed.then(|| change.xid()),
+        rows: RowsFrom::Change(change),
     };
+    state.relations.collect_garbage();
+    state
+        .change_memory
+        .run(|| publish_change(state, writer, relation, decoded));
+}
+
+/// A change to publish: what it is, where, and its rows.
+struct Decoded<'a> {
+    kind: ChangeKind,
+    lsn: u64,
+    stream_xid: Option<u32>,
+    rows: RowsFrom<'a>,
+}
+
+/// Where the rows of a change come from.
+enum RowsFrom<'a> {
+    /// An INSERT/UPDATE/DELETE record: its new and old tuples.
+    Change(Change<'a>),
+    /// A row of a backfill chunk: an INSERT's new tuple.
+    Backfill(Tuple<'a>),
+}
+
+impl<'a> RowsFrom<'a> {
+    fn source(&self) -> ChangeSource {
+        match self {
+            RowsFrom::Change(_) => ChangeSource::Wal,
+            RowsFrom::Backfill(_) => ChangeSource::Backfill,
+        }
+    }
+
+    /// The new and the old tuple.
+    fn tuples(self) -> (Option<Tuple<'a>>, Option<Tuple<'a>>) {
+        match self {
+            RowsFrom::Change(change) => change.rows(),
+            RowsFrom::Backfill(row) => (Some(row), None),
+        }
+    }
+}
+
+/// pgoutput_change()'s decisions, in its order: the relation's
+/// publications, their actions, the partition root, the row filter (with
+/// its UPDATE transformation); then wal2json's table options. A change of
+/// `pubjson.backfill_progress` is pubjson's own: it authorizes its
+/// transaction's backfill message and is never emitted.
+fn publish_change(
+    state: &mut DecodingState,
+    writer: &mut Writer<'_>,
+    relation: Rel<'_>,
+    decoded: Decoded<'_>,
+) {
+    let Decoded {
+        kind,
+        lsn,
+        stream_xid,
+        rows,
+    } = decoded;
+    let source = rows.source();
+    let (new, old) = rows.tuples();
+    let entry = state
+        .relations
+        .get(relation, &state.opts, state.publications.as_mut());
+    if entry.backfill_progress {
+        let recorded = new.and_then(|new| state.new_tuple.backfill_digest(relation, new, &entry));
+        if let (Some(recorded), Some(record)) = (recorded, state.txns.current()) {
+            record.backfill_digests.push(recorded);
+        }
+        return;
+    }
+    // wal2json's `actions`; a backfilled row is a row's state, not an action.
+    let actions = state.opts.actions;
+    let wanted = source == ChangeSource::Backfill
+        || match kind {
+            ChangeKind::Insert => actions.insert,
+            ChangeKind::Update => actions.update,
+            ChangeKind::Delete => actions.delete,
+        };
     if !wanted {
         state.stats.filtered_by_action += 1;
         return;
     }
-    let lsn = change.lsn();
-    // In a streamed block every change names its own (sub)transaction.
-    let stream_xid = streamed.then(|| change.xid());
-    state.relations.collect_garbage();
-
-    // pgoutput_change()'s decisions, in its order: the relation's
-    // publications, their actions, the partition root, the row filter (with
-    // its UPDATE transformation); then wal2json's table options.
-    state.change_memory.run(|| {
-        let (new, old) = change.rows();
-        let entry = state
-            .relations
-            .get(relation, &state.opts, state.publications.as_mut());
-        let info = match (&state.publications, entry.publish.as_ref()) {
-            (None, _) => None,
-            (Some(_), None) => {
-                state.stats.filtered_by_table += 1;
+    let info = match (&state.publications, entry.publish.as_ref()) {
+        (None, _) => None,
+        (Some(_), None) => {
+            state.stats.filtered_by_table += 1;
+            return;
+        }
+        (Some(_), Some(info)) => {
+            // pgoutput sends no DELETE without an old tuple (REPLICA
+            // IDENTITY NOTHING).
+            if !info.publishes(kind) || (kind == ChangeKind::Delete && old.is_none()) {
+                state.stats.filtered_by_action += 1;
                 return;
             }
-            (Some(_), Some(info)) => {
-                // pgoutput sends no DELETE without an old tuple (REPLICA
-                // IDENTITY NOTHING).
-                if !info.publishes(kind) || (kind == ChangeKind::Delete && old.is_none()) {
-                    state.stats.filtered_by_action += 1;
-                    return;
-                }
-                Some(info)
-            }
+            Some(info)
+        }
+    };
+    let mut rows = PublishedRows::new(info, relation, kind, old, new);
+    let verdict = rows.verdict(kind);
+    match verdict {
+        FilterVerdict::Drop => state.stats.filtered_by_row_filter += 1,
+        FilterVerdict::Emit {
+            kind: ChangeKind::Insert,
+            transformed: true,
+        } => state.stats.updates_to_insert += 1,
+        FilterVerdict::Emit {
+            kind: ChangeKind::Delete,
+            transformed: true,
+        } => state.stats.updates_to_delete += 1,
+        FilterVerdict::Emit { .. } => {}
+    }
+    if let FilterVerdict::Emit {
+        kind: emitted,
+        transformed,
+    } = verdict
+    {
+        let target = if rows.via_ancestor() {
+            state
+                .relations
+                .get(rows.target(), &state.opts, state.publications.as_mut())
+        } else {
+            Rc::clone(&entry)
         };
-        let mut rows = PublishedRows::new(info, relation, kind, old, new);
-        let verdict = rows.verdict(kind);
-        match verdict {
-            FilterVerdict::Drop => state.stats.filtered_by_row_filter += 1,
-            FilterVerdict::Emit {
-                kind: ChangeKind::Insert,
-                transformed: true,
-            } => state.stats.updates_to_insert += 1,
-            FilterVerdict::Emit {
-                kind: ChangeKind::Delete,
-                transformed: true,
-            } => state.stats.updates_to_delete += 1,
-            FilterVerdict::Emit { .. } => {}
-        }
-        if let FilterVerdict::Emit {
-            kind: emitted,
-            transformed,
-        } = verdict
-        {
-            let target = if rows.via_ancestor() {
-                state
-                    .relations
-                    .get(rows.target(), &state.opts, state.publications.as_mut())
-            } else {
-                Rc::clone(&entry)
+        if target.wanted {
+            let (new, old) = rows.rows(emitted);
+            let change = ChangeToEmit {
+                lsn,
+                header: ChangeHeader {
+                    kind: emitted,
+                    transformed_from: transformed.then_some(kind),
+                    stream_xid,
+                    source,
+                },
+                entry: &target,
+                column_mask: info.map(|info| &info.column_mask[..]),
+                new,
+                old,
             };
-            if target.wanted {
-                let (new, old) = rows.rows(emitted);
-                let change = ChangeToEmit {
-                    lsn,
-                    header: ChangeHeader {
-                        kind: emitted,
-                        transformed_from: transformed.then_some(kind),
-                        stream_xid,
-                    },
-                    entry: &target,
-                    column_mask: info.map(|info| &info.column_mask[..]),
-                    new,
-                    old,
-                };
-                emit_change(state, writer, change);
-            } else {
-                state.stats.filtered_by_table += 1;
-            }
+            emit_change(state, writer, change);
+        } else {
+            state.stats.filtered_by_table += 1;
         }
-        rows.release();
-    });
+    }
+    rows.release();
 }
 
 /// A change on its way to the format: where it is, what it is, its
@@ -254,12 +322,14 @@ pub fn decode_truncate(
     });
 }
 
-/// A logical decoding message (pg_logical_emit_message).
+/// A logical decoding message (pg_logical_emit_message). `catalog` is set
+/// for a transactional one (its callback may read the catalogs).
 #[allow(clippy::too_many_arguments)]
 pub fn decode_message(
     state: &mut DecodingState,
     writer: &mut Writer<'_>,
     txn: Option<Txn<'_>>,
+    catalog: Option<InCallback<'_>>,
     lsn: u64,
     transactional: bool,
     prefix: &[u8],
@@ -267,6 +337,13 @@ pub fn decode_message(
     streamed: bool,
 ) {
     update_progress(state, writer, false);
+    if transactional && prefix == backfill::PREFIX {
+        if let (Some(txn), Some(catalog)) = (txn, catalog) {
+            let stream_xid = streamed.then(|| txn.xid());
+            decode_backfill(state, writer, catalog, lsn, stream_xid, content);
+        }
+        return;
+    }
     // A message is a change (of its transaction, if transactional).
     state.stats.changes_seen += 1;
     if transactional {
@@ -317,6 +394,98 @@ pub fn decode_message(
         prefix,
         content,
     );
+}
+
+/// A chunk of `pubjson.backfill()` (see `crate::backfill`): its rows are
+/// published as INSERTs of its relation, with [`ChangeSource::Backfill`],
+/// between the format's start and end markers on the first and last chunk.
+/// Decoded only when its transaction's progress row recorded its digest.
+fn decode_backfill(
+    state: &mut DecodingState,
+    writer: &mut Writer<'_>,
+    catalog: InCallback<'_>,
+    lsn: u64,
+    stream_xid: Option<u32>,
+    content: &[u8],
+) {
+    let digest = backfill::digest(content);
+    let Some(record) = state.txns.current() else {
+        return;
+    };
+    let Some(at) = record
+        .backfill_digests
+        .iter()
+        .position(|(_, recorded)| *recorded == digest)
+    else {
+        warning!(
+            "pubjson: ignored a message with prefix \"pubjson.backfill\" that pubjson.backfill() did not write"
+        );
+        return;
+    };
+    let (relid, _) = record.backfill_digests.swap_remove(at);
+    let chunk = match backfill::parse(content) {
+        Ok(chunk) if chunk.relid == relid => chunk,
+        _ => {
+            warning!("pubjson: ignored a backfill message of an unknown layout");
+            return;
+        }
+    };
+    let rows = chunk.rows.len() as u64;
+    state.stats.changes_seen += rows;
+    record.changes_seen += rows;
+    if !state.format.writes_backfill() {
+        state.stats.filtered_by_action += rows;
+        return;
+    }
+    state.relations.collect_garbage();
+    state.change_memory.run(|| {
+        let Some(opened) = OpenedRel::open(catalog, relid) else {
+            return;
+        };
+        let relation = opened.rel();
+        let entry = state
+            .relations
+            .get(relation, &state.opts, state.publications.as_mut());
+        // The markers of a relation the consumer gets rows of.
+        let marked = entry.wanted && (state.publications.is_none() || entry.publish.is_some());
+        let mark = |state: &mut DecodingState, writer: &mut Writer<'_>, marker| {
+            if marked {
+                begin_item(state, writer);
+                let record = current_txn(&mut state.txns);
+                state.format.backfill_marker(
+                    &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
+                    stream_xid,
+                    &entry.meta,
+                    marker,
+                );
+            }
+        };
+        if chunk.first {
+            mark(state, writer, BackfillMarker::Start);
+        }
+        for row in &chunk.rows {
+            let Some(owned) = OwnedTuple::from_composite(relation, row) else {
+                warning!("pubjson: ignored a backfilled row that is not a row of its table");
+                continue;
+            };
+            let decoded = Decoded {
+                kind: ChangeKind::Insert,
+                lsn,
+                stream_xid,
+                rows: RowsFrom::Backfill(owned.tuple()),
+            };
+            publish_change(state, writer, relation, decoded);
+        }
+        if chunk.last {
+            mark(
+                state,
+                writer,
+                BackfillMarker::End {
+                    rows: chunk.rows_so_far,
+                },
+            );
+        }
+    });
 }
 
 /// What a non-transactional message is given as its transaction (the

@@ -54,6 +54,10 @@ pub struct TxnState {
     /// When its replay began (the clock at BEGIN or its first streamed
     /// block), for the replay rate.
     pub replay_start: i64,
+    /// The backfill messages its `pubjson.backfill_progress` changes
+    /// recorded (relation, SHA-256 of the message), not yet decoded: the
+    /// only ones decoded (`src/backfill.rs`).
+    pub backfill_digests: Vec<(u32, [u8; 32])>,
 }
 
 /// The session's transactions by top-level xid: a record is made at a

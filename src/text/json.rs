@@ -278,8 +278,10 @@ pub enum NumberText {
 }
 
 /// Classifies the output of int2/int4/int8/oid/float4/float8/numeric
-/// exactly as wal2json does (`strspn(s, "0123456789+-eE.")` and
-/// case-insensitive prefix checks for NaN/Infinity).
+/// as wal2json does (`strspn(s, "0123456789+-eE.")` and case-insensitive
+/// prefix checks for NaN/Infinity), except that text of those characters
+/// that is not a JSON number (which wal2json would print as it is, and
+/// which no such output function prints) is `Invalid` too.
 pub fn classify_number(s: &[u8]) -> NumberText {
     fn starts_with_ci(s: &[u8], prefix: &[u8]) -> bool {
         s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
@@ -290,11 +292,46 @@ pub fn classify_number(s: &[u8]) -> NumberText {
     {
         return NumberText::Special;
     }
-    if s.iter().all(|b| b"0123456789+-eE.".contains(b)) {
+    if is_json_number(s) {
         NumberText::Plain
     } else {
         NumberText::Invalid
     }
+}
+
+/// RFC 8259's number: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+fn is_json_number(s: &[u8]) -> bool {
+    fn digits(s: &[u8], i: &mut usize) -> usize {
+        let start = *i;
+        while s.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - start
+    }
+    let mut i = usize::from(s.first() == Some(&b'-'));
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(s, &mut i);
+        }
+        _ => return false,
+    }
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(s, &mut i) == 0 {
+            return false;
+        }
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(s, &mut i) == 0 {
+            return false;
+        }
+    }
+    i == s.len()
 }
 
 #[cfg(test)]
@@ -467,5 +504,31 @@ pub(crate) mod tests {
         assert_eq!(classify_number(b"-inf"), NumberText::Invalid);
         assert_eq!(classify_number(b"12 3"), NumberText::Invalid);
         assert_eq!(classify_number(b"0x1f"), NumberText::Invalid);
+        // wal2json's characters, but no JSON number: refused, not printed.
+        for text in [
+            &b""[..],
+            b"+5",
+            b"1.",
+            b".5",
+            b"01",
+            b"1e",
+            b"1e+",
+            b"--1",
+            b"-",
+            b"1-2",
+        ] {
+            assert_eq!(classify_number(text), NumberText::Invalid, "{text:?}");
+        }
+        for text in [
+            &b"0"[..],
+            b"-0",
+            b"0.5",
+            b"10",
+            b"1e5",
+            b"2.5E-3",
+            b"1.7976931348623157e+308",
+        ] {
+            assert_eq!(classify_number(text), NumberText::Plain, "{text:?}");
+        }
     }
 }

@@ -11,6 +11,8 @@
 //! | `C` | `xid`, `lsn`, `nextlsn`, `timestamp`, `changes` [, `streamed`] |
 //! | `R` | `relid`, `schema`, `table`, `identity`, `columns` (`name`, `attnum`, `type`, `typeoid` [, `basetype`, `basetypeoid`], `key`, `nullable`) |
 //! | `I`/`U`/`D` | [`xid` in a streamed block,] [`transformedfrom`,] `relid`, `schema`, `table`, `new`, `old`, `unchanged`, `changed` |
+//! | `F` | as `I` (a backfilled row: `pubjson.backfill()`) |
+//! | `FS`/`FE` | [`xid`,] `relid`, `schema`, `table`; `FE` adds `rows` (a relation's backfill starts, ends) |
 //! | `T` | [`xid`,] `relid`, `schema`, `table` |
 //! | `M` | [`xid`,] `transactional`, `lsn`, `prefix`, `content` |
 //! | `DDL` | see `ddl.rs` (a DDL capture message) |
@@ -27,8 +29,8 @@ use std::cell::{Cell as StdCell, OnceCell, RefCell};
 use std::collections::HashMap;
 
 use crate::model::{
-    Cell, ChangeKind, ColumnMeta, EncodeError, RelationMeta, ReplicaIdentity, ServerEncoding,
-    TupleValues, TxnInfo, ValueReads,
+    BackfillMarker, Cell, ChangeKind, ChangeSource, ColumnMeta, EncodeError, RelationMeta,
+    ReplicaIdentity, ServerEncoding, TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
@@ -480,7 +482,10 @@ impl OutputFormat for Format3 {
         let out = std::mem::take(sink.buf());
         let mut out = out;
         out.extend_from_slice(b"{\"action\":\"");
-        out.push(letter(header.kind));
+        out.push(match header.source {
+            ChangeSource::Wal => letter(header.kind),
+            ChangeSource::Backfill => b'F',
+        });
         out.push(b'"');
         if let Some(xid) = header.stream_xid {
             field_u64(&mut out, b"xid", xid as u64);
@@ -576,6 +581,33 @@ impl OutputFormat for Format3 {
         push_json_string(out, prefix);
         out.extend_from_slice(b",\"content\":");
         push_json_string(out, content);
+        out.push(b'}');
+        sink.write(true);
+    }
+
+    fn writes_backfill(&self) -> bool {
+        true
+    }
+
+    fn backfill_marker(
+        &mut self,
+        sink: &mut dyn Sink,
+        stream_xid: Option<u32>,
+        rel: &RelationMeta,
+        marker: BackfillMarker,
+    ) {
+        let out = sink.buf();
+        out.extend_from_slice(match marker {
+            BackfillMarker::Start => b"{\"action\":\"FS\"",
+            BackfillMarker::End { .. } => b"{\"action\":\"FE\"",
+        });
+        if let Some(xid) = stream_xid {
+            field_u64(out, b"xid", xid as u64);
+        }
+        out.extend_from_slice(&relation_head(rel));
+        if let BackfillMarker::End { rows } = marker {
+            field_u64(out, b"rows", rows);
+        }
         out.push(b'}');
         sink.write(true);
     }

@@ -4,7 +4,7 @@
 use super::value::{is_json_number, push_array, push_base64, push_compact_json, push_value, Style};
 use super::*;
 use crate::model::ValueKind;
-use crate::model::{ChangeHeader, Value};
+use crate::model::{ChangeHeader, ChangeSource, Value};
 use crate::output::format::{ChangeContext, RelationRender, StreamedCommit};
 use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
 use crate::output::test_values::{Elements, OneValue};
@@ -792,6 +792,7 @@ fn streaming_two_phase_and_transformed_changes() {
         kind: ChangeKind::Insert,
         transformed_from: Some(ChangeKind::Update),
         stream_xid: Some(801),
+        source: ChangeSource::Wal,
     };
     change(
         &mut f,

@@ -1,7 +1,9 @@
 use super::v1;
 use super::v2;
 use super::*;
-use crate::model::{ChangeHeader, ChangeKind, ReplicaIdentity, TupleValues, TxnInfo, Value};
+use crate::model::{
+    ChangeHeader, ChangeKind, ChangeSource, ReplicaIdentity, TupleValues, TxnInfo, Value,
+};
 use crate::options::Options;
 use crate::output::test_values::OneValue;
 use crate::text::encoding::ServerEncoding;
@@ -332,6 +334,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
             kind: ChangeKind::Insert,
             transformed_from: Some(ChangeKind::Update),
             stream_xid: Some(12),
+            source: ChangeSource::Wal,
         },
         &relation(),
         &Default::default(),
@@ -357,6 +360,7 @@ fn transformed_changes_are_marked_and_column_lists_apply() {
             kind: ChangeKind::Delete,
             transformed_from: Some(ChangeKind::Update),
             stream_xid: Some(12),
+            source: ChangeSource::Wal,
         },
         &relation(),
         &Default::default(),

@@ -1,0 +1,205 @@
+//! The backfill message (pure code): how `pubjson.backfill()` hands a chunk
+//! of a table's rows to the decoder through the WAL.
+//!
+//! Each chunk is one transaction that reads its rows `FOR SHARE`, writes
+//! them in one transactional logical message with prefix [`PREFIX`], and
+//! records the message's SHA-256 ([`digest`]) in its row of
+//! `pubjson.backfill_progress`, a table only the extension's owner can
+//! write. The decoder sees that row's change first (the message is written
+//! after it) and decodes a message only when the transaction recorded its
+//! digest: a message anybody else writes with the prefix (every role may
+//! call `pg_logical_emit_message`) is ignored, never deformed as tuples.
+//!
+//! Layout (integers little-endian):
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 4 | [`MAGIC`] |
+//! | 4 | the relation's OID |
+//! | 1 | flags: [`FIRST`] (the backfill's first chunk), [`LAST`] (its last) |
+//! | 8 | rows read by the backfill so far, this chunk's included |
+//! | 4 | rows in this chunk, then each as a 4-byte length and the row: a composite datum of the relation's row type (a heap tuple header and its data, detoasted) |
+
+use sha2::{Digest, Sha256};
+
+/// The logical message prefix of backfill chunks.
+pub const PREFIX: &[u8] = b"pubjson.backfill";
+
+/// The first bytes of a backfill message (and its layout's version).
+pub const MAGIC: &[u8; 4] = b"PJB1";
+
+/// Flag: the chunk is the backfill's first (a `backfill start` object).
+pub const FIRST: u8 = 1;
+/// Flag: the chunk is the backfill's last (a `backfill end` object).
+pub const LAST: u8 = 2;
+
+const HEADER_LEN: usize = 4 + 4 + 1 + 8 + 4;
+
+/// One chunk, as written and as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk<'a> {
+    pub relid: u32,
+    pub first: bool,
+    pub last: bool,
+    /// Rows read by the backfill so far, this chunk's included.
+    pub rows_so_far: u64,
+    /// The rows' bytes, each a composite datum of the relation's row type.
+    pub rows: Vec<&'a [u8]>,
+}
+
+/// Why message bytes are not a backfill chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkError {
+    /// Not [`MAGIC`]: another layout, or not a backfill message.
+    UnknownLayout,
+    /// Shorter than its header or its rows say.
+    Truncated,
+    /// Bytes after the last row.
+    TrailingBytes,
+}
+
+/// The bytes of a message carrying `rows` (see the module comment).
+pub fn encode(relid: u32, flags: u8, rows_so_far: u64, rows: &[&[u8]]) -> Vec<u8> {
+    let len = HEADER_LEN + rows.iter().map(|r| 4 + r.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&relid.to_le_bytes());
+    out.push(flags);
+    out.extend_from_slice(&rows_so_far.to_le_bytes());
+    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    for row in rows {
+        out.extend_from_slice(&(row.len() as u32).to_le_bytes());
+        out.extend_from_slice(row);
+    }
+    out
+}
+
+fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8], ChunkError> {
+    if bytes.len() < n {
+        return Err(ChunkError::Truncated);
+    }
+    let (head, rest) = bytes.split_at(n);
+    *bytes = rest;
+    Ok(head)
+}
+
+fn take_u32(bytes: &mut &[u8]) -> Result<u32, ChunkError> {
+    let b = take(bytes, 4)?;
+    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Reads a message's bytes back (the rows are borrowed, not copied).
+pub fn parse(content: &[u8]) -> Result<Chunk<'_>, ChunkError> {
+    let mut rest = content;
+    if take(&mut rest, 4).map_err(|_| ChunkError::UnknownLayout)? != MAGIC {
+        return Err(ChunkError::UnknownLayout);
+    }
+    let relid = take_u32(&mut rest)?;
+    let flags = take(&mut rest, 1)?[0];
+    let so_far = take(&mut rest, 8)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(so_far);
+    let count = take_u32(&mut rest)? as usize;
+    // Each row needs at least its length: a count the bytes cannot hold is
+    // refused before anything is allocated for it.
+    if count > rest.len() / 4 {
+        return Err(ChunkError::Truncated);
+    }
+    let mut rows = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = take_u32(&mut rest)? as usize;
+        rows.push(take(&mut rest, len)?);
+    }
+    if !rest.is_empty() {
+        return Err(ChunkError::TrailingBytes);
+    }
+    Ok(Chunk {
+        relid,
+        first: flags & FIRST != 0,
+        last: flags & LAST != 0,
+        rows_so_far: u64::from_le_bytes(word),
+        rows,
+    })
+}
+
+/// The SHA-256 of a message's content: what its progress row records.
+pub fn digest(content: &[u8]) -> [u8; 32] {
+    Sha256::digest(content).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_chunk_reads_back_as_written() {
+        let rows: [&[u8]; 3] = [b"one", b"", b"three\0bytes"];
+        let bytes = encode(16384, FIRST | LAST, 3, &rows);
+        assert_eq!(&bytes[..4], MAGIC);
+        assert_eq!(
+            parse(&bytes),
+            Ok(Chunk {
+                relid: 16384,
+                first: true,
+                last: true,
+                rows_so_far: 3,
+                rows: rows.to_vec(),
+            })
+        );
+        let empty = encode(7, LAST, 10, &[]);
+        let chunk = parse(&empty).unwrap();
+        assert!(!chunk.first && chunk.last && chunk.rows.is_empty());
+        assert_eq!(chunk.rows_so_far, 10);
+    }
+
+    #[test]
+    fn other_bytes_are_refused() {
+        let bytes = encode(1, 0, 1, &[b"row"]);
+        assert_eq!(parse(b""), Err(ChunkError::UnknownLayout));
+        assert_eq!(parse(b"PJB2rest"), Err(ChunkError::UnknownLayout));
+        for cut in 4..bytes.len() {
+            assert_eq!(parse(&bytes[..cut]), Err(ChunkError::Truncated), "{cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(parse(&longer), Err(ChunkError::TrailingBytes));
+        // A count no bytes back.
+        let mut huge = encode(1, 0, 0, &[]);
+        huge[17..21].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(parse(&huge), Err(ChunkError::Truncated));
+    }
+
+    #[test]
+    fn the_digest_is_sha256() {
+        // SHA-256 of "abc" (FIPS 180-2's example).
+        assert_eq!(
+            digest(b"abc")[..8],
+            [0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_rows_round_trip(
+            relid: u32,
+            flags in 0u8..4,
+            so_far: u64,
+            rows in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8),
+        ) {
+            let borrowed: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+            let bytes = encode(relid, flags, so_far, &borrowed);
+            let chunk = parse(&bytes).unwrap();
+            prop_assert_eq!(chunk.relid, relid);
+            prop_assert_eq!(chunk.first, flags & FIRST != 0);
+            prop_assert_eq!(chunk.last, flags & LAST != 0);
+            prop_assert_eq!(chunk.rows_so_far, so_far);
+            prop_assert_eq!(chunk.rows, borrowed);
+        }
+
+        #[test]
+        fn any_bytes_parse_or_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse(&bytes);
+        }
+    }
+}
