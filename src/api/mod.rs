@@ -15,6 +15,10 @@
 //! file into the generated extension script, after the one C function they
 //! call (`recovery.rs`: the startup process's WAL receipt time).
 //!
+//! `ddl.sql` holds DDL capture (`pubjson.enable_ddl_capture`,
+//! `pubjson.disable_ddl_capture` and the event trigger functions; see
+//! docs/ddl.md): plain PL/pgSQL, decoded by `plugin::ddl`.
+//!
 //! Every SQL and PL/pgSQL function pins `SET search_path = pg_catalog,
 //! pg_temp`, so nothing on the caller's search_path can stand in for a
 //! function or operator they use (PostgreSQL's "Security Considerations for
@@ -41,4 +45,9 @@ pgrx::extension_sql_file!(
     "conflicts.sql",
     name = "conflicts",
     requires = [replay_receipt_time]
+);
+pgrx::extension_sql_file!(
+    "ddl.sql",
+    name = "ddl",
+    requires = ["conflicts", "decoding_stats_view"]
 );

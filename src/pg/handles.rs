@@ -538,3 +538,37 @@ impl CacheMemory<'_> {
         self.context
     }
 }
+
+/// Runs `f` on table `relid` (an ordinary or partitioned table) as the
+/// catalog is at the position being decoded, or returns `None`: when no
+/// such table exists there (dropped, never was, or another kind of
+/// relation), or when the caller is not replaying a transaction under the
+/// historic snapshot (only a transactional message's callback asks), which
+/// is checked here rather than promised.
+pub fn with_table<R>(relid: u32, f: impl FnOnce(Rel<'_>) -> R) -> Option<R> {
+    // SAFETY: both read backend-local state and have no preconditions.
+    let replaying = unsafe { pg_sys::IsTransactionState() && pg_sys::HistoricSnapshotActive() };
+    if !replaying || relid == 0 {
+        return None;
+    }
+    // SAFETY: in a transaction under the historic snapshot (checked above)
+    // a relcache lookup is allowed; it returns NULL for an OID the
+    // snapshot's catalog does not have.
+    let rel = unsafe { pg_sys::RelationIdGetRelation(pg_sys::Oid::from(relid)) };
+    if rel.is_null() {
+        return None;
+    }
+    // SAFETY: `rel` is open (non-NULL, pinned by RelationIdGetRelation);
+    // rd_rel is set for every open relation.
+    let relkind = unsafe { (*(*rel).rd_rel).relkind } as u8;
+    let result = (relkind == pg_sys::RELKIND_RELATION
+        || relkind == pg_sys::RELKIND_PARTITIONED_TABLE)
+        // SAFETY: `rel` stays open until RelationClose below, after `f`
+        // returned, and `f`'s Rel cannot outlive the call (its lifetime is
+        // the closure's).
+        .then(|| f(unsafe { Rel::new(rel) }));
+    // SAFETY: closes the reference opened above (an ERROR in `f` leaves it
+    // to the transaction's resource owner, which releases it at abort).
+    unsafe { pg_sys::RelationClose(rel) };
+    result
+}

@@ -351,6 +351,15 @@ pub fn decode_message(
             record.changes_seen += 1;
         }
     }
+    // Format 3 writes DDL capture messages as DDL objects, whatever the
+    // message options (formats 1 and 2 keep wal2json's ordinary message).
+    if transactional
+        && prefix == crate::output::v3::ddl::DDL_PREFIX
+        && state.opts.format_version == 3
+        && crate::plugin::ddl::decode_ddl(state, writer, txn, lsn, content, streamed)
+    {
+        return;
+    }
     if !state.opts.messages_enabled() || !state.opts.message_prefix_wanted(prefix) {
         state.stats.filtered_by_action += 1;
         return;

@@ -7,6 +7,7 @@
 //! live view's samples of the reorder buffer (`sampling.rs`).
 
 mod callbacks;
+mod ddl;
 mod decode;
 mod sampling;
 mod state;

@@ -15,9 +15,11 @@
 //! | `FS`/`FE` | [`xid`,] `relid`, `schema`, `table`; `FE` adds `rows` (a relation's backfill starts, ends) |
 //! | `T` | [`xid`,] `relid`, `schema`, `table` |
 //! | `M` | [`xid`,] `transactional`, `lsn`, `prefix`, `content` |
+//! | `DDL` | see `ddl.rs` (a DDL capture message) |
 //! | `S`/`E`/`A` | as in formats 1 and 2 |
 //! | `P`/`CP`/`RP` | as in formats 1 and 2, `timestamp` in ISO 8601; `P` adds `changes` |
 
+pub mod ddl;
 pub mod value;
 
 #[cfg(test)]

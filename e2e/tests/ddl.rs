@@ -1,0 +1,995 @@
+//! DDL capture end to end (docs/ddl.md): `pubjson.enable_ddl_capture()`'s
+//! event triggers write one `pubjson.ddl` message per command; format 3
+//! shows it as a `DDL` object in commit order with the rows around it,
+//! formats 1 and 2 as wal2json's ordinary message.
+//!
+//! Each test has its own database `pubjson_ddl_<name>`; slot creation is
+//! serialized with the other suites; roles are named `ddl_<test>_...`.
+
+use postgres::Client;
+use pubjson_e2e::{
+    complete_lines, drop_slot, poll, scratch_dir, serialize, sqlstate, RecvLogical, Server,
+};
+use serde_json::Value;
+use std::time::Duration;
+
+fn database(name: &str) -> (String, Client) {
+    let dbname = format!("pubjson_ddl_{name}");
+    let client = Server::main().fresh_database_with_pubjson(&dbname);
+    (dbname, client)
+}
+
+fn exec(c: &mut Client, sql: &str) {
+    c.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)));
+}
+
+fn slot(c: &mut Client, name: &str) {
+    let _serial = serialize();
+    c.execute(
+        "select pg_create_logical_replication_slot($1, 'pubjson')",
+        &[&name],
+    )
+    .unwrap_or_else(|e| panic!("slot {name}: {}", pubjson_e2e::describe_error(&e)));
+}
+
+/// Decodes (consuming) with `opts`; every row must be one JSON object.
+fn get(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<Value> {
+    exec(c, "select txid_current()");
+    let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+    c.query(
+        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
+        &[&slot, &opts],
+    )
+    .unwrap_or_else(|e| panic!("get_changes: {}", pubjson_e2e::describe_error(&e)))
+    .iter()
+    .map(|r| {
+        let text: String = r.get(0);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    })
+    .collect()
+}
+
+fn get3(c: &mut Client, slot: &str, extra: &[&str]) -> Vec<Value> {
+    let mut opts = vec!["format-version", "3"];
+    opts.extend_from_slice(extra);
+    get(c, slot, &opts)
+}
+
+/// `B`, `C`, `R`, `I`... and `DDL:<tag>` per object.
+fn summary(objects: &[Value]) -> String {
+    objects
+        .iter()
+        .map(|o| match o["action"].as_str().unwrap_or("?") {
+            "DDL" => format!("DDL:{}", o["tag"].as_str().unwrap_or("?")),
+            a => a.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn ddl(objects: &[Value]) -> Vec<&Value> {
+    objects.iter().filter(|o| o["action"] == "DDL").collect()
+}
+
+fn columns(r: &Value) -> Vec<String> {
+    r["columns"]
+        .as_array()
+        .expect("R columns")
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["name"].as_str().unwrap_or("?"),
+                c["type"].as_str().unwrap_or("?")
+            )
+        })
+        .collect()
+}
+
+fn count(c: &mut Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)))
+        .get(0)
+}
+
+const TRIGGERS: &str = "select count(*) from pg_event_trigger where evtname like 'pubjson%'";
+const FUNCTIONS: &str =
+    "select count(*) from pg_proc where proname in ('_ddl_event', 'enable_ddl_capture', 'disable_ddl_capture')";
+
+/// Enable and disable are idempotent, superuser only (42501), and neither
+/// the triggers nor the functions outlive DROP EXTENSION.
+#[test]
+fn capture_on_off_and_drop_extension() {
+    let (dbname, mut c) = database("onoff");
+    assert_eq!(count(&mut c, TRIGGERS), 0, "off by default");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture(); select pubjson.enable_ddl_capture()",
+    );
+    assert_eq!(count(&mut c, TRIGGERS), 2);
+    assert_eq!(
+        count(
+            &mut c,
+            "select count(*) from pg_depend d join pg_event_trigger e on d.objid = e.oid \
+                       where d.deptype = 'e' and e.evtname like 'pubjson%'"
+        ),
+        2,
+        "the triggers are members of the extension"
+    );
+    exec(
+        &mut c,
+        "alter event trigger pubjson_sql_drop disable; select pubjson.enable_ddl_capture()",
+    );
+    assert_eq!(
+        count(&mut c, "select count(*) from pg_event_trigger where evtname like 'pubjson%' and evtenabled = 'O'"),
+        2,
+        "enable turns a disabled trigger back on"
+    );
+    exec(
+        &mut c,
+        "do $$ begin if not exists (select from pg_roles where rolname = 'ddl_onoff_user') \
+         then create role ddl_onoff_user login; end if; end $$",
+    );
+    let mut user = Server::main().connect_as(&dbname, "ddl_onoff_user");
+    for f in ["enable_ddl_capture", "disable_ddl_capture"] {
+        let e = user
+            .batch_execute(&format!("select pubjson.{f}()"))
+            .expect_err("an ordinary role may not");
+        assert_eq!(sqlstate(&e), "42501", "{f}");
+    }
+    // Granted EXECUTE, the role still meets the superuser check.
+    exec(
+        &mut c,
+        "grant execute on function pubjson.disable_ddl_capture() to ddl_onoff_user",
+    );
+    let e = user
+        .batch_execute("select pubjson.disable_ddl_capture()")
+        .expect_err("not a superuser");
+    assert_eq!(sqlstate(&e), "42501");
+    drop(user);
+    exec(
+        &mut c,
+        "revoke execute on function pubjson.disable_ddl_capture() from ddl_onoff_user",
+    );
+    exec(
+        &mut c,
+        "select pubjson.disable_ddl_capture(); select pubjson.disable_ddl_capture()",
+    );
+    assert_eq!(count(&mut c, TRIGGERS), 0);
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture(); drop extension pubjson",
+    );
+    assert_eq!(
+        count(&mut c, TRIGGERS),
+        0,
+        "DROP EXTENSION removes the triggers"
+    );
+    assert_eq!(count(&mut c, FUNCTIONS), 0, "and the functions");
+    // DDL goes on without the extension.
+    exec(&mut c, "create table after_drop (id int)");
+}
+
+/// Each command class gives its DDL object where it committed, between
+/// the rows of neighbouring transactions; rolled-back DDL gives nothing;
+/// the relations carry the new description.
+#[test]
+fn command_classes_in_commit_order() {
+    let (_db, mut c) = database("classes");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_classes");
+    exec(&mut c, "create table t (id int primary key, a text)");
+    exec(&mut c, "insert into t values (1, 'x')");
+    exec(&mut c, "begin; alter table t add column gone int; rollback");
+    exec(
+        &mut c,
+        "begin; insert into t values (2, 'y');
+         alter table t add column b int default 3, alter column a type varchar(10);
+         insert into t values (3, 'z', 4); commit",
+    );
+    exec(&mut c, "alter table t rename column b to c");
+    exec(&mut c, "alter table t drop column c");
+    exec(&mut c, "create index t_a on t (a)");
+    exec(&mut c, "create table ctas as select id, a from t");
+    exec(
+        &mut c,
+        "create table p (id int, k int) partition by range (k);
+         create table p1 (id int, k int);
+         alter table p attach partition p1 for values from (0) to (10);
+         alter table p detach partition p1",
+    );
+    exec(&mut c, "drop table ctas");
+    let objects = get3(&mut c, "ddl_classes", &[]);
+    assert_eq!(
+        summary(&objects),
+        "B DDL:CREATE TABLE C \
+         B R I C \
+         B I DDL:ALTER TABLE R I C \
+         B DDL:ALTER TABLE C \
+         B DDL:ALTER TABLE C \
+         B DDL:CREATE INDEX C \
+         B R I I I DDL:CREATE TABLE AS C \
+         B DDL:CREATE TABLE DDL:CREATE TABLE DDL:ALTER TABLE DDL:ALTER TABLE C \
+         B DDL:DROP TABLE C",
+        "{objects:#?}"
+    );
+    let events = ddl(&objects);
+    let create = events[0];
+    assert_eq!(create["event"], "ddl_command_end");
+    assert_eq!(
+        create["command"],
+        "create table t (id int primary key, a text)"
+    );
+    assert_eq!(create["role"], "postgres");
+    assert_eq!(create["objects"][0]["type"], "table");
+    assert_eq!(create["objects"][0]["schema"], "public");
+    assert_eq!(create["objects"][0]["identity"], "public.t");
+    let oid = create["objects"][0]["oid"].as_u64().expect("oid");
+    assert_eq!(
+        create["objects"][1]["type"], "index",
+        "the primary key's index"
+    );
+    assert_eq!(create["relations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(create["relations"][0]["relid"].as_u64(), Some(oid));
+    assert_eq!(columns(&create["relations"][0]), ["id integer", "a text"]);
+    // Several subcommands: one object, the new description, equal to the
+    // R object the next change brings.
+    let alter = events[1];
+    assert_eq!(
+        columns(&alter["relations"][0]),
+        ["id integer", "a character varying(10)", "b integer"]
+    );
+    let after: Vec<&Value> = objects.iter().filter(|o| o["action"] == "R").collect();
+    assert_eq!(after[1], &alter["relations"][0], "R and DDL agree");
+    assert_eq!(
+        columns(&events[2]["relations"][0]),
+        ["id integer", "a character varying(10)", "c integer"]
+    );
+    assert_eq!(
+        columns(&events[3]["relations"][0]),
+        ["id integer", "a character varying(10)"]
+    );
+    assert_eq!(events[4]["objects"][0]["type"], "index");
+    assert_eq!(events[4]["objects"][0]["identity"], "public.t_a");
+    assert_eq!(
+        events[4]["relations"][0]["relid"].as_u64(),
+        Some(oid),
+        "an index's table"
+    );
+    assert_eq!(
+        columns(&events[5]["relations"][0]),
+        ["id integer", "a character varying(10)"]
+    );
+    // The multi-statement string: every command carries the whole string.
+    let partitions = &events[6..10];
+    for e in partitions {
+        assert!(
+            e["command"]
+                .as_str()
+                .unwrap_or("")
+                .contains("detach partition p1"),
+            "{e}"
+        );
+    }
+    assert_eq!(partitions[0]["objects"][0]["type"], "table");
+    assert_eq!(partitions[0]["objects"][0]["identity"], "public.p");
+    assert_eq!(
+        partitions[2]["objects"][0]["identity"], "public.p",
+        "attach: the parent"
+    );
+    assert_eq!(
+        partitions[3]["objects"][0]["identity"], "public.p",
+        "detach: the parent"
+    );
+    let drop = events[10];
+    assert_eq!(drop["event"], "sql_drop");
+    assert_eq!(drop["objects"][0]["identity"], "public.ctas");
+    assert_eq!(drop["relations"], serde_json::json!([]));
+    drop_slot(&mut c, "ddl_classes");
+}
+
+/// An ordinary role creates and alters its own tables with a search_path
+/// that puts look-alikes of the functions capture calls first; names with
+/// quotes, backslashes and non-ASCII come out intact; nothing planted runs.
+#[test]
+fn ordinary_role_hostile_names_and_lookalikes() {
+    let (dbname, mut c) = database("hostile");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    exec(
+        &mut c,
+        "do $$ begin if not exists (select from pg_roles where rolname = 'ddl_hostile_user') \
+         then create role ddl_hostile_user login; end if; end $$;
+         grant create on schema public to ddl_hostile_user;
+         create table public.planted_ran (what text);
+         grant insert on public.planted_ran to public;
+         create function public.current_setting(text) returns text language sql
+           as $$ insert into public.planted_ran values ('current_setting') returning 'x' $$;
+         create function public.current_query() returns text language sql
+           as $$ insert into public.planted_ran values ('current_query') returning 'x' $$;
+         create function public.pg_logical_emit_message(boolean, text, text) returns pg_lsn language sql
+           as $$ insert into public.planted_ran values ('emit') returning '0/0'::pg_lsn $$;
+         create function public.pg_event_trigger_ddl_commands() returns setof int language sql
+           as $$ insert into public.planted_ran values ('ddl_commands') returning 1 $$;
+         create function public.json_build_object(text, text) returns json language sql
+           as $$ insert into public.planted_ran values ('json_build_object') returning '{}'::json $$;
+         create function public.ddl_eq(text, text) returns boolean language sql
+           as $$ insert into public.planted_ran values ('=') returning pg_catalog.texteq($1, $2) $$;
+         create operator public.= (leftarg = text, rightarg = text, function = public.ddl_eq);",
+    );
+    slot(&mut c, "ddl_hostile");
+    let mut user = Server::main().connect_as(&dbname, "ddl_hostile_user");
+    exec(
+        &mut user,
+        "set search_path = public, pg_catalog;
+         create table \"q\"\"uo\\te é\" (\"c\"\"ol\\ ü\" int primary key);
+         alter table \"q\"\"uo\\te é\" add column \"naïve\" text;
+         insert into \"q\"\"uo\\te é\" values (1, 'v');
+         create type pg_temp.text as (x int);
+         create index qi on \"q\"\"uo\\te é\" (\"naïve\")",
+    );
+    drop(user);
+    let objects = get3(&mut c, "ddl_hostile", &[]);
+    assert_eq!(
+        summary(&objects),
+        // A temporary type is not captured, and a temporary `text` (types
+        // in pg_temp come first) does not stop capture.
+        "B DDL:CREATE TABLE DDL:ALTER TABLE R I DDL:CREATE INDEX C",
+        "{objects:#?}"
+    );
+    let events = ddl(&objects);
+    assert_eq!(events[0]["role"], "ddl_hostile_user");
+    assert_eq!(events[0]["search_path"], "public, pg_catalog");
+    assert_eq!(
+        events[0]["objects"][0]["identity"],
+        "public.\"q\"\"uo\\te é\""
+    );
+    assert_eq!(events[0]["relations"][0]["table"], "q\"uo\\te é");
+    assert_eq!(
+        columns(&events[1]["relations"][0]),
+        ["c\"ol\\ ü integer", "naïve text"]
+    );
+    assert!(events[0]["command"]
+        .as_str()
+        .unwrap_or("")
+        .contains("create table \"q\"\"uo\\te é\""));
+    assert_eq!(
+        count(&mut c, "select count(*) from public.planted_ran"),
+        0,
+        "a look-alike ran"
+    );
+    // They would be picked by unqualified calls on that path.
+    exec(&mut c, "set search_path = public, pg_catalog; select current_query(); select 'a'::text = 'a'::text; reset search_path");
+    assert_eq!(count(&mut c, "select count(*) from public.planted_ran"), 2);
+    drop_slot(&mut c, "ddl_hostile");
+}
+
+/// With publication_names, DDL on published tables only (a FOR TABLES IN
+/// SCHEMA target includes a table created there later, FOR ALL TABLES
+/// every table), drops of the tables its publications published; without
+/// it, every DDL. Formats 1 and 2 show the ordinary
+/// message, as wal2json would, unless its prefix is filtered.
+#[test]
+fn publications_and_other_formats() {
+    let (_db, mut c) = database("pubs");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create schema s;
+         create table pa (id int primary key);
+         create table pb (id int primary key);
+         create publication ddl_pub for table pa, tables in schema s;
+         create publication ddl_all for all tables;",
+    );
+    slot(&mut c, "ddl_pubs");
+    exec(&mut c, "alter table pa add column x int");
+    exec(&mut c, "alter table pb add column x int");
+    exec(&mut c, "create table s.fresh (id int)");
+    exec(
+        &mut c,
+        "create function f() returns int language sql as 'select 1'",
+    );
+    exec(&mut c, "drop table pb");
+    exec(&mut c, "drop table s.fresh");
+    exec(&mut c, "drop table pa");
+    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
+        exec(c, "select txid_current()");
+        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+        c.query(
+            "select data from pg_logical_slot_peek_changes('ddl_pubs', NULL, NULL, VARIADIC $1::text[])",
+            &[&opts],
+        )
+        .expect("peek")
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+        .collect()
+    };
+    let published = peek(
+        &mut c,
+        &["format-version", "3", "publication_names", "ddl_pub"],
+    );
+    let tags = |objects: &[Value]| -> Vec<String> {
+        ddl(objects)
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["tag"].as_str().unwrap_or(""),
+                    e["objects"][0]["identity"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    // Drops by the publications the trigger found: pa's own membership,
+    // s's schema; pb was in none of ddl_pub's.
+    assert_eq!(
+        tags(&published),
+        [
+            "ALTER TABLE public.pa",
+            "CREATE TABLE s.fresh",
+            "DROP TABLE s.fresh",
+            "DROP TABLE public.pa"
+        ],
+        "{published:#?}"
+    );
+    let every_table = peek(
+        &mut c,
+        &["format-version", "3", "publication_names", "ddl_all"],
+    );
+    assert_eq!(
+        tags(&every_table),
+        [
+            "ALTER TABLE public.pa",
+            "ALTER TABLE public.pb",
+            "CREATE TABLE s.fresh",
+            "DROP TABLE public.pb",
+            "DROP TABLE s.fresh",
+            "DROP TABLE public.pa"
+        ],
+        "{every_table:#?}"
+    );
+    let all = peek(&mut c, &["format-version", "3"]);
+    assert_eq!(ddl(&all).len(), 7, "{all:#?}");
+    let drops: Vec<&Value> = ddl(&all)
+        .into_iter()
+        .filter(|e| e["event"] == "sql_drop")
+        .collect();
+    let named: Vec<&Value> = drops.iter().map(|e| &e["publications"]).collect();
+    assert_eq!(
+        named,
+        [
+            &serde_json::json!(["ddl_all"]),
+            &serde_json::json!(["ddl_all", "ddl_pub"]),
+            &serde_json::json!(["ddl_all", "ddl_pub"])
+        ],
+        "pb, s.fresh, pa"
+    );
+    // Format 2: wal2json's message object, unless filtered out.
+    let f2 = peek(&mut c, &["format-version", "2"]);
+    let messages: Vec<&Value> = f2.iter().filter(|o| o["action"] == "M").collect();
+    assert_eq!(messages.len(), 7);
+    assert_eq!(messages[0]["prefix"], "pubjson.ddl");
+    let content: Value = serde_json::from_str(messages[0]["content"].as_str().expect("content"))
+        .expect("JSON content");
+    assert_eq!(content["tag"], "ALTER TABLE");
+    let filtered = peek(
+        &mut c,
+        &["format-version", "2", "filter-msg-prefixes", "pubjson.ddl"],
+    );
+    assert!(filtered.iter().all(|o| o["action"] != "M"), "{filtered:#?}");
+    drop_slot(&mut c, "ddl_pubs");
+}
+
+/// pg_recvlogical receives the DDL objects as the SQL functions do.
+#[test]
+fn pg_recvlogical_receives_ddl() {
+    let (dbname, mut c) = database("recv");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_recv");
+    let dir = scratch_dir("ddl_recv");
+    let file = dir.join("out.jsonl");
+    let mut recv = RecvLogical::start_in(
+        &dbname,
+        "ddl_recv",
+        &file,
+        &[("format-version", Some("3"))],
+        &[],
+    );
+    exec(
+        &mut c,
+        "create table r (id int primary key); insert into r values (1);
+         alter table r add column v text; insert into r values (2, 'two')",
+    );
+    let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
+        let lines = complete_lines(&file);
+        (lines
+            .iter()
+            .filter(|l| l.contains("\"action\":\"C\""))
+            .count()
+            >= 1)
+            .then_some(lines)
+    });
+    recv.stop();
+    let objects: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        summary(&objects),
+        "B DDL:CREATE TABLE R I DDL:ALTER TABLE R I C"
+    );
+    assert_eq!(
+        columns(&ddl(&objects)[1]["relations"][0]),
+        ["id integer", "v text"]
+    );
+    drop(recv);
+    drop_slot(&mut c, "ddl_recv");
+}
+
+/// In databases of the encodings the encodings suite uses, hostile
+/// non-ASCII names come out as pure ASCII JSON that means the right
+/// characters, in the DDL object and its relations.
+#[test]
+fn every_encoding_gives_ascii_json() {
+    let samples = [
+        ("LATIN1", "tëst_é \"q\" \\", "größe"),
+        ("WIN1252", "€uro", "prix€"),
+        ("LATIN2", "tábla_ő", "név_ű"),
+        ("KOI8R", "таблица", "колонка"),
+        ("EUC_JP", "表", "筺　"),
+        ("EUC_KR", "표", "열"),
+    ];
+    let server = Server::main();
+    for (encoding, table, column) in samples {
+        let dbname = format!("pubjson_ddl_enc_{}", encoding.to_ascii_lowercase());
+        server
+            .drop_database(&dbname)
+            .unwrap_or_else(|e| panic!("{e}"));
+        exec(
+            &mut server.connect("postgres"),
+            &format!("create database {dbname} encoding '{encoding}' lc_collate 'C' lc_ctype 'C' template template0"),
+        );
+        let mut c = server.connect_retrying(&dbname, Duration::from_secs(20));
+        exec(
+            &mut c,
+            "create extension pubjson; select pubjson.enable_ddl_capture()",
+        );
+        let slot_name = format!("ddl_enc_{}", encoding.to_ascii_lowercase());
+        slot(&mut c, &slot_name);
+        let (qt, qc) = (
+            format!("\"{}\"", table.replace('"', "\"\"")),
+            format!("\"{}\"", column.replace('"', "\"\"")),
+        );
+        exec(&mut c, &format!("create table {qt} (id int primary key)"));
+        exec(&mut c, &format!("alter table {qt} add column {qc} text"));
+        exec(&mut c, "select txid_current()");
+        let texts: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_get_changes($1, NULL, NULL, 'format-version', '3')",
+                &[&slot_name],
+            )
+            .expect("get_changes")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        for t in &texts {
+            assert!(t.is_ascii(), "{encoding}: not ASCII: {t}");
+        }
+        let objects: Vec<Value> = texts
+            .iter()
+            .map(|t| serde_json::from_str(t).unwrap_or_else(|e| panic!("{encoding}: {e}: {t}")))
+            .collect();
+        let events = ddl(&objects);
+        assert_eq!(events.len(), 2, "{encoding}: {objects:#?}");
+        assert_eq!(events[0]["relations"][0]["table"], table, "{encoding}");
+        assert_eq!(
+            events[0]["objects"][0]["identity"],
+            format!("public.{qt}"),
+            "{encoding}"
+        );
+        assert_eq!(
+            events[1]["command"],
+            format!("alter table {qt} add column {qc} text"),
+            "{encoding}"
+        );
+        assert_eq!(
+            columns(&events[1]["relations"][0]),
+            ["id integer".to_string(), format!("{column} text")],
+            "{encoding}"
+        );
+        drop_slot(&mut c, &slot_name);
+        drop(c);
+        server
+            .drop_database(&dbname)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// The replica the docs' algorithm keeps: tables created and brought in
+/// step from `relations`, dropped by `sql_drop` events, rows applied; it
+/// ends with the source's columns and rows.
+#[test]
+fn replica_kept_by_the_documented_algorithm() {
+    let (_db, mut c) = database("replica");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_replica");
+    let (_rdb, mut replica) = database("replica_target");
+    // A deterministic sequence of DDL and DML over three tables.
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut extra = [0u32; 3];
+    let mut exists = [false; 3];
+    for step in 0..60 {
+        let t = next(3) as usize;
+        let name = format!("rt{t}");
+        let sql = if !exists[t] {
+            exists[t] = true;
+            extra[t] = 0;
+            format!("create table {name} (id int primary key, v text)")
+        } else {
+            match next(6) {
+                0 => {
+                    extra[t] += 1;
+                    format!("alter table {name} add column c{} int", extra[t])
+                }
+                1 if extra[t] > 0 => {
+                    format!("alter table {name} drop column if exists c{}", extra[t])
+                }
+                2 => format!(
+                    "alter table {name} alter column v type varchar({})",
+                    20 + next(20)
+                ),
+                3 => {
+                    exists[t] = false;
+                    format!("drop table {name}")
+                }
+                _ => format!("insert into {name} (id, v) values ({step}, 's{step}')"),
+            }
+        };
+        exec(&mut c, &sql);
+    }
+    let objects = get3(&mut c, "ddl_replica", &[]);
+    let seen = summary(&objects);
+    for class in [
+        "DDL:CREATE TABLE",
+        "DDL:ALTER TABLE",
+        "DDL:DROP TABLE",
+        " I ",
+    ] {
+        assert!(seen.contains(class), "the sequence has no {class}: {seen}");
+    }
+    // The algorithm of docs/ddl.md, by relid; rows by the R objects' names.
+    let mut tables: std::collections::BTreeMap<u64, String> = Default::default();
+    let sql_type = |c: &Value| c["type"].as_str().unwrap_or("text").to_string();
+    for o in &objects {
+        match o["action"].as_str().unwrap_or("") {
+            "DDL" => {
+                for r in o["relations"].as_array().into_iter().flatten() {
+                    let relid = r["relid"].as_u64().expect("relid");
+                    let table = r["table"].as_str().expect("table").to_string();
+                    let cols: Vec<(String, String)> = r["columns"]
+                        .as_array()
+                        .expect("columns")
+                        .iter()
+                        .map(|c| (c["name"].as_str().expect("name").to_string(), sql_type(c)))
+                        .collect();
+                    if let std::collections::btree_map::Entry::Vacant(slot) = tables.entry(relid) {
+                        let defs: Vec<String> =
+                            cols.iter().map(|(n, t)| format!("\"{n}\" {t}")).collect();
+                        exec(
+                            &mut replica,
+                            &format!("create table \"{table}\" ({})", defs.join(", ")),
+                        );
+                        slot.insert(table);
+                        continue;
+                    }
+                    let have: Vec<(String, String)> = replica
+                        .query(
+                            "select attname::text, format_type(atttypid, atttypmod) from pg_attribute \
+                             where attrelid = $1::text::regclass and attnum > 0 and not attisdropped order by attnum",
+                            &[&format!("\"{table}\"")],
+                        )
+                        .expect("columns")
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1)))
+                        .collect();
+                    for (n, _) in &have {
+                        if !cols.iter().any(|(m, _)| m == n) {
+                            exec(
+                                &mut replica,
+                                &format!("alter table \"{table}\" drop column \"{n}\""),
+                            );
+                        }
+                    }
+                    for (n, t) in &cols {
+                        match have.iter().find(|(m, _)| m == n) {
+                            None => exec(
+                                &mut replica,
+                                &format!("alter table \"{table}\" add column \"{n}\" {t}"),
+                            ),
+                            Some((_, old)) if old != t => exec(
+                                &mut replica,
+                                &format!("alter table \"{table}\" alter column \"{n}\" type {t}"),
+                            ),
+                            Some(_) => {}
+                        }
+                    }
+                }
+                if o["event"] == "sql_drop" {
+                    for dropped in o["objects"].as_array().into_iter().flatten() {
+                        if dropped["type"] == "table" {
+                            if let Some(table) =
+                                dropped["oid"].as_u64().and_then(|oid| tables.remove(&oid))
+                            {
+                                exec(&mut replica, &format!("drop table \"{table}\""));
+                            }
+                        }
+                    }
+                }
+            }
+            "I" => {
+                let table = o["table"].as_str().expect("table");
+                let row = o["new"].to_string().replace('\'', "''");
+                exec(
+                    &mut replica,
+                    &format!("insert into \"{table}\" select * from json_populate_record(null::\"{table}\", '{row}')"),
+                );
+            }
+            _ => {}
+        }
+    }
+    let shape = |c: &mut Client| -> Vec<String> {
+        c.query(
+            "select c.relname || ': ' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' order by a.attnum) \
+             from pg_class c join pg_attribute a on a.attrelid = c.oid \
+             where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' and c.relname like 'rt%' \
+               and a.attnum > 0 and not a.attisdropped group by c.relname order by c.relname",
+            &[],
+        )
+        .expect("shape")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+    };
+    let source_shape = shape(&mut c);
+    assert!(!source_shape.is_empty());
+    assert_eq!(shape(&mut replica), source_shape);
+    for (t, exists) in exists.iter().enumerate() {
+        if *exists {
+            let q = format!(
+                "select coalesce(string_agg(id || ':' || v, ',' order by id), '') from rt{t}"
+            );
+            let a: String = c.query_one(&q, &[]).expect("source rows").get(0);
+            let b: String = replica.query_one(&q, &[]).expect("replica rows").get(0);
+            assert_eq!(a, b, "rows of rt{t}");
+        }
+    }
+    drop_slot(&mut c, "ddl_replica");
+}
+
+/// DDL run by a DO block or a function carries the calling statement;
+/// another extension's CREATE EXTENSION is one event naming the
+/// extension, not one per command of its script.
+#[test]
+fn functions_do_blocks_and_extensions() {
+    let (_db, mut c) = database("indirect");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_indirect");
+    exec(&mut c, "do $$ begin create table d1 (id int); end $$");
+    exec(
+        &mut c,
+        "create function mk() returns void language plpgsql as $$ begin create table d2 (id int); end $$",
+    );
+    exec(&mut c, "select mk()");
+    exec(&mut c, "create extension citext");
+    let objects = get3(&mut c, "ddl_indirect", &[]);
+    let events = ddl(&objects);
+    let tags: Vec<&str> = events
+        .iter()
+        .map(|e| e["tag"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "CREATE TABLE",
+            "CREATE FUNCTION",
+            "CREATE TABLE",
+            "CREATE EXTENSION"
+        ],
+        "{objects:#?}"
+    );
+    assert_eq!(
+        events[0]["command"],
+        "do $$ begin create table d1 (id int); end $$"
+    );
+    assert_eq!(events[0]["objects"][0]["identity"], "public.d1");
+    assert_eq!(events[1]["objects"][0]["type"], "function");
+    assert_eq!(events[2]["command"], "select mk()");
+    assert_eq!(events[2]["objects"][0]["identity"], "public.d2");
+    let ext = events[3]["objects"].as_array().expect("objects");
+    assert!(
+        ext.iter()
+            .any(|o| o["type"] == "extension" && o["identity"] == "citext"),
+        "{ext:#?}"
+    );
+    assert_eq!(
+        ext.len(),
+        1,
+        "the script's commands are not listed: {ext:#?}"
+    );
+    drop_slot(&mut c, "ddl_indirect");
+}
+
+/// In a streamed block the DDL object names its transaction (`xid`), in
+/// order with the block's rows; format 1 shows the message as wal2json
+/// does; a publication's column list limits `relations`.
+#[test]
+fn streaming_format_1_and_column_lists() {
+    let (_db, mut c) = database("stream");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create table cl (id int primary key, secret text, open text);
+         create publication ddl_cols for table cl (id, open);",
+    );
+    slot(&mut c, "ddl_stream");
+    exec(
+        &mut c,
+        "begin; insert into cl select i, 's', 'o' from generate_series(1, 3000) i;
+         alter table cl add column more int;
+         insert into cl values (0, 's', 'o', 1); commit",
+    );
+    let major = pubjson_e2e::server_major(&mut c);
+    exec(
+        &mut c,
+        if major >= 16 {
+            "set debug_logical_replication_streaming = immediate"
+        } else {
+            "set logical_decoding_work_mem = '64kB'"
+        },
+    );
+    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
+        exec(c, "select txid_current()");
+        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+        c.query(
+            "select data from pg_logical_slot_peek_changes('ddl_stream', NULL, NULL, VARIADIC $1::text[])",
+            &[&opts],
+        )
+        .expect("peek")
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+        .collect()
+    };
+    let streamed = peek(&mut c, &["format-version", "3", "streaming", "on"]);
+    assert!(
+        streamed.iter().any(|o| o["action"] == "S"),
+        "nothing was streamed"
+    );
+    let events = ddl(&streamed);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let xid = events[0]["xid"]
+        .as_u64()
+        .expect("a streamed DDL object has its xid");
+    let commit = streamed.iter().find(|o| o["action"] == "C").expect("C");
+    assert_eq!(commit["xid"].as_u64(), Some(xid));
+    let position = |pred: &dyn Fn(&Value) -> bool| streamed.iter().position(pred).expect("found");
+    let ddl_at = position(&|o| o["action"] == "DDL");
+    let last_insert = position(&|o| o["action"] == "I" && o["new"]["id"] == 0);
+    let first_insert = position(&|o| o["action"] == "I");
+    assert!(
+        first_insert < ddl_at && ddl_at < last_insert,
+        "order: {first_insert} {ddl_at} {last_insert}"
+    );
+    assert_eq!(
+        columns(&events[0]["relations"][0]),
+        ["id integer", "secret text", "open text", "more integer"]
+    );
+    // With the publication: only its columns.
+    let published = peek(
+        &mut c,
+        &["format-version", "3", "publication_names", "ddl_cols"],
+    );
+    let events = ddl(&published);
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        columns(&events[0]["relations"][0]),
+        ["id integer", "open text"]
+    );
+    // Format 1: one message in the transaction's change list.
+    let f1 = peek(&mut c, &["format-version", "1"]);
+    let changes = f1[0]["change"].as_array().expect("change");
+    let messages: Vec<&Value> = changes.iter().filter(|c| c["kind"] == "message").collect();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert_eq!(messages[0]["prefix"], "pubjson.ddl");
+    drop_slot(&mut c, "ddl_stream");
+}
+
+/// A role with no privilege on schema pubjson, and with an empty or odd
+/// search_path, runs DDL under capture and gets its events.
+#[test]
+fn capture_needs_no_privilege_and_no_path() {
+    let (dbname, mut c) = database("nopath");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         do $$ begin if not exists (select from pg_roles where rolname = 'ddl_nopath_user') \
+         then create role ddl_nopath_user login; end if; end $$;
+         grant create on schema public to ddl_nopath_user;",
+    );
+    slot(&mut c, "ddl_nopath");
+    let server = Server::main();
+    let mut user = server.connect_as(&dbname, "ddl_nopath_user");
+    assert_eq!(
+        count(
+            &mut user,
+            "select count(*) from (select 1 where has_schema_privilege('pubjson', 'usage')) x"
+        ),
+        0,
+        "the role has no USAGE on schema pubjson"
+    );
+    exec(
+        &mut user,
+        "set search_path = ''; create table public.np (id int);
+         set search_path = \"no such schema\", pg_temp; alter table public.np add column v int",
+    );
+    drop(user);
+    let objects = get3(&mut c, "ddl_nopath", &[]);
+    let events = ddl(&objects);
+    let paths: Vec<&str> = events
+        .iter()
+        .map(|e| e["search_path"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        paths,
+        ["\"\"", "\"no such schema\", pg_temp"],
+        "{objects:#?}"
+    );
+    assert_eq!(events[1]["role"], "ddl_nopath_user");
+    drop_slot(&mut c, "ddl_nopath");
+}
+
+/// A partition's DDL, with publish_via_partition_root, describes the root
+/// (its rows come under the root's name); without it, the partition.
+#[test]
+fn partitions_published_through_their_root() {
+    let (_db, mut c) = database("viaroot");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create table vp (id int, k int) partition by range (k);
+         create table vp1 partition of vp for values from (0) to (10);
+         create publication ddl_via_root for table vp with (publish_via_partition_root = true);
+         create publication ddl_as_self for table vp;",
+    );
+    slot(&mut c, "ddl_viaroot");
+    exec(&mut c, "create index vp1_id on vp1 (id)");
+    exec(&mut c, "select txid_current()");
+    for (publication, described) in [("ddl_via_root", "vp"), ("ddl_as_self", "vp1")] {
+        let objects: Vec<Value> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('ddl_viaroot', NULL, NULL, \
+                 'format-version', '3', 'publication_names', $1)",
+                &[&publication],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+            .collect();
+        let events = ddl(&objects);
+        assert_eq!(events.len(), 1, "{publication}: {objects:#?}");
+        assert_eq!(events[0]["objects"][0]["identity"], "public.vp1_id");
+        let tables: Vec<&str> = events[0]["relations"]
+            .as_array()
+            .expect("relations")
+            .iter()
+            .map(|r| r["table"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(tables, [described], "{publication}");
+    }
+    drop_slot(&mut c, "ddl_viaroot");
+}

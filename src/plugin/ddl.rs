@@ -1,0 +1,99 @@
+//! Format 3's DDL events: a transactional message with the capture prefix
+//! (`src/api/ddl.sql`) becomes a `DDL` object (`output::v3::ddl`) whose
+//! `relations` are the changed tables' R objects, described here from the
+//! relation cache with the catalog as it is at the message (so a DDL event
+//! and the next R object never disagree). With `publication_names`, the
+//! event is shown only when its tables are published (docs/ddl.md).
+
+use crate::output::format::Sink;
+use crate::output::v3::ddl::{ddl_object, parse_event};
+use crate::output::v3::relation_object;
+use crate::pg::handles::{with_table, Txn, Writer};
+use crate::plugin::state::DecodingState;
+use crate::plugin::txn::{begin_item, current_txn};
+
+/// Writes the DDL object of a capture message; `false` when `content` is
+/// not a capture message (the caller writes it as an ordinary message).
+pub fn decode_ddl(
+    state: &mut DecodingState,
+    writer: &mut Writer<'_>,
+    txn: Option<Txn<'_>>,
+    lsn: u64,
+    content: &[u8],
+    streamed: bool,
+) -> bool {
+    let Some(event) = parse_event(content) else {
+        return false;
+    };
+    state.relations.collect_garbage();
+    let filtered = state.publications.is_some();
+    // The tables to describe: without publications each changed table;
+    // with them each published one, or the root it is published as
+    // (publish_via_partition_root: its rows come under the root's name).
+    let mut targets: Vec<u32> = Vec::new();
+    let relations = &mut state.relations;
+    let opts = &state.opts;
+    let publications = &mut state.publications;
+    state.change_memory.run(|| {
+        for &relid in &event.relations {
+            let target = with_table(relid, |rel| {
+                if !filtered {
+                    return Some(relid);
+                }
+                let entry = relations.get(rel, opts, publications.as_mut());
+                let info = entry.publish.as_ref()?;
+                Some(info.publish_as_relid.to_u32())
+            });
+            if let Some(Some(target)) = target {
+                if !targets.contains(&target) {
+                    targets.push(target);
+                }
+            }
+        }
+    });
+    // Their R objects, with the publication's column list.
+    let mut descriptions = Vec::new();
+    state.change_memory.run(|| {
+        for &relid in &targets {
+            with_table(relid, |rel| {
+                let entry = relations.get(rel, opts, publications.as_mut());
+                let visible: Vec<bool> = match entry.publish.as_ref().filter(|_| filtered) {
+                    None => vec![true; entry.meta.columns.len()],
+                    Some(info) => entry
+                        .meta
+                        .columns
+                        .iter()
+                        .map(|c| info.column_mask.get(c.attr_index).copied().unwrap_or(false))
+                        .collect(),
+                };
+                let mut object = Vec::new();
+                relation_object(&mut object, &entry.meta, &visible);
+                descriptions.push(object);
+            });
+        }
+    });
+    let published = !targets.is_empty();
+    // A dropped table is no longer in the catalog at the message: the
+    // trigger named the publications that published it.
+    let dropped_published = event.drops_table()
+        && state.opts.publication_names.as_ref().is_some_and(|names| {
+            event
+                .publications
+                .iter()
+                .any(|p| names.iter().any(|n| n == p))
+        });
+    if filtered && !published && !dropped_published {
+        state.stats.filtered_by_table += 1;
+        return true;
+    }
+    let stream_xid = match txn {
+        Some(txn) if streamed => Some(txn.xid()),
+        _ => None,
+    };
+    begin_item(state, writer);
+    let record = current_txn(&mut state.txns);
+    let mut sink = state.sink.output(writer, Some(&mut record.bytes_emitted));
+    ddl_object(sink.buf(), &event, stream_xid, lsn, &descriptions);
+    sink.write(true);
+    true
+}
