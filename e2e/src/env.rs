@@ -101,6 +101,16 @@ pub fn soak() -> bool {
     std::env::var("PUBJSON_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// `PUBJSON_E2E_BATCH_BYTES=N`: format 3's `batch-bytes` for the suites
+/// that decode format 3 through pg_recvlogical and format3.rs's SQL reads
+/// (scripts/test.sh runs them once more with it; without it each
+/// interface's default applies).
+pub fn format3_batch_bytes() -> Option<String> {
+    std::env::var("PUBJSON_E2E_BATCH_BYTES")
+        .ok()
+        .filter(|v| !v.is_empty())
+}
+
 /// `suite::test` of the running test, for [`note_skip`]: the test harness
 /// names each test's thread after the test, and a suite's tests are at the
 /// top of its crate (`module` is the caller's `module_path!()`).

@@ -47,18 +47,37 @@ fn get(c: &mut Client, slot: &str, extra: &[(&str, &str)]) -> Vec<Value> {
         opts.push(k.to_string());
         opts.push(v.to_string());
     }
-    c.query(
-        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
-        &[&slot, &opts],
-    )
-    .unwrap_or_else(|e| panic!("get_changes: {}", pubjson_e2e::describe_error(&e)))
-    .iter()
-    .map(|r| {
-        let text: String = r.get(0);
-        assert!(!text.contains('\n'), "a message spans lines: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-    })
-    .collect()
+    let batched = pubjson_e2e::env::format3_batch_bytes();
+    if let Some(bytes) = &batched {
+        opts.push("batch-bytes".into());
+        opts.push(bytes.clone());
+    }
+    let messages: Vec<String> = c
+        .query(
+            "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
+            &[&slot, &opts],
+        )
+        .unwrap_or_else(|e| panic!("get_changes: {}", pubjson_e2e::describe_error(&e)))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    objects_of(&messages, batched.is_some())
+}
+
+/// The objects of format 3 messages: a row is one object, or with
+/// batching one object per line.
+fn objects_of(messages: &[String], batched: bool) -> Vec<Value> {
+    let mut objects = Vec::new();
+    for text in messages {
+        assert!(
+            batched || !text.contains('\n'),
+            "a message spans lines: {text}"
+        );
+        for line in text.split('\n') {
+            objects.push(serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")));
+        }
+    }
+    objects
 }
 
 fn action(v: &Value) -> &str {
@@ -606,6 +625,105 @@ fn pg_recvlogical_streams_format_3() {
 /// elements; objects that look like the wrapper are wrapped; `changed`
 /// compares values (an update from `'null'` to NULL, and json text that
 /// differs only in blanks, are changes).
+/// Batching changes how many objects a walsender's message holds, never
+/// what pg_recvlogical writes: the same slot position read unbatched, in
+/// small batches and with the default gives the same file, byte for byte,
+/// and the SQL functions' rows, one object each, are its lines.
+#[test]
+fn pg_recvlogical_output_is_the_same_batched_or_not() {
+    let (dbname, mut c) = database("batched");
+    exec(
+        &mut c,
+        "create table t (id int primary key, body text, doc jsonb);
+         create table u (id int primary key)",
+    );
+    slot(&mut c, "f3_batch_sql", "pubjson", false);
+    let bounds = [Some("0"), Some("300"), None];
+    for i in 0..bounds.len() {
+        c.execute(
+            "select pg_copy_logical_replication_slot('f3_batch_sql', $1)",
+            &[&format!("f3_batch_{i}")],
+        )
+        .unwrap_or_else(|e| panic!("copy slot: {}", pubjson_e2e::describe_error(&e)));
+    }
+    // Transactions larger than a default batch, small ones, messages in and
+    // outside transactions, a rolled-back savepoint, a truncate.
+    exec(
+        &mut c,
+        "insert into t select i, repeat('x', i % 300), jsonb_build_object('i', i)
+           from generate_series(1, 3000) i;
+         select pg_logical_emit_message(false, 'out', 'between');
+         begin;
+           update t set body = 'changed' where id % 7 = 0;
+           select pg_logical_emit_message(true, 'in', 'inside');
+           savepoint s; delete from t where id < 100; rollback to s;
+           delete from t where id > 2900;
+         commit;
+         insert into u values (1);
+         truncate u;
+         insert into u values (2);",
+    );
+    let end = pubjson_e2e::one_string(&mut c, "select pg_current_wal_lsn()::text");
+    let dir = scratch_dir("format3_batched");
+    let mut files = Vec::new();
+    for (i, bytes) in bounds.iter().enumerate() {
+        let file = dir.join(format!("out-{i}.jsonl"));
+        let _ = std::fs::remove_file(&file);
+        let mut opts = vec![("format-version", Some("3"))];
+        if let Some(bytes) = bytes {
+            opts.push(("batch-bytes", Some(*bytes)));
+        }
+        let mut recv = RecvLogical::start_in(
+            &dbname,
+            &format!("f3_batch_{i}"),
+            &file,
+            &opts,
+            &["-E", &end],
+        );
+        recv.wait_exit(Duration::from_secs(120));
+        files.push(std::fs::read_to_string(&file).expect("output file"));
+    }
+    assert!(files[0].lines().count() > 3500, "the workload was decoded");
+    assert_eq!(files[0], files[1], "batch-bytes 300 against 0");
+    assert_eq!(files[0], files[2], "the default against 0");
+    // The SQL functions: one object per row (their default), the same lines.
+    let rows: Vec<String> = c
+        .query(
+            "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
+               'format-version', '3')",
+            &[&end],
+        )
+        .expect("peek")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(rows.iter().all(|r| !r.contains('\n')));
+    assert_eq!(rows.join("\n") + "\n", files[0]);
+    // Batched SQL rows hold several lines, end at C (or a message outside
+    // a transaction), and their lines are the same objects.
+    let batched: Vec<String> = c
+        .query(
+            "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
+               'format-version', '3', 'batch-bytes', '4096')",
+            &[&end],
+        )
+        .expect("peek batched")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(batched.len() < rows.len() / 10, "{} rows", batched.len());
+    assert_eq!(batched.join("\n"), rows.join("\n"));
+    for row in &batched {
+        let last = objects_of(&[row.clone()], true).pop().expect("an object");
+        let whole = row.len() >= 4096 || matches!(action(&last), "C" | "M");
+        assert!(whole, "a batch ended early: {row}");
+    }
+    for i in 0..bounds.len() {
+        drop_slot(&mut c, &format!("f3_batch_{i}"));
+    }
+    drop_slot(&mut c, "f3_batch_sql");
+}
+
 #[test]
 fn json_null_is_not_sql_null() {
     let (_db, mut c) = database("jsonnull");
@@ -1141,18 +1259,25 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
         }
         exec(&mut c, "select txid_current()");
         exec(&mut c, force_streaming);
+        let batch_bytes = pubjson_e2e::env::format3_batch_bytes();
         let decode = |c: &mut Client, function: &str, upto: Option<i32>| -> Vec<Value> {
-            c.query(
-                &format!(
-                    "select data from {function}('f3_consumer', null, $1, \
-                     'format-version', '3', 'streaming', 'on', 'two_phase', 'on')"
-                ),
-                &[&upto],
-            )
-            .unwrap_or_else(|e| panic!("{function}: {}", pubjson_e2e::describe_error(&e)))
-            .iter()
-            .map(|r| serde_json::from_str(&r.get::<_, String>(0)).expect("JSON"))
-            .collect()
+            let batching = match &batch_bytes {
+                Some(bytes) => format!(", 'batch-bytes', '{bytes}'"),
+                None => String::new(),
+            };
+            let messages: Vec<String> = c
+                .query(
+                    &format!(
+                        "select data from {function}('f3_consumer', null, $1, \
+                         'format-version', '3', 'streaming', 'on', 'two_phase', 'on'{batching})"
+                    ),
+                    &[&upto],
+                )
+                .unwrap_or_else(|e| panic!("{function}: {}", pubjson_e2e::describe_error(&e)))
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            objects_of(&messages, batch_bytes.is_some())
         };
         // A session cut short, then the whole of it again.
         let cut = 1 + rng.below(200) as i32;
