@@ -189,6 +189,59 @@ pub fn parse(content: &[u8]) -> Result<Chunk<'_>, ChunkError> {
     })
 }
 
+/// A snapshot as `pg_current_snapshot()` writes it (`xmin:xmax:xip,...`,
+/// 64-bit transaction ids): which transactions' changes it sees. A chunk
+/// reads it to tell the rows of its own snapshot from the newer versions
+/// PostgreSQL returns for rows it waited for (`src/api/backfill.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotXids {
+    xmin: u64,
+    xmax: u64,
+    xip: Vec<u64>,
+}
+
+impl SnapshotXids {
+    pub fn parse(text: &str) -> Option<SnapshotXids> {
+        let mut parts = text.split(':');
+        let xmin = parts.next()?.parse().ok()?;
+        let xmax = parts.next()?.parse().ok()?;
+        let xip = match parts.next()? {
+            "" => Vec::new(),
+            list => list
+                .split(',')
+                .map(|x| x.parse().ok())
+                .collect::<Option<Vec<u64>>>()?,
+        };
+        if parts.next().is_some() || xmin > xmax {
+            return None;
+        }
+        Some(SnapshotXids { xmin, xmax, xip })
+    }
+
+    /// Whether a row version written by `xmin` (a 32-bit xid, as the
+    /// `xmin` column shows it) is one this snapshot sees. The 32 bits are
+    /// placed as PostgreSQL compares xids: up to 2^31 behind `xmax`, else
+    /// at or after it (a transaction that began after the snapshot, whose
+    /// version a chunk waited for: not seen). Special xids (invalid,
+    /// bootstrap, frozen: below 3) are seen; a frozen row's original xmin
+    /// may be taken for a newer one: only ever "not seen", never the other
+    /// way.
+    pub fn sees(&self, xmin: u32) -> bool {
+        if xmin < 3 {
+            return true;
+        }
+        let xmax_low = self.xmax as u32;
+        if xmin.wrapping_sub(xmax_low) < 1 << 31 {
+            return false;
+        }
+        let behind = xmax_low.wrapping_sub(xmin) as u64;
+        let Some(full) = self.xmax.checked_sub(behind) else {
+            return false;
+        };
+        full < self.xmin || !self.xip.contains(&full)
+    }
+}
+
 /// The SHA-256 of a message's content: what its progress row records.
 pub fn digest(content: &[u8]) -> [u8; 32] {
     Sha256::digest(content).into()
@@ -244,6 +297,46 @@ mod tests {
         assert_eq!(
             digest(b"abc")[..8],
             [0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea]
+        );
+    }
+
+    #[test]
+    fn a_snapshot_sees_what_committed_before_it() {
+        // Epoch 1: 64-bit ids 2^32 + n.
+        let e = 1u64 << 32;
+        let text = format!("{}:{}:{},{}", e + 100, e + 110, e + 102, e + 105);
+        let s = SnapshotXids::parse(&text).unwrap();
+        assert!(s.sees(2), "frozen");
+        assert!(s.sees(99) && s.sees(101) && s.sees(109));
+        assert!(!s.sees(102) && !s.sees(105), "running");
+        assert!(!s.sees(110) && !s.sees(111), "at or after xmax");
+        assert!(!s.sees(110 + (1 << 30)), "far after xmax");
+        // An xid of the previous epoch, just below the wrap.
+        let s = SnapshotXids::parse(&format!("{}:{}:", e + 5, e + 8)).unwrap();
+        assert!(s.sees(u32::MAX - 3));
+        assert!(!s.sees(8));
+        // Epoch 0: nothing below 0.
+        let s = SnapshotXids::parse("10:20:").unwrap();
+        assert!(s.sees(9) && s.sees(15) && !s.sees(u32::MAX));
+        assert!(!s.sees(20));
+        let s = SnapshotXids::parse("10:20:15").unwrap();
+        assert!(!s.sees(15) && s.sees(14));
+        for bad in ["", "1", "1:2", "x:2:", "1:2:3:4", "5:4:", "1:2:a"] {
+            assert_eq!(SnapshotXids::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_builder_writes_what_encode_writes() {
+        let mut b = ChunkBuilder::new();
+        assert!(b.is_empty());
+        assert_eq!(b.len_with(3), HEADER_LEN + 7);
+        b.push(b"one");
+        b.push(b"");
+        assert_eq!((b.rows(), b.len()), (2, HEADER_LEN + 7 + 4));
+        assert_eq!(
+            b.finish(5, 6, LAST, 9),
+            encode(5, 6, LAST, 9, &[b"one", b""])
         );
     }
 

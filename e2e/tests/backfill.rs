@@ -621,7 +621,9 @@ fn replica_of(objects: &[Value], table: &str) -> (Replica, usize) {
 /// in its newest version, with its new key (20 -> 200001), where the old
 /// one was: the chunk must neither end there nor skip the rows between.
 /// Once where the chunk ends by its rows (the moved row is its last), once
-/// where it ends by its bytes (the moved row is the one that reaches them).
+/// where it ends by its bytes (the moved row is the one that reaches them),
+/// and once more by its bytes with a writer that began after the chunk's
+/// snapshot (its transaction id at or after the snapshot's xmax).
 #[test]
 fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
     let (dbname, mut c) = database("moved");
@@ -630,7 +632,9 @@ fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
         "create table t (id int primary key, v text);
          insert into t select i, 'v' || i from generate_series(1, 100) i;
          create table w (id int primary key, v text);
-         insert into w select i, repeat('x', 600) from generate_series(1, 50) i;",
+         insert into w select i, repeat('x', 600) from generate_series(1, 50) i;
+         create table x (like w including all);
+         insert into x select * from w;",
     );
     slot(&mut c, "bf_moved");
     for (table, held, call) in [
@@ -651,8 +655,22 @@ fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
         let (_, outcome) = running.join().expect("backfill thread");
         assert_eq!(outcome, Ok(()), "{table}");
     }
+    // A writer that begins after the chunk's snapshot (the chunk waits at
+    // row 1) moves the row that reaches the bytes: its version is not the
+    // snapshot's either.
+    let mut first = Server::main().connect(&dbname);
+    exec(&mut first, "begin; select * from x where id = 1 for update");
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    let running = in_background(b, "call pubjson.backfill('x', chunk_bytes => 1024)");
+    wait_for_lock(&mut c, "the chunk waits for row 1", pid);
+    exec(&mut c, "update x set id = 200001 where id = 2");
+    exec(&mut first, "commit");
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Ok(()), "x");
+
     let objects = get(&mut c, "bf_moved", &[]);
-    for (table, rows) in [("t", 100), ("w", 50)] {
+    for (table, rows) in [("t", 100), ("w", 50), ("x", 50)] {
         let (replica, fs) = replica_of(&objects, table);
         assert_eq!(replica.starts, 1, "{table}");
         assert_eq!(replica.ends.len(), 1, "{table}");

@@ -22,7 +22,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgSqlErrorCode};
 
-use crate::backfill::{self, ChunkBuilder, FIRST, LAST, MAX_MESSAGE};
+use crate::backfill::{self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE};
 
 /// Settings a chunk runs under, whatever the session's: the last key is
 /// kept as text (`backfill_progress.last_key`), written by one chunk and
@@ -739,46 +739,6 @@ fn bytea_datum(bytes: Vec<u8>) -> pg_sys::Datum {
         pgrx::varlena::set_varsize_4b(ptr as *mut pg_sys::varlena, len as i32);
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(pg_sys::VARHDRSZ), bytes.len());
         pg_sys::Datum::from(ptr)
-    }
-}
-
-/// A snapshot as `pg_current_snapshot()` writes it: which transactions'
-/// changes it sees.
-struct SnapshotXids {
-    xmin: u64,
-    xmax: u64,
-    xip: Vec<u64>,
-}
-
-impl SnapshotXids {
-    fn parse(text: &str) -> Option<SnapshotXids> {
-        let mut parts = text.split(':');
-        let xmin = parts.next()?.parse().ok()?;
-        let xmax = parts.next()?.parse().ok()?;
-        let xip = match parts.next()? {
-            "" => Vec::new(),
-            list => list
-                .split(',')
-                .map(|x| x.parse().ok())
-                .collect::<Option<Vec<u64>>>()?,
-        };
-        Some(SnapshotXids { xmin, xmax, xip })
-    }
-
-    /// Whether a row version written by `xmin` (a 32-bit xid, as the
-    /// `xmin` column shows it) is one this snapshot sees. Special xids
-    /// (frozen, bootstrap) are seen; an old xid whose epoch the 32 bits do
-    /// not tell may be taken for a newer one: only ever "not seen".
-    fn sees(&self, xmin: u32) -> bool {
-        if xmin < 3 {
-            // InvalidTransactionId, BootstrapTransactionId, FrozenTransactionId.
-            return true;
-        }
-        let behind = (self.xmax as u32).wrapping_sub(xmin) as u64;
-        let Some(full) = self.xmax.checked_sub(behind) else {
-            return false;
-        };
-        full < self.xmin || (full < self.xmax && !self.xip.contains(&full))
     }
 }
 
