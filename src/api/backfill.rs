@@ -15,7 +15,7 @@
 //! those statements only, so the progress row of a chunk's transaction (and
 //! the digest of its message in it) can only come from here.
 
-use std::ffi::CString;
+use std::ffi::CStr;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -32,15 +32,15 @@ use crate::backfill::{self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE
 /// day and month) is fixed; and the chunk's query walks the key's index
 /// (a sort would detoast every row of the range before the first is
 /// locked).
-const CHUNK_SETTINGS: &[(&str, &str)] = &[
-    ("DateStyle", "ISO, YMD"),
-    ("IntervalStyle", "postgres"),
-    ("TimeZone", "UTC"),
-    ("extra_float_digits", "3"),
-    ("bytea_output", "hex"),
-    ("lc_monetary", "C"),
-    ("enable_sort", "off"),
-    ("enable_indexscan", "on"),
+const CHUNK_SETTINGS: &[(&CStr, &CStr)] = &[
+    (c"DateStyle", c"ISO, YMD"),
+    (c"IntervalStyle", c"postgres"),
+    (c"TimeZone", c"UTC"),
+    (c"extra_float_digits", c"3"),
+    (c"bytea_output", c"hex"),
+    (c"lc_monetary", c"C"),
+    (c"enable_sort", c"off"),
+    (c"enable_indexscan", c"on"),
 ];
 
 /// The GUC nest level [`CHUNK_SETTINGS`] were set at; [`Self::restore`]
@@ -54,10 +54,6 @@ impl FixedSettings {
         // (sub)transaction's abort, as a function's SET clause does.
         let level = unsafe { pg_sys::NewGUCNestLevel() };
         for (name, value) in CHUNK_SETTINGS {
-            let (name, value) = (
-                CString::new(*name).expect("no NUL"),
-                CString::new(*value).expect("no NUL"),
-            );
             // SAFETY: NUL-terminated strings that live across the call;
             // GUC_ACTION_SAVE records the old value at this nest level; an
             // invalid value raises an ERROR (elevel 0 means ERROR).
@@ -863,7 +859,6 @@ fn read_chunk(
                 "",
             )
         })
-        .into_iter()
         .next()
         .map(|row| {
             (0..key.columns.len())
