@@ -399,15 +399,16 @@ fn a_message_pubjson_did_not_write_is_ignored() {
     // needed to be refused), garbage, and a message written in the same
     // transaction as a real chunk: none is decoded.
     let relid: u32 = one_row(&mut c, "select 't'::regclass::oid").get(0);
-    let mut forged = b"PJB1".to_vec();
+    let mut forged = b"PJB2".to_vec();
     forged.extend_from_slice(&relid.to_le_bytes());
     forged.push(3);
     forged.extend_from_slice(&1u64.to_le_bytes());
+    forged.extend_from_slice(&relid.to_le_bytes());
     forged.extend_from_slice(&1u32.to_le_bytes());
     forged.extend_from_slice(&4u32.to_le_bytes());
     forged.extend_from_slice(b"junk");
     let mut forger = Server::main().connect_as(&dbname, "pubjson_bf_forger");
-    for content in [forged.clone(), b"PJB1".to_vec(), b"anything".to_vec()] {
+    for content in [forged.clone(), b"PJB2".to_vec(), b"anything".to_vec()] {
         forger
             .execute(
                 "select pg_logical_emit_message(true, 'pubjson.backfill', $1::bytea)",
@@ -497,12 +498,20 @@ fn partitions_are_backfilled_one_by_one_and_published_via_the_root() {
         .collect();
     assert_eq!(tables.len(), 29);
     assert!(tables.iter().all(|t| *t == "m"), "{tables:?}");
-    let ends: Vec<&str> = objects
+    // One start and one end, naming the table the backfill was asked for,
+    // counting the rows of both partitions.
+    let markers: Vec<(&str, &str, Option<u64>)> = objects
         .iter()
-        .filter(|o| action(o) == "FE")
-        .map(|o| o["table"].as_str().expect("table"))
+        .filter(|o| matches!(action(o), "FS" | "FE"))
+        .map(|o| {
+            (
+                action(o),
+                o["table"].as_str().expect("table"),
+                o["rows"].as_u64(),
+            )
+        })
         .collect();
-    assert_eq!(ends, ["m1", "m2"]);
+    assert_eq!(markers, [("FS", "m", None), ("FE", "m", Some(29))]);
     drop_slot(&mut c, "bf_parts");
 }
 
@@ -561,4 +570,467 @@ fn bad_calls_are_refused_with_their_sqlstate() {
         &mut c,
         "drop owned by pubjson_bf_reader; drop role pubjson_bf_reader",
     );
+}
+
+/// Runs `sql` in `client`'s session on a thread of its own; the thread
+/// gives the session back (it stays connected) with the outcome's SQLSTATE.
+fn in_background(
+    mut client: Client,
+    sql: &str,
+) -> std::thread::JoinHandle<(Client, Result<(), String>)> {
+    let sql = sql.to_string();
+    std::thread::spawn(move || {
+        let outcome = client.batch_execute(&sql).map_err(|e| sqlstate(&e));
+        (client, outcome)
+    })
+}
+
+fn backend_pid(c: &mut Client) -> i32 {
+    one_row(c, "select pg_backend_pid()").get(0)
+}
+
+fn wait_for_lock(c: &mut Client, what: &str, pid: i32) {
+    wait_true(
+        c,
+        what,
+        TIMEOUT,
+        "select exists (select from pg_stat_activity where pid = $1 and wait_event_type = 'Lock')",
+        &[&pid],
+    );
+}
+
+/// The replica of `table` (keyed by `id`) from `objects`, and the
+/// number of its F objects.
+fn replica_of(objects: &[Value], table: &str) -> (Replica, usize) {
+    let mut replica = Replica::default();
+    let mut fs = 0;
+    for o in objects {
+        if o.get("table").is_some_and(|t| t != table) {
+            continue;
+        }
+        if action(o) == "F" {
+            fs += 1;
+        }
+        replica.apply(o);
+    }
+    (replica, fs)
+}
+
+/// D1: a chunk's end never comes from a row a writer changed while the
+/// chunk waited for it. Under READ COMMITTED, PostgreSQL returns such a row
+/// in its newest version, with its new key (20 -> 200001), where the old
+/// one was: the chunk must neither end there nor skip the rows between.
+/// Once where the chunk ends by its rows (the moved row is its last), once
+/// where it ends by its bytes (the moved row is the one that reaches them),
+/// and once more by its bytes with a writer that began after the chunk's
+/// snapshot (its transaction id at or after the snapshot's xmax).
+#[test]
+fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
+    let (dbname, mut c) = database("moved");
+    exec(
+        &mut c,
+        "create table t (id int primary key, v text);
+         insert into t select i, 'v' || i from generate_series(1, 100) i;
+         create table w (id int primary key, v text);
+         insert into w select i, repeat('x', 600) from generate_series(1, 50) i;
+         create table x (like w including all);
+         insert into x select * from w;",
+    );
+    slot(&mut c, "bf_moved");
+    for (table, held, call) in [
+        ("t", 20, "call pubjson.backfill('t', chunk_rows => 20)"),
+        // Rows of about 640 bytes: the second one reaches 1024.
+        ("w", 2, "call pubjson.backfill('w', chunk_bytes => 1024)"),
+    ] {
+        let mut holder = Server::main().connect(&dbname);
+        exec(
+            &mut holder,
+            &format!("begin; update {table} set id = 200001 where id = {held}"),
+        );
+        let mut b = Server::main().connect(&dbname);
+        let pid = backend_pid(&mut b);
+        let running = in_background(b, call);
+        wait_for_lock(&mut c, "the chunk waits for the moved row", pid);
+        exec(&mut holder, "commit");
+        let (_, outcome) = running.join().expect("backfill thread");
+        assert_eq!(outcome, Ok(()), "{table}");
+    }
+    // A writer that begins after the chunk's snapshot (the chunk waits at
+    // row 1) moves the row that reaches the bytes: its version is not the
+    // snapshot's either.
+    let mut first = Server::main().connect(&dbname);
+    exec(&mut first, "begin; select * from x where id = 1 for update");
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    let running = in_background(b, "call pubjson.backfill('x', chunk_bytes => 1024)");
+    wait_for_lock(&mut c, "the chunk waits for row 1", pid);
+    exec(&mut c, "update x set id = 200001 where id = 2");
+    exec(&mut first, "commit");
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Ok(()), "x");
+
+    let objects = get(&mut c, "bf_moved", &[]);
+    for (table, rows) in [("t", 100), ("w", 50), ("x", 50)] {
+        let (replica, fs) = replica_of(&objects, table);
+        assert_eq!(replica.starts, 1, "{table}");
+        assert_eq!(replica.ends.len(), 1, "{table}");
+        assert!(fs >= rows, "{table}: {fs} F for {rows} rows");
+        assert_same(
+            table,
+            &replica.rows,
+            &self::table(&mut c, &format!("select to_jsonb(x)::text from {table} x")),
+        );
+    }
+    drop_slot(&mut c, "bf_moved");
+}
+
+/// D2: a cancelled CALL whose session stays connected no longer owns the
+/// backfill: the view says it stopped, and another session (or the same
+/// one) resumes it at once.
+#[test]
+fn a_cancelled_backfill_resumes_at_once_in_any_session() {
+    let (dbname, mut c) = database("cancel");
+    exec(
+        &mut c,
+        "create table t (id int primary key, v text);
+         insert into t select i, 'v' || i from generate_series(1, 300) i;",
+    );
+    slot(&mut c, "bf_cancel");
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    let mut other = Server::main().connect(&dbname);
+    // Cancelled twice, each time while a chunk waits for a held row: the
+    // same session resumes the first time, another one the second time.
+    for (held, resumer) in [(100, "same"), (200, "other")] {
+        let mut holder = Server::main().connect(&dbname);
+        exec(
+            &mut holder,
+            &format!("begin; select * from t where id = {held} for update"),
+        );
+        let running = in_background(b, "call pubjson.backfill('t', chunk_rows => 20)");
+        wait_for_lock(&mut c, "the backfill waits for the held row", pid);
+        exec(&mut c, &format!("select pg_cancel_backend({pid})"));
+        let (session, outcome) = running.join().expect("backfill thread");
+        b = session;
+        assert_eq!(outcome, Err("57014".to_string()));
+        exec(&mut holder, "commit");
+        // Still connected, and no longer running it.
+        assert_eq!(backend_pid(&mut b), pid);
+        let view = one_row(&mut c, "select state, stopped from pubjson.backfills");
+        assert_eq!(view.get::<_, String>(0), "running");
+        assert!(
+            view.get::<_, bool>(1),
+            "stopped after the cancel ({resumer})"
+        );
+        if resumer == "same" {
+            // Resumed up to the next held row, then cancelled again above.
+            continue;
+        }
+        exec(&mut other, "call pubjson.backfill('t', chunk_rows => 20)");
+    }
+    let objects = get(&mut c, "bf_cancel", &[]);
+    let (replica, fs) = replica_of(&objects, "t");
+    assert_eq!(replica.starts, 1);
+    assert_eq!(replica.ends, [("t".to_string(), 300)]);
+    assert_eq!(fs, 300, "each row once");
+    assert_same(
+        "resumed",
+        &replica.rows,
+        &table(&mut c, "select to_jsonb(t)::text from t"),
+    );
+    drop_slot(&mut c, "bf_cancel");
+}
+
+/// D3: `restart => true` discards a stopped backfill's progress and
+/// starts again, with a new FS.
+#[test]
+fn restart_discards_a_stopped_backfill() {
+    let (_, mut c) = database("restart");
+    exec(
+        &mut c,
+        "create table t (id int primary key, v text);
+         insert into t select i, 'v' || i from generate_series(1, 30) i;",
+    );
+    slot(&mut c, "bf_restart");
+    // A backfill stopped after its first chunk (this session's statements
+    // ended: nothing runs it).
+    exec(
+        &mut c,
+        "select pubjson._backfill_start('t'::regclass::oid, 10, 1048576, false, 't'::regclass::oid);
+         select pubjson._backfill_chunk('t'::regclass::oid, 't'::regclass::oid, 10, 1048576, true);",
+    );
+    let stopped = one_row(
+        &mut c,
+        "select stopped, last_key::text from pubjson.backfills",
+    );
+    assert!(stopped.get::<_, bool>(0));
+    assert_eq!(stopped.get::<_, String>(1), "{10}");
+    exec(&mut c, "call pubjson.backfill('t', restart => true)");
+    let objects = get(&mut c, "bf_restart", &[]);
+    let second_start = objects.iter().rposition(|o| action(o) == "FS").expect("FS");
+    let starts = objects.iter().filter(|o| action(o) == "FS").count();
+    assert_eq!(starts, 2, "{objects:#?}");
+    let (replica, fs) = replica_of(&objects[second_start..], "t");
+    assert_eq!(fs, 30, "every row after the new start");
+    assert_eq!(replica.ends, [("t".to_string(), 30)]);
+    let progress = one_row(&mut c, "select chunks, rows from pubjson.backfills");
+    assert_eq!(progress.get::<_, i64>(1), 30);
+    drop_slot(&mut c, "bf_restart");
+}
+
+/// D4: the resume key is the same text whatever the sessions' DateStyle,
+/// TimeZone and extra_float_digits: a backfill stopped in one session
+/// resumes in another with other settings, each row sent once.
+#[test]
+fn the_resume_key_does_not_depend_on_session_settings() {
+    let (dbname, mut c) = database("settings");
+    exec(
+        &mut c,
+        "create table ts (k timestamptz primary key, id int);
+         insert into ts select timestamptz '2026-03-04 10:00:00.123456+00' + i * interval '1 day 1 hour', i
+           from generate_series(1, 30) i;
+         create table fl (k float8 primary key, id int);
+         insert into fl select i * 0.1::float8, i from generate_series(1, 30) i;",
+    );
+    slot(&mut c, "bf_settings");
+    // Stopped after a first chunk under some settings, resumed under
+    // others (in the same session: it owns the backfill either way).
+    let mut a = Server::main().connect(&dbname);
+    exec(
+        &mut a,
+        "set datestyle = 'SQL, DMY'; set timezone = 'Asia/Kolkata'; set extra_float_digits = 0;
+         set intervalstyle = 'sql_standard';
+         select pubjson._backfill_start('ts'::regclass::oid, 7, 1048576, false, 'ts'::regclass::oid);
+         select pubjson._backfill_chunk('ts'::regclass::oid, 'ts'::regclass::oid, 7, 1048576, true);
+         select pubjson._backfill_start('fl'::regclass::oid, 3, 1048576, false, 'fl'::regclass::oid);
+         select pubjson._backfill_chunk('fl'::regclass::oid, 'fl'::regclass::oid, 3, 1048576, true);",
+    );
+    exec(
+        &mut a,
+        "set datestyle = 'ISO, MDY'; set timezone = 'America/New_York'; set extra_float_digits = 1",
+    );
+    exec(&mut a, "call pubjson.backfill('ts', chunk_rows => 7)");
+    exec(&mut a, "call pubjson.backfill('fl', chunk_rows => 3)");
+    let objects = get(&mut c, "bf_settings", &[]);
+    for table in ["ts", "fl"] {
+        let ids: Vec<i64> = objects
+            .iter()
+            .filter(|o| action(o) == "F" && o["table"] == table)
+            .map(|o| o["new"]["id"].as_i64().expect("id"))
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, (1..=30).collect::<Vec<i64>>(), "{table}: {ids:?}");
+        let ends: Vec<u64> = objects
+            .iter()
+            .filter(|o| action(o) == "FE" && o["table"] == table)
+            .map(|o| o["rows"].as_u64().expect("rows"))
+            .collect();
+        assert_eq!(ends, [30], "{table}");
+    }
+    drop_slot(&mut c, "bf_settings");
+}
+
+/// D5: the progress row of a dropped table does not make a new table that
+/// got the same OID resume at the old key (the OID's reuse is simulated by
+/// moving the row, as the test cannot make PostgreSQL reuse an OID).
+#[test]
+fn a_dropped_tables_progress_is_not_resumed_by_a_new_table() {
+    let (_, mut c) = database("reused");
+    exec(
+        &mut c,
+        "create table gone (id int primary key);
+         insert into gone select generate_series(1, 20);
+         select pubjson._backfill_start('gone'::regclass::oid, 5, 1048576, false, 'gone'::regclass::oid);
+         select pubjson._backfill_chunk('gone'::regclass::oid, 'gone'::regclass::oid, 5, 1048576, true);
+         create temporary table gone_oid as select 'gone'::regclass::oid as oid;
+         drop table gone;
+         create table fresh (id int primary key, v text);
+         insert into fresh select i, 'v' || i from generate_series(1, 20) i;",
+    );
+    slot(&mut c, "bf_reused");
+    exec(
+        &mut c,
+        "update pubjson.backfill_progress set relid = 'fresh'::regclass
+          where relid = (select oid from gone_oid)",
+    );
+    exec(&mut c, "call pubjson.backfill('fresh')");
+    let objects = get(&mut c, "bf_reused", &[]);
+    let (replica, fs) = replica_of(&objects, "fresh");
+    assert_eq!(replica.starts, 1);
+    assert_eq!(fs, 20);
+    assert_eq!(replica.ends, [("fresh".to_string(), 20)]);
+    drop_slot(&mut c, "bf_reused");
+}
+
+/// A role under row-level security would read only the rows its policies
+/// show: refused (42501) before anything starts, not a partial copy.
+#[test]
+fn row_level_security_is_refused() {
+    let (dbname, mut c) = database("rls");
+    exec(
+        &mut c,
+        "create table t (id int primary key, owner text);
+         insert into t select i, case when i % 2 = 0 then 'pubjson_bf_rls' else 'other' end
+           from generate_series(1, 10) i;
+         alter table t enable row level security;
+         create policy mine on t using (owner = current_user);
+         drop role if exists pubjson_bf_rls;
+         create role pubjson_bf_rls login;
+         grant usage on schema pubjson to pubjson_bf_rls;
+         grant select, update on t to pubjson_bf_rls;",
+    );
+    let mut reader = Server::main().connect_as(&dbname, "pubjson_bf_rls");
+    let e = reader
+        .batch_execute("call pubjson.backfill('t')")
+        .expect_err("a backfill under row-level security");
+    assert_eq!(sqlstate(&e), "42501", "{}", describe_error(&e));
+    let text = describe_error(&e);
+    assert!(text.contains("row-level security"), "{text}");
+    let left: i64 = one_row(&mut c, "select count(*) from pubjson.backfill_progress").get(0);
+    assert_eq!(left, 0);
+    // The owner (here a superuser) is not under its policies.
+    exec(&mut c, "call pubjson.backfill('t')");
+    drop(reader);
+    exec(
+        &mut c,
+        "drop owned by pubjson_bf_rls; drop role pubjson_bf_rls",
+    );
+}
+
+/// A chunk that fails with lock_timeout, or as a deadlock's victim, is
+/// tried again and the backfill completes.
+#[test]
+fn lock_timeouts_and_deadlocks_are_retried() {
+    let (dbname, mut c) = database("retry");
+    exec(
+        &mut c,
+        "create table t (id int primary key, v text);
+         insert into t select i, 'v' || i from generate_series(1, 40) i;
+         create table d (id int primary key, v text);
+         insert into d select i, 'v' || i from generate_series(1, 10) i;",
+    );
+    slot(&mut c, "bf_retry");
+
+    // lock_timeout: the row is released after the chunk timed out once
+    // (its lock is asked for a second time, a later wait).
+    let mut holder = Server::main().connect(&dbname);
+    exec(
+        &mut holder,
+        "begin; select * from t where id = 5 for update",
+    );
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    exec(&mut b, "set lock_timeout = '100ms'");
+    let running = in_background(b, "call pubjson.backfill('t', chunk_rows => 10)");
+    let waiting = "select min(waitstart)::text from pg_locks where pid = $1 and not granted";
+    let first: String = pubjson_e2e::poll("the chunk's first wait", TIMEOUT, || {
+        c.query_one(waiting, &[&pid])
+            .ok()?
+            .get::<_, Option<String>>(0)
+    });
+    pubjson_e2e::poll("a wait after the timeout", TIMEOUT, || {
+        let now: Option<String> = c.query_one(waiting, &[&pid]).ok()?.get(0);
+        now.filter(|w| *w != first)
+    });
+    exec(&mut holder, "commit");
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Ok(()));
+
+    // A deadlock whose victim is the chunk: it holds rows 1-4 and waits for
+    // row 5, whose writer then waits for row 2.
+    exec(&mut holder, "begin; update d set v = 'held' where id = 5");
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    // The chunk is the one to find the deadlock: it checks 2 s after it
+    // began to wait, by when the writer waits too.
+    exec(&mut b, "set deadlock_timeout = '2s'");
+    let running = in_background(b, "call pubjson.backfill('d', chunk_rows => 10)");
+    wait_for_lock(&mut c, "the chunk waits for row 5", pid);
+    exec(&mut holder, "set deadlock_timeout = '1min'");
+    let writer = in_background(holder, "update d set v = 'waited' where id = 2; commit");
+    let (_, written) = writer.join().expect("writer thread");
+    assert_eq!(written, Ok(()), "the writer is not the victim");
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Ok(()));
+
+    let objects = get(&mut c, "bf_retry", &[]);
+    for (name, rows) in [("t", 40), ("d", 10)] {
+        let (replica, _) = replica_of(&objects, name);
+        assert_eq!(replica.ends, [(name.to_string(), rows)], "{name}");
+        assert_same(
+            name,
+            &replica.rows,
+            &table(&mut c, &format!("select to_jsonb(x)::text from {name} x")),
+        );
+    }
+    drop_slot(&mut c, "bf_retry");
+}
+
+/// A partitioned table's backfill stopped in its second partition resumes
+/// there: the first one is not read again, and the markers (one start, one
+/// end) name the partitioned table and count the rows of both.
+#[test]
+fn a_partitioned_backfill_resumes_in_the_partition_it_stopped_in() {
+    let (dbname, mut c) = database("partresume");
+    exec(
+        &mut c,
+        "create table m (id int primary key, v text) partition by range (id);
+         create table m1 partition of m for values from (1) to (100);
+         create table m2 partition of m for values from (100) to (200);
+         insert into m select i, 'v' || i from generate_series(1, 199) i;",
+    );
+    slot(&mut c, "bf_partresume");
+    let mut holder = Server::main().connect(&dbname);
+    exec(
+        &mut holder,
+        "begin; select * from m where id = 150 for update",
+    );
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    let running = in_background(b, "call pubjson.backfill('m', chunk_rows => 10)");
+    wait_for_lock(&mut c, "the backfill waits in the second partition", pid);
+    exec(&mut c, &format!("select pg_cancel_backend({pid})"));
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Err("57014".to_string()));
+    exec(&mut holder, "commit");
+    let mut other = Server::main().connect(&dbname);
+    exec(&mut other, "call pubjson.backfill('m', chunk_rows => 10)");
+    let objects = get(&mut c, "bf_partresume", &[]);
+    let mut ids: Vec<i64> = objects
+        .iter()
+        .filter(|o| action(o) == "F")
+        .map(|o| o["new"]["id"].as_i64().expect("id"))
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (1..=199).collect::<Vec<i64>>(), "each row once");
+    let markers: Vec<(&str, &str, Option<u64>)> = objects
+        .iter()
+        .filter(|o| matches!(action(o), "FS" | "FE"))
+        .map(|o| {
+            (
+                action(o),
+                o["table"].as_str().expect("table"),
+                o["rows"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(markers, [("FS", "m", None), ("FE", "m", Some(199))]);
+    let progress = rows(
+        &mut c,
+        "select relation::text, state, rows from pubjson.backfills order by 1",
+    );
+    let progress: Vec<(String, String, i64)> = progress
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            ("m".to_string(), "finished".to_string(), 199),
+            ("m1".to_string(), "finished".to_string(), 99),
+            ("m2".to_string(), "finished".to_string(), 100),
+        ]
+    );
+    drop_slot(&mut c, "bf_partresume");
 }

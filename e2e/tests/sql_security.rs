@@ -70,15 +70,19 @@ const CALLS: &[(&str, &str)] = &[
     // backfill), on a table both test databases have; they need the
     // table's privileges (BACKFILL below).
     (
-        "pubjson._backfill_start(oid,integer,bigint)",
-        "select pubjson._backfill_start('sec_bf'::pg_catalog.regclass::pg_catalog.oid, 10, 1048576)",
+        "pubjson._backfill_start(oid,integer,bigint,boolean,oid)",
+        "select pubjson._backfill_start('sec_bf'::pg_catalog.regclass::pg_catalog.oid, 10, 1048576, false, 'sec_bf'::pg_catalog.regclass::pg_catalog.oid)",
     ),
     (
-        "pubjson._backfill_chunk(oid,integer,bigint)",
-        "select pubjson._backfill_chunk('sec_bf'::pg_catalog.regclass::pg_catalog.oid, 10, 1048576)",
+        "pubjson._backfill_chunk(oid,oid,integer,bigint,boolean)",
+        "select pubjson._backfill_chunk('sec_bf'::pg_catalog.regclass::pg_catalog.oid, 'sec_bf'::pg_catalog.regclass::pg_catalog.oid, 10, 1048576, true)",
     ),
     (
-        "pubjson.backfill(regclass,integer,bigint)",
+        "pubjson._backfill_running(oid)",
+        "select pubjson._backfill_running('sec_bf'::pg_catalog.regclass::pg_catalog.oid)",
+    ),
+    (
+        "pubjson.backfill(regclass,integer,bigint,boolean)",
         "call pubjson.backfill('sec_bf')",
     ),
     (
@@ -150,9 +154,10 @@ const DDL_CAPTURE: &[&str] = &[
 /// table as the caller (its SELECT and UPDATE privileges), and write, so
 /// not on a standby.
 const BACKFILL: &[&str] = &[
-    "pubjson._backfill_start(oid,integer,bigint)",
-    "pubjson._backfill_chunk(oid,integer,bigint)",
-    "pubjson.backfill(regclass,integer,bigint)",
+    "pubjson._backfill_start(oid,integer,bigint,boolean,oid)",
+    "pubjson._backfill_chunk(oid,oid,integer,bigint,boolean)",
+    "pubjson._backfill_running(oid)",
+    "pubjson.backfill(regclass,integer,bigint,boolean)",
 ];
 
 /// A connection that keeps the notices the server sends it. Its queries
@@ -858,7 +863,7 @@ fn planted_lookalikes_are_never_called() {
               where p.pronamespace operator(pg_catalog.=) 'pubjson'::pg_catalog.regnamespace
                 and l.lanname operator(pg_catalog.=) any ('{sql,plpgsql}'::pg_catalog.name[])
                 and p.proconfig is distinct from '{\"search_path=pg_catalog, pg_temp\"}'::pg_catalog.text[]
-                and p.oid operator(pg_catalog.<>) 'pubjson.backfill(pg_catalog.regclass, pg_catalog.int4, pg_catalog.int8)'::pg_catalog.regprocedure
+                and p.oid operator(pg_catalog.<>) 'pubjson.backfill(pg_catalog.regclass, pg_catalog.int4, pg_catalog.int8, pg_catalog.bool)'::pg_catalog.regprocedure
                 and p.oid operator(pg_catalog.<>) 'pubjson._ddl_event()'::pg_catalog.regprocedure",
         )
         .expect("proconfig");

@@ -8,17 +8,90 @@
 //! of a row the chunk reads waits for the chunk's commit, and the chunk
 //! waits for writers in progress, so the chunk's commit, where its message
 //! is decoded, is a point of the stream at which its rows are current.
+//! Where a chunk ends, and so where the next one starts, never depends on
+//! a row a concurrent writer changed: see [`read_chunk`].
 //! Progress is kept in `pubjson.backfill_progress`, which only the
 //! extension's owner may write: these functions switch to the owner for
 //! those statements only, so the progress row of a chunk's transaction (and
 //! the digest of its message in it) can only come from here.
+
+use std::ffi::CStr;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgSqlErrorCode};
 
-use crate::backfill::{self, FIRST, LAST};
+use crate::backfill::{self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE};
+
+/// Settings a chunk runs under, whatever the session's: the last key is
+/// kept as text (`backfill_progress.last_key`), written by one chunk and
+/// read back by the next, possibly in another session, so every setting
+/// that changes the text of a key type (dates and times, intervals,
+/// floating point, bytea, money) or how text is read back (the order of
+/// day and month) is fixed; and the chunk's query walks the key's index
+/// (a sort would detoast every row of the range before the first is
+/// locked).
+const CHUNK_SETTINGS: &[(&CStr, &CStr)] = &[
+    (c"DateStyle", c"ISO, YMD"),
+    (c"IntervalStyle", c"postgres"),
+    (c"TimeZone", c"UTC"),
+    (c"extra_float_digits", c"3"),
+    (c"bytea_output", c"hex"),
+    (c"lc_monetary", c"C"),
+    (c"enable_sort", c"off"),
+    (c"enable_indexscan", c"on"),
+];
+
+/// The GUC nest level [`CHUNK_SETTINGS`] were set at; [`Self::restore`]
+/// puts the session's values back (an ERROR does too: the transaction's or
+/// subtransaction's abort undoes the level).
+struct FixedSettings(i32);
+
+impl FixedSettings {
+    fn set() -> FixedSettings {
+        // SAFETY: a new GUC nest level, popped by `restore` or by the
+        // (sub)transaction's abort, as a function's SET clause does.
+        let level = unsafe { pg_sys::NewGUCNestLevel() };
+        for (name, value) in CHUNK_SETTINGS {
+            // SAFETY: NUL-terminated strings that live across the call;
+            // GUC_ACTION_SAVE records the old value at this nest level; an
+            // invalid value raises an ERROR (elevel 0 means ERROR).
+            unsafe {
+                pg_sys::set_config_option(
+                    name.as_ptr(),
+                    value.as_ptr(),
+                    pg_sys::GucContext::PGC_USERSET,
+                    pg_sys::GucSource::PGC_S_SESSION,
+                    pg_sys::GucAction::GUC_ACTION_SAVE,
+                    true,
+                    0,
+                    false,
+                )
+            };
+        }
+        FixedSettings(level)
+    }
+
+    fn restore(self) {
+        // SAFETY: the level `set` opened, still open (not popped by an
+        // abort: this runs on the normal path only).
+        unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
+    }
+}
+
+/// Whether the session that owns progress row `p` is still running the
+/// `CALL` that took it over: alive (the same pid and start), active, in
+/// the same statement. A cancelled `CALL` leaves its session idle (or in
+/// another statement), so another session may resume at once. Without
+/// `track_activities` the statement is unknown (`owner_query_start` NULL):
+/// then only a session that is gone has stopped.
+const OWNER_RUNNING: &str = "EXISTS (SELECT FROM pg_catalog.pg_stat_activity s \
+    WHERE s.pid OPERATOR(pg_catalog.=) p.owner_pid \
+      AND s.backend_start OPERATOR(pg_catalog.=) p.owner_start \
+      AND (p.owner_query_start IS NULL \
+           OR (s.state OPERATOR(pg_catalog.=) 'active' \
+               AND s.query_start OPERATOR(pg_catalog.=) p.owner_query_start)))";
 
 /// The table's key: its columns (quoted) and their types (qualified as
 /// needed), from the primary key or else the replica identity index.
@@ -81,6 +154,19 @@ fn check_readable(relation: pg_sys::Oid) {
             format!("relation with OID {relation} does not exist"),
             "",
         ),
+    }
+    // Row-level security would hide rows from the chunks: the consumer's
+    // copy would lack them with nothing said.
+    let hidden = Spi::get_one_with_args::<bool>(
+        "SELECT pg_catalog.row_security_active($1)",
+        &[oid_arg(relation)],
+    );
+    if matches!(hidden, Ok(Some(true))) {
+        error(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("row-level security is active on relation with OID {relation} for this role: a backfill would miss the rows its policies hide"),
+            "Backfill as the table's owner (without FORCE ROW LEVEL SECURITY) or as a role with BYPASSRLS.",
+        );
     }
 }
 
@@ -209,20 +295,107 @@ fn as_owner<R>(f: impl FnOnce() -> R) -> R {
     result
 }
 
+/// The relation's row type: with its OID, its identity in
+/// `backfill_progress` (a progress row left by a dropped table whose OID a
+/// new table reuses does not match it).
+fn row_type(relation: pg_sys::Oid) -> pg_sys::Oid {
+    Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT c.reltype FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+        &[oid_arg(relation)],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(pg_sys::InvalidOid)
+}
+
+fn is_partitioned(relation: pg_sys::Oid) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT c.relkind OPERATOR(pg_catalog.=) 'p' FROM pg_catalog.pg_class c \
+         WHERE c.oid OPERATOR(pg_catalog.=) $1",
+        &[oid_arg(relation)],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(false)
+}
+
+fn is_partition_of(relation: pg_sys::Oid, root: pg_sys::Oid) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_partition_tree($2) t \
+                        WHERE t.relid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass AND t.isleaf)",
+        &[oid_arg(relation), oid_arg(root)],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(false)
+}
+
+/// A partitioned table's name for messages; an ERROR for a temporary one
+/// (its partitions are too).
+fn partitioned_name(relation: pg_sys::Oid) -> String {
+    let row = Spi::get_two_with_args::<String, String>(
+        "SELECT pg_catalog.format('%s', c.oid::pg_catalog.regclass), c.relpersistence::pg_catalog.text \
+         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+        &[oid_arg(relation)],
+    );
+    match row {
+        Ok((Some(name), Some(persistence))) if persistence == "p" => name,
+        Ok((Some(name), _)) => error(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("table \"{name}\" is temporary or unlogged: logical decoding does not see its changes"),
+            "",
+        ),
+        _ => error(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+            format!("relation with OID {relation} does not exist"),
+            "",
+        ),
+    }
+}
+
 mod sql {
     use super::*;
 
     /// Takes over the backfill of `relation` for this session: checks the
-    /// arguments and the key, refuses while another live session runs one,
-    /// starts afresh after a finished one, goes on from its last key after
-    /// one that stopped. Its transaction commits before the first chunk.
+    /// arguments and the key, refuses while another session runs one,
+    /// starts afresh after a finished one (or with `restart`, or when the
+    /// progress row is another table's that had the same OID), goes on from
+    /// its last key after one that stopped. Its transaction commits before
+    /// the first chunk.
+    ///
+    /// `root` is the relation the backfill was asked for: `relation`
+    /// itself, or the partitioned table of which `relation` is a partition.
+    /// The partitioned table has a progress row of its own (started with
+    /// `relation = root`: its totals, and when it started); a partition's
+    /// row belongs to that run of its root (`root`, `root_started`) and
+    /// starts afresh in another one. False: the partition was finished in
+    /// this run already, nothing to do.
     #[pg_extern(volatile, parallel_unsafe, name = "_backfill_start")]
     #[search_path(pg_catalog, pg_temp)]
-    fn backfill_start(relation: pg_sys::Oid, chunk_rows: i32, chunk_bytes: i64) {
+    fn backfill_start(
+        relation: pg_sys::Oid,
+        chunk_rows: i32,
+        chunk_bytes: i64,
+        restart: bool,
+        root: pg_sys::Oid,
+    ) -> bool {
         check_sizes(chunk_rows, chunk_bytes);
         check_readable(relation);
-        let name = Spi::connect(|client| key_of(client, relation).0);
-        let owner_row = as_owner(|| {
+        let partitioned = relation == root && is_partitioned(relation);
+        let name = if partitioned {
+            partitioned_name(relation)
+        } else {
+            if root != relation && !is_partition_of(relation, root) {
+                error(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("relation with OID {relation} is not a partition of relation with OID {root}"),
+                    "",
+                );
+            }
+            Spi::connect(|client| key_of(client, relation).0)
+        };
+        let reltype = row_type(relation);
+        let outcome = as_owner(|| {
             Spi::connect_mut(|client| {
                 // A chunk in progress holds its progress row: that backfill
                 // is running, and this session must not wait for it.
@@ -238,33 +411,75 @@ mod sql {
                     &[oid_arg(relation)],
                 );
                 if matches!((&free, &present), (Ok(f), Ok(p)) if f.is_empty() && !p.is_empty()) {
-                    return false;
+                    return Some(false);
                 }
+                // A partition finished in this run of its root.
+                let done = client
+                    .select(
+                        "SELECT FROM pubjson.backfill_progress p, pubjson.backfill_progress r \
+                         WHERE p.relid OPERATOR(pg_catalog.=) $1 AND r.relid OPERATOR(pg_catalog.=) $2 \
+                           AND $1 OPERATOR(pg_catalog.<>) $2 \
+                           AND p.state OPERATOR(pg_catalog.=) 'finished' \
+                           AND p.reltype OPERATOR(pg_catalog.=) $3 \
+                           AND p.root OPERATOR(pg_catalog.=) $2 \
+                           AND p.root_started OPERATOR(pg_catalog.=) r.started",
+                        None,
+                        &[oid_arg(relation), oid_arg(root), oid_arg(reltype)],
+                    )
+                    .is_ok_and(|t| !t.is_empty());
+                if done {
+                    return None;
+                }
+                // Afresh: after a finished backfill, on request, when the
+                // row is a dropped table's (another row type), or a
+                // partition's of another run of its root.
+                let fresh = "(p.state OPERATOR(pg_catalog.=) 'finished' OR $4 \
+                              OR p.reltype IS DISTINCT FROM EXCLUDED.reltype \
+                              OR p.root IS DISTINCT FROM EXCLUDED.root \
+                              OR p.root_started IS DISTINCT FROM EXCLUDED.root_started)";
                 let row = client.update(
-                    "INSERT INTO pubjson.backfill_progress AS p (relid, relation, owner_pid, owner_start) \
-                     SELECT $1, $2, a.pid, a.backend_start FROM pg_catalog.pg_stat_activity a \
-                     WHERE a.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() \
-                     ON CONFLICT (relid) DO UPDATE SET \
-                       relation = EXCLUDED.relation, \
-                       owner_pid = EXCLUDED.owner_pid, owner_start = EXCLUDED.owner_start, \
-                       state = 'running', \
-                       chunks = CASE WHEN p.state OPERATOR(pg_catalog.=) 'finished' THEN 0 ELSE p.chunks END, \
-                       rows = CASE WHEN p.state OPERATOR(pg_catalog.=) 'finished' THEN 0 ELSE p.rows END, \
-                       last_key = CASE WHEN p.state OPERATOR(pg_catalog.=) 'finished' THEN NULL ELSE p.last_key END, \
-                       started = CASE WHEN p.state OPERATOR(pg_catalog.=) 'finished' THEN pg_catalog.now() ELSE p.started END, \
-                       finished = NULL, updated = pg_catalog.now() \
-                     WHERE p.state OPERATOR(pg_catalog.=) 'finished' \
-                        OR p.owner_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() \
-                        OR NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity s \
-                                       WHERE s.pid OPERATOR(pg_catalog.=) p.owner_pid \
-                                         AND s.backend_start OPERATOR(pg_catalog.=) p.owner_start) \
-                     RETURNING p.relid",
+                    &format!(
+                        "INSERT INTO pubjson.backfill_progress AS p \
+                           (relid, reltype, relation, owner_pid, owner_start, owner_query_start, \
+                            root, root_started) \
+                         SELECT $1, $3, $2, a.pid, a.backend_start, a.query_start, $5, \
+                                (SELECT r.started FROM pubjson.backfill_progress r \
+                                 WHERE r.relid OPERATOR(pg_catalog.=) $5 \
+                                   AND $5 OPERATOR(pg_catalog.<>) $1) \
+                         FROM pg_catalog.pg_stat_activity a \
+                         WHERE a.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() \
+                         ON CONFLICT (relid) DO UPDATE SET \
+                           relation = EXCLUDED.relation, reltype = EXCLUDED.reltype, \
+                           owner_pid = EXCLUDED.owner_pid, owner_start = EXCLUDED.owner_start, \
+                           owner_query_start = EXCLUDED.owner_query_start, \
+                           state = 'running', \
+                           chunks = CASE WHEN {fresh} THEN 0 ELSE p.chunks END, \
+                           rows = CASE WHEN {fresh} THEN 0 ELSE p.rows END, \
+                           last_key = CASE WHEN {fresh} THEN NULL ELSE p.last_key END, \
+                           started = CASE WHEN {fresh} THEN pg_catalog.clock_timestamp() ELSE p.started END, \
+                           root = EXCLUDED.root, root_started = EXCLUDED.root_started, \
+                           digest = NULL, finished = NULL, updated = pg_catalog.now() \
+                         WHERE p.state OPERATOR(pg_catalog.=) 'finished' \
+                            OR p.reltype IS DISTINCT FROM EXCLUDED.reltype \
+                            OR p.owner_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() \
+                            OR NOT {OWNER_RUNNING} \
+                         RETURNING p.relid"
+                    ),
                     None,
-                    &[oid_arg(relation), DatumWithOid::from(name.as_str())],
+                    &[
+                        oid_arg(relation),
+                        DatumWithOid::from(name.as_str()),
+                        oid_arg(reltype),
+                        DatumWithOid::from(restart),
+                        oid_arg(root),
+                    ],
                 );
-                matches!(row, Ok(t) if !t.is_empty())
+                Some(matches!(row, Ok(t) if !t.is_empty()))
             })
         });
+        let Some(owner_row) = outcome else {
+            return false;
+        };
         if !owner_row {
             let pid = as_owner(|| {
                 Spi::get_one_with_args::<i32>(
@@ -283,54 +498,128 @@ mod sql {
                 "Wait for it to finish, or cancel it (pg_cancel_backend); CALL pubjson.backfill() then resumes where it stopped.",
             );
         }
+        true
     }
 
-    /// Reads and sends the next chunk of `relation` (see the module
-    /// comment); true when it was the last.
-    #[pg_extern(volatile, parallel_unsafe, name = "_backfill_chunk")]
+    /// Whether the backfill of `relation` is running: its session is in
+    /// the `CALL` that took it over (the view's `stopped`).
+    #[pg_extern(stable, parallel_safe, name = "_backfill_running")]
     #[search_path(pg_catalog, pg_temp)]
-    fn backfill_chunk(relation: pg_sys::Oid, chunk_rows: i32, chunk_bytes: i64) -> bool {
-        check_sizes(chunk_rows, chunk_bytes);
-        check_readable(relation);
-        // The progress row, locked for the chunk's transaction.
-        let progress = as_owner(|| {
-            Spi::connect_mut(|client| {
-                let t = client
-                    .update(
-                        "SELECT p.chunks, p.rows, p.last_key, \
-                                p.owner_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() \
-                         FROM pubjson.backfill_progress p \
-                         WHERE p.relid OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' \
-                         FOR UPDATE",
-                        None,
-                        &[oid_arg(relation)],
-                    )
-                    .ok()?;
-                let row = t.first();
-                Some((
-                    row.get::<i64>(1).ok()??,
-                    row.get::<i64>(2).ok()??,
-                    row.get::<Vec<String>>(3).ok()?,
-                    row.get::<bool>(4).ok()??,
-                ))
-            })
-        });
-        let Some((chunks, rows_done, last_key, mine)) = progress else {
+    fn backfill_running(relation: pg_sys::Oid) -> bool {
+        // Only about tables the caller may read (as the view shows them).
+        let readable = Spi::get_one_with_args::<bool>(
+            "SELECT pg_catalog.has_table_privilege($1, 'SELECT')",
+            &[oid_arg(relation)],
+        );
+        if !matches!(readable, Ok(Some(true))) {
             error(
-                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                format!("no backfill of relation {relation} is running"),
-                "Call pubjson.backfill(), which starts one.",
-            );
-        };
-        if !mine {
-            error(
-                PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
-                format!("the backfill of relation {relation} was taken over by another session"),
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("permission denied for relation with OID {relation}"),
                 "",
             );
         }
+        as_owner(|| {
+            Spi::get_one_with_args::<bool>(
+                &format!(
+                    "SELECT {OWNER_RUNNING} FROM pubjson.backfill_progress p \
+                     WHERE p.relid OPERATOR(pg_catalog.=) $1 \
+                       AND p.state OPERATOR(pg_catalog.=) 'running'"
+                ),
+                &[oid_arg(relation)],
+            )
+            .ok()
+            .flatten()
+            .unwrap_or(false)
+        })
+    }
 
-        let (rows, keys, exhausted) = Spi::connect_mut(|client| {
+    /// Reads and sends the next chunk of `relation` (see the module
+    /// comment); true when it was the relation's last. `root` is the
+    /// relation the backfill was asked for (`relation`, or the partitioned
+    /// table it is a partition of: the markers name it, its progress row
+    /// counts the rows of all its partitions); `last_table`: `relation` is
+    /// the last table of the backfill (the end marker comes with its last
+    /// chunk).
+    #[pg_extern(volatile, parallel_unsafe, name = "_backfill_chunk")]
+    #[search_path(pg_catalog, pg_temp)]
+    fn backfill_chunk(
+        relation: pg_sys::Oid,
+        root: pg_sys::Oid,
+        chunk_rows: i32,
+        chunk_bytes: i64,
+        last_table: bool,
+    ) -> bool {
+        check_sizes(chunk_rows, chunk_bytes);
+        check_readable(relation);
+        // The key's text is written and read back under fixed settings.
+        let settings = FixedSettings::set();
+        let reltype = row_type(relation);
+        // The progress rows (the table's, its root's), locked for the
+        // chunk's transaction.
+        let progress = |relid: pg_sys::Oid, reltype: pg_sys::Oid| {
+            as_owner(|| {
+                Spi::connect_mut(|client| {
+                    let t = client
+                        .update(
+                            "SELECT p.chunks, p.rows, p.last_key, \
+                                    p.owner_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid(), \
+                                    p.reltype OPERATOR(pg_catalog.=) $2 \
+                             FROM pubjson.backfill_progress p \
+                             WHERE p.relid OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' \
+                             FOR UPDATE",
+                            None,
+                            &[oid_arg(relid), oid_arg(reltype)],
+                        )
+                        .ok()?;
+                    let row = t.first();
+                    Some((
+                        row.get::<i64>(1).ok()??,
+                        row.get::<i64>(2).ok()??,
+                        row.get::<Vec<String>>(3).ok()?,
+                        row.get::<bool>(4).ok()??,
+                        row.get::<bool>(5).ok()?.unwrap_or(false),
+                    ))
+                })
+            })
+        };
+        let check = |relid: pg_sys::Oid, reltype: pg_sys::Oid| {
+            let Some((chunks, rows, last_key, mine, same_table)) = progress(relid, reltype) else {
+                error(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!("no backfill of relation {relid} is running"),
+                    "Call pubjson.backfill(), which starts one.",
+                );
+            };
+            if !mine {
+                error(
+                    PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+                    format!("the backfill of relation {relid} was taken over by another session"),
+                    "",
+                );
+            }
+            if !same_table {
+                error(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!("the backfill's progress of relation {relid} is another table's"),
+                    "Call pubjson.backfill(), which starts afresh.",
+                );
+            }
+            (chunks, rows, last_key)
+        };
+        let (chunks, rows_done, last_key) = check(relation, reltype);
+        let of_root = (root != relation).then(|| {
+            if !is_partition_of(relation, root) {
+                error(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("relation with OID {relation} is not a partition of relation with OID {root}"),
+                    "",
+                );
+            }
+            let (chunks, rows, _) = check(root, row_type(root));
+            (chunks, rows)
+        });
+
+        let chunk = Spi::connect_mut(|client| {
             let (_, key) = key_of(client, relation);
             read_chunk(
                 client,
@@ -341,12 +630,20 @@ mod sql {
                 chunk_bytes,
             )
         });
-        let rows_so_far = rows_done as u64 + rows.len() as u64;
-        let flags = if chunks == 0 { FIRST } else { 0 } | if exhausted { LAST } else { 0 };
-        let borrowed: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
-        let message = backfill::encode(relation.to_u32(), flags, rows_so_far, &borrowed);
+        let sent = chunk.message.rows() as u64;
+        let rows_so_far = rows_done as u64 + sent;
+        // The markers' start, and their count: the root's.
+        let (first, total) = match of_root {
+            Some((root_chunks, root_rows)) => (root_chunks == 0, root_rows as u64 + sent),
+            None => (chunks == 0, rows_so_far),
+        };
+        let last = chunk.exhausted && last_table;
+        let flags = if first { FIRST } else { 0 } | if last { LAST } else { 0 };
+        let message = chunk
+            .message
+            .finish(relation.to_u32(), root.to_u32(), flags, total);
         let digest = backfill::digest(&message).to_vec();
-        // The progress row first: the decoder must have seen the digest by
+        // The progress rows first: the decoder must have seen the digest by
         // the time it decodes the message.
         as_owner(|| {
             Spi::connect_mut(|client| {
@@ -362,12 +659,31 @@ mod sql {
                         &[
                             oid_arg(relation),
                             DatumWithOid::from(rows_so_far as i64),
-                            DatumWithOid::from(keys),
+                            DatumWithOid::from(chunk.boundary),
                             DatumWithOid::from(digest.as_slice()),
-                            DatumWithOid::from(exhausted),
+                            DatumWithOid::from(chunk.exhausted),
                         ],
                     )
-                    .map(|_| ())
+                    .map(|_| ())?;
+                if of_root.is_some() {
+                    client
+                        .update(
+                            "UPDATE pubjson.backfill_progress SET \
+                               chunks = chunks OPERATOR(pg_catalog.+) 1, rows = $2, \
+                               updated = pg_catalog.now(), \
+                               state = CASE WHEN $3 THEN 'finished' ELSE 'running' END, \
+                               finished = CASE WHEN $3 THEN pg_catalog.now() END \
+                             WHERE relid OPERATOR(pg_catalog.=) $1",
+                            None,
+                            &[
+                                oid_arg(root),
+                                DatumWithOid::from(total as i64),
+                                DatumWithOid::from(last),
+                            ],
+                        )
+                        .map(|_| ())?;
+                }
+                Ok::<(), pgrx::spi::SpiError>(())
             })
         })
         .unwrap_or_else(|e| {
@@ -377,7 +693,10 @@ mod sql {
                 "",
             )
         });
-        // As the caller: writing logical messages is their privilege.
+        settings.restore();
+        // As the caller: writing logical messages is their privilege. The
+        // bytea is built in place (one copy of the message at a time).
+        let content = bytea_datum(message);
         Spi::connect_mut(|client| {
             client
                 .update(
@@ -387,7 +706,9 @@ mod sql {
                         DatumWithOid::from(
                             std::str::from_utf8(backfill::PREFIX).unwrap_or_default(),
                         ),
-                        DatumWithOid::from(message.as_slice()),
+                        // SAFETY: a bytea datum (bytea_datum), palloc'd in
+                        // this function's memory context, alive for the call.
+                        unsafe { DatumWithOid::new(content, pg_sys::BYTEAOID) },
                     ],
                 )
                 .map(|_| ())
@@ -399,15 +720,78 @@ mod sql {
                 "",
             )
         });
-        exhausted
+        chunk.exhausted
     }
 }
 
+/// `bytes` as a bytea datum in the current memory context (the Vec freed
+/// once copied). At most [`MAX_MESSAGE`] bytes: below the allocation limit.
+fn bytea_datum(bytes: Vec<u8>) -> pg_sys::Datum {
+    let len = bytes.len() + pg_sys::VARHDRSZ;
+    // SAFETY: palloc of len bytes (below MaxAllocSize: MAX_MESSAGE plus a
+    // header); a 4-byte varlena header is written, then the bytes.
+    unsafe {
+        let ptr = pg_sys::palloc(len) as *mut u8;
+        pgrx::varlena::set_varsize_4b(ptr as *mut pg_sys::varlena, len as i32);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(pg_sys::VARHDRSZ), bytes.len());
+        pg_sys::Datum::from(ptr)
+    }
+}
+
+/// What a chunk read: the message, the key it ends at (`None`: where the
+/// last one ended) and whether the table has no more rows.
+struct ChunkRead {
+    message: ChunkBuilder,
+    boundary: Option<Vec<String>>,
+    exhausted: bool,
+}
+
 /// The next rows of `relation` after `after` (the last key's text, `None`
-/// for the first chunk), in key order, locked `FOR SHARE`, at most
-/// `chunk_rows` of them and about `chunk_bytes`: each row's bytes (a
-/// detoasted composite datum of its row type), the last row's key as text
-/// (`None` when no row was read) and whether the table has no more rows.
+/// for the first chunk), in key order, locked `FOR SHARE`: at most
+/// `chunk_rows` of them, ending at the row with which the message reaches
+/// `chunk_bytes`.
+///
+/// Where the chunk ends (the next one's start) is decided by rows as the
+/// chunk's snapshot has them, never by a row a concurrent writer changed:
+/// under READ COMMITTED, a row the chunk waits for (a writer holds it) is
+/// returned in its newest version when the writer commits (PostgreSQL's
+/// EvalPlanQual), with its new key, in the place of the old one. So:
+///
+/// 1. The boundary `K`, the `chunk_rows`-th key after `after`, is read
+///    first, without locks.
+/// 2. The rows with keys in (`after`, `K`] are read in key order and
+///    locked. A row whose key a writer moved is returned only if its new
+///    key is still in the range; a row whose version the chunk's snapshot
+///    does not see (the writer's) never ends the chunk.
+/// 3. The chunk ends after the whole range (`K`; without `K`, fewer than
+///    `chunk_rows` rows were left: the end of the table), or earlier at
+///    the first row, seen by the snapshot, with which it reaches
+///    `chunk_rows` rows or `chunk_bytes` bytes: its key.
+///
+/// Every row whose key, as the snapshot sees it, is up to the boundary has
+/// then been read: locked and sent, or found moved or deleted by a writer
+/// that committed. Why no row is lost (docs/backfill.md, Guarantees):
+///
+/// - A row moved upwards (its new key beyond the boundary) by a writer the
+///   chunk waited for is not sent here; a later chunk reads it at its new
+///   key, as it reads rows inserted beyond the boundary.
+/// - A row the chunk's snapshot does not see (inserted, or moved into the
+///   range, by a writer that commits after the snapshot) is in the stream
+///   as that writer's `I` or `U`, after the chunk's start; an `I` carries
+///   every value.
+/// - A row moved downwards, to a key the backfill has passed (at or below
+///   the boundary), is never read again: the stream's `U` carries its new
+///   values, except TOASTed values the UPDATE did not change (unless
+///   `REPLICA IDENTITY FULL`): that exception stays, see the docs.
+/// - A row sent here that a later chunk reads again (it moved within the
+///   range past the boundary) is sent twice: each `F` is the row's state at
+///   its chunk's commit, so applying both is right.
+///
+/// Rows are fetched a few at a time (as many as the bytes left allow by
+/// the largest row so far, at most 100): the rows fetched past the end are
+/// locked until the commit but not sent. No message exceeds
+/// [`MAX_MESSAGE`]: a row that would make it larger ends the chunk before
+/// it, and a single row that large is an ERROR (54000).
 fn read_chunk(
     client: &mut SpiClient<'_>,
     relation: pg_sys::Oid,
@@ -415,7 +799,7 @@ fn read_chunk(
     after: Option<&[String]>,
     chunk_rows: i32,
     chunk_bytes: i64,
-) -> (Vec<Vec<u8>>, Option<Vec<String>>, bool) {
+) -> ChunkRead {
     let table = Spi::get_one_with_args::<String>(
         "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass)",
         &[oid_arg(relation)],
@@ -434,40 +818,96 @@ fn read_chunk(
         .enumerate()
         .map(|(i, c)| format!("{c}::pg_catalog.text AS key{i}"))
         .collect();
-    let mut query = format!(
-        "SELECT {alias}, {} FROM ONLY {table} AS {alias}",
-        texts.join(", ")
-    );
-    if after.is_some() {
+    let texts = texts.join(", ");
+    // `key OP (parameters from $first)`, row-wise for a key of several
+    // columns.
+    let compare = |op: &str, first: usize| -> String {
         let params: Vec<String> = key
             .types
             .iter()
             .enumerate()
-            .map(|(i, t)| format!("CAST(${} AS {t})", i + 1))
+            .map(|(i, t)| format!("CAST(${} AS {t})", first + i))
             .collect();
         if qualified.len() == 1 {
-            query += &format!(" WHERE {columns} OPERATOR(pg_catalog.>) {}", params[0]);
+            format!("{columns} OPERATOR(pg_catalog.{op}) {}", params[0])
         } else {
-            query += &format!(
-                " WHERE ROW({columns}) OPERATOR(pg_catalog.>) ROW({})",
+            format!(
+                "ROW({columns}) OPERATOR(pg_catalog.{op}) ROW({})",
                 params.join(", ")
-            );
+            )
         }
-    }
-    query += &format!(" ORDER BY {columns} LIMIT {chunk_rows} FOR SHARE OF {alias}");
-    let args: Vec<DatumWithOid> = after
+    };
+    let after_args: Vec<DatumWithOid> = after
         .unwrap_or_default()
         .iter()
         .map(|k| DatumWithOid::from(k.as_str()))
         .collect();
+    let lower = after.map(|_| compare(">", 1));
+
+    // 1. The boundary, unlocked.
+    let mut query = format!("SELECT {texts} FROM ONLY {table} AS {alias}");
+    if let Some(lower) = &lower {
+        query += &format!(" WHERE {lower}");
+    }
+    query += &format!(" ORDER BY {columns} OFFSET {} LIMIT 1", chunk_rows - 1);
+    let boundary: Option<Vec<String>> = client
+        .select(&query, None, &after_args)
+        .unwrap_or_else(|e| {
+            error(
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!("could not read the backfill's boundary: {e}"),
+                "",
+            )
+        })
+        .next()
+        .map(|row| {
+            (0..key.columns.len())
+                .map(|i| row.get::<String>(i + 1).ok().flatten().unwrap_or_default())
+                .collect()
+        });
+
+    // 2. The range, locked, with each row's xmin and the snapshot.
+    let mut conditions: Vec<String> = lower.into_iter().collect();
+    if boundary.is_some() {
+        conditions.push(compare("<=", after_args.len() + 1));
+    }
+    let mut query = format!(
+        "SELECT {alias}, {texts}, {alias}.xmin::pg_catalog.text, \
+                (SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text) \
+         FROM ONLY {table} AS {alias}"
+    );
+    if !conditions.is_empty() {
+        query += &format!(" WHERE {}", conditions.join(" AND "));
+    }
+    query += &format!(" ORDER BY {columns} FOR SHARE OF {alias}");
+    let mut args: Vec<DatumWithOid> = after
+        .unwrap_or_default()
+        .iter()
+        .map(|k| DatumWithOid::from(k.as_str()))
+        .collect();
+    args.extend(
+        boundary
+            .iter()
+            .flatten()
+            .map(|k| DatumWithOid::from(k.as_str())),
+    );
+    let xmin_column = key.columns.len() + 2;
     let mut cursor = client.open_cursor_mut(query.as_str(), &args);
-    let mut rows = Vec::new();
-    let mut bytes = 0i64;
-    let mut last = None;
-    let mut fetched = 0i64;
-    let mut stopped_by_bytes = false;
+    let mut message = ChunkBuilder::new();
+    let mut snapshot: Option<SnapshotXids> = None;
+    let mut end: Option<Vec<String>> = None;
+    // The largest row so far, with its length word: how many rows the
+    // bytes left may hold (one row first, before any is known).
+    let mut largest = usize::MAX;
+    let mut stopped = false;
     'fetch: loop {
-        let batch = cursor.fetch(100).unwrap_or_else(|e| {
+        let left = (chunk_bytes as usize).saturating_sub(message.len());
+        let count = (left / largest).clamp(1, 100).min(
+            (chunk_rows as usize)
+                .saturating_sub(message.rows() as usize)
+                .max(1),
+        );
+        let batch = cursor.fetch(count as i64).unwrap_or_else(|e| {
             error(
                 PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
                 format!("could not read the backfill's rows: {e}"),
@@ -478,7 +918,6 @@ fn read_chunk(
             break;
         }
         for row in batch {
-            fetched += 1;
             let Ok(Some(value)) = row.get::<pgrx::AnyElement>(1) else {
                 continue;
             };
@@ -490,20 +929,71 @@ fn read_chunk(
             let row_bytes = unsafe {
                 let value = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
                 let len = pgrx::varlena::varsize_any(value);
-                std::slice::from_raw_parts(value as *const u8, len).to_vec()
+                std::slice::from_raw_parts(value as *const u8, len)
             };
-            bytes += row_bytes.len() as i64;
-            rows.push(row_bytes);
-            let key_text: Vec<String> = (0..key.columns.len())
-                .map(|i| row.get::<String>(i + 2).ok().flatten().unwrap_or_default())
-                .collect();
-            last = Some(key_text);
-            if bytes >= chunk_bytes {
-                stopped_by_bytes = fetched < chunk_rows as i64;
+            if message.len_with(row_bytes.len()) > MAX_MESSAGE {
+                if message.is_empty() {
+                    error(
+                        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                        format!(
+                            "a row of \"{table}\" is {} bytes detoasted: more than a backfill message can carry ({MAX_MESSAGE} bytes)",
+                            row_bytes.len()
+                        ),
+                        "pubjson.backfill() cannot send this row; the stream carries its later changes.",
+                    );
+                }
+                stopped = true;
+                break 'fetch;
+            }
+            largest = if largest == usize::MAX {
+                row_bytes.len() + 4
+            } else {
+                largest.max(row_bytes.len() + 4)
+            };
+            message.push(row_bytes);
+            if snapshot.is_none() {
+                snapshot = row
+                    .get::<String>(xmin_column + 1)
+                    .ok()
+                    .flatten()
+                    .and_then(|text| SnapshotXids::parse(&text));
+            }
+            let seen = match (&snapshot, row.get::<String>(xmin_column)) {
+                (Some(snapshot), Ok(Some(xmin))) => {
+                    xmin.parse::<u32>().is_ok_and(|x| snapshot.sees(x))
+                }
+                _ => false,
+            };
+            if !seen {
+                // A writer's version: its key says nothing of the rows
+                // before it in the range.
+                continue;
+            }
+            end = Some(
+                (0..key.columns.len())
+                    .map(|i| row.get::<String>(i + 2).ok().flatten().unwrap_or_default())
+                    .collect(),
+            );
+            if message.rows() >= chunk_rows as u32 || message.len() >= chunk_bytes as usize {
+                stopped = true;
                 break 'fetch;
             }
         }
     }
-    let exhausted = !stopped_by_bytes && fetched < chunk_rows as i64;
-    (rows, last, exhausted)
+    if stopped {
+        // Up to the last row seen by the snapshot (the rows sent after it,
+        // if any, are read again by the next chunk).
+        ChunkRead {
+            message,
+            boundary: end,
+            exhausted: false,
+        }
+    } else {
+        // The whole range: up to K, or the end of the table.
+        ChunkRead {
+            message,
+            exhausted: boundary.is_none(),
+            boundary: boundary.or(end),
+        }
+    }
 }

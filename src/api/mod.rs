@@ -39,7 +39,7 @@ pgrx::extension_sql_file!("schema_guard.sql", name = "schema_guard", bootstrap);
 pgrx::extension_sql_file!(
     "backfill.sql",
     name = "backfill",
-    requires = [backfill_start, backfill_chunk]
+    requires = [backfill_start, backfill_chunk, backfill_running]
 );
 pgrx::extension_sql_file!(
     "conflicts.sql",

@@ -446,8 +446,20 @@ fn decode_backfill(
         let entry = state
             .relations
             .get(relation, &state.opts, state.publications.as_mut());
-        // The markers of a relation the consumer gets rows of.
+        // The markers of a relation the consumer gets rows of; they name
+        // the relation the backfill was asked for (a partitioned table,
+        // whose partitions' rows these are).
         let marked = entry.wanted && (state.publications.is_none() || entry.publish.is_some());
+        let marker_rel = if (chunk.first || chunk.last) && chunk.marker_relid != relid {
+            OpenedRel::open(catalog, chunk.marker_relid)
+        } else {
+            None
+        };
+        let marker_entry = marker_rel.as_ref().map(|opened| {
+            state
+                .relations
+                .get(opened.rel(), &state.opts, state.publications.as_mut())
+        });
         let mark = |state: &mut DecodingState, writer: &mut Writer<'_>, marker| {
             if marked {
                 begin_item(state, writer);
@@ -455,7 +467,7 @@ fn decode_backfill(
                 state.format.backfill_marker(
                     &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
                     stream_xid,
-                    &entry.meta,
+                    &marker_entry.as_ref().unwrap_or(&entry).meta,
                     marker,
                 );
             }
