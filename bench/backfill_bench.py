@@ -20,7 +20,10 @@ bounds it (it also includes one commit's WAL flush and the procedure's
 loop). The first chunk's interval starts at _backfill_start's commit,
 which the stream does not show: it is left out.
 
-Usage: bench/backfill_bench.py [--rows 1000000] [--runs 3]
+--chunk-rows N passes chunk_rows => N instead of the default (1000): a
+bigger chunk costs less per row and holds its locks longer.
+
+Usage: bench/backfill_bench.py [--rows 1000000] [--runs 3] [--chunk-rows N]
 Needs PGHOST/PGPORT/PGUSER/PUBJSON_PG_BIN (scripts/cluster.sh env) and
 pubjson installed in the server's tree (scripts/bench.sh backfill does it).
 """
@@ -143,7 +146,7 @@ def chunk_commits(path):
     return commits, rows
 
 
-def time_backfill(scratch, rows):
+def time_backfill(scratch, rows, chunk_rows):
     out = os.path.join(scratch, "backfill.out")
     psql(f"SELECT 'ok' FROM pg_create_logical_replication_slot('{SLOT}', 'pubjson')")
     recv = subprocess.Popen([RECVLOGICAL, "-d", DB, "-S", SLOT, "--start", "-o", "format-version=3",
@@ -154,7 +157,7 @@ def time_backfill(scratch, rows):
         wal_before = psql("SELECT pg_current_wal_insert_lsn()")
         started = time.monotonic()
         call = subprocess.Popen([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB,
-                                 "-c", "CALL pubjson.backfill('t')"],
+                                 "-c", f"CALL pubjson.backfill('t'{chunk_rows})"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         received, call_exit = wait_fe(out, recv, call, 3600)
         call_error = call.communicate()[1]
@@ -179,7 +182,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--chunk-rows", type=int)
     args = ap.parse_args()
+    chunk_rows = f", chunk_rows => {args.chunk_rows}" if args.chunk_rows else ""
     setup(args.rows)
     copies, backfills = [], []
     with tempfile.TemporaryDirectory(prefix="pubjson-backfill-") as scratch:
@@ -188,12 +193,12 @@ def main():
             same_state()
             copies.append(time_copy(scratch))
             same_state()
-            backfills.append(time_backfill(scratch, args.rows))
+            backfills.append(time_backfill(scratch, args.rows, chunk_rows))
     copy_seconds, copy_bytes = min(copies)
     seconds, wal, gaps, size, call_seconds = min(backfills, key=lambda r: r[0])
     longest = max(max(r[2]) for r in backfills if r[2]) if any(r[2] for r in backfills) else 0.0
     gaps = sorted(gaps)
-    print(f"\n== backfill of {args.rows:,} rows (mixed table, default settings, best of {args.runs})")
+    print(f"\n== backfill of {args.rows:,} rows (mixed table, {'default settings' if not chunk_rows else chunk_rows[2:]}, best of {args.runs})")
     print(f"{'':44} {'seconds':>8} {'MB out':>8}")
     print(f"{'COPY t TO STDOUT (psql into a file)':44} {copy_seconds:8.3f} {copy_bytes / 1e6:8.1f}")
     print(f"{'backfill to pg_recvlogical, format 3':44} {seconds:8.3f} {size / 1e6:8.1f}")

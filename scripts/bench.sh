@@ -6,7 +6,7 @@
 #   scripts/bench.sh large [--rows N] [--latency-seconds S]
 #       a huge transaction through pg_recvlogical: walsender memory, and how
 #       soon a long transaction's first changes arrive (bench/large_txn.py)
-#   scripts/bench.sh backfill [--rows N] [--runs N]
+#   scripts/bench.sh backfill [--rows N] [--runs N] [--chunk-rows N]
 #       CALL pubjson.backfill() to pg_recvlogical against COPY of the same
 #       table: time, rows/s, WAL per row, chunk lock time
 #       (bench/backfill_bench.py). The procedure's C functions load
