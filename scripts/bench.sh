@@ -6,6 +6,12 @@
 #   scripts/bench.sh large [--rows N] [--latency-seconds S]
 #       a huge transaction through pg_recvlogical: walsender memory, and how
 #       soon a long transaction's first changes arrive (bench/large_txn.py)
+#   scripts/bench.sh backfill [--rows N] [--runs N] [--chunk-rows N]
+#       CALL pubjson.backfill() to pg_recvlogical against COPY of the same
+#       table: time, rows/s, WAL per row, chunk lock time
+#       (bench/backfill_bench.py). The procedure's C functions load
+#       $libdir/pubjson, so this one installs the release build into the
+#       server's tree (scripts/install.sh) instead of a private directory.
 # PG_MAJOR picks the server (see scripts/pg-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,20 +20,32 @@ export PATH="$HOME/.cargo/bin:$PATH"
 . scripts/pg-env.sh
 bench_root=${PUBJSON_TMP:-/tmp}/pubjson-bench
 export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
-export PUBJSON_LIBDIR=$bench_root/lib
 scripts/install-deps.sh
+if [ "${1:-}" = backfill ]; then
+  # Loaded from $libdir only: the preloaded library and the extension's
+  # functions must be the same file (one copy per backend).
+  scripts/install.sh
+  unset PUBJSON_LIBDIR
+else
+  export PUBJSON_LIBDIR=$bench_root/lib
+fi
 # The release build is loaded from a private directory (dynamic_library_path),
 # so benchmarking never replaces the library other clusters are using. It is
 # built for the server's major (pg_config by its real path, as install.sh).
-PGRX_PG_CONFIG_PATH=$(readlink -f "$PG_CONFIG") \
-  cargo build --release --lib --no-default-features --features "pg$PG_MAJOR"
+if [ -n "${PUBJSON_LIBDIR:-}" ]; then
+  PGRX_PG_CONFIG_PATH=$(readlink -f "$PG_CONFIG") \
+    cargo build --release --lib --no-default-features --features "pg$PG_MAJOR"
+fi
 scripts/cluster.sh destroy
-mkdir -p "$PUBJSON_LIBDIR"
-install -m 755 target/release/libpubjson.so "$PUBJSON_LIBDIR/pubjson.so"
+if [ -n "${PUBJSON_LIBDIR:-}" ]; then
+  mkdir -p "$PUBJSON_LIBDIR"
+  install -m 755 target/release/libpubjson.so "$PUBJSON_LIBDIR/pubjson.so"
+fi
 scripts/cluster.sh start
 eval "$(scripts/cluster.sh env)"
 case "${1:-speed}" in
   large) shift; python3 bench/large_txn.py "$@" ;;
+  backfill) shift; python3 bench/backfill_bench.py "$@" ;;
   speed) [ $# -gt 0 ] && shift; python3 bench/decode_bench.py "$@" ;;
   *) python3 bench/decode_bench.py "$@" ;;
 esac

@@ -15,10 +15,15 @@
 //! After COMMIT, the next scrape no longer shows the transaction.
 //! The standby metrics are checked on a real standby by
 //! `tests/monitoring_standby.rs`.
+//!
+//! A second test scrapes a backfill's progress (`pubjson_backfill_*`)
+//! while it waits at a held row, once its session is gone, and after it
+//! was resumed and finished.
 
 use postgres::Client;
 use pubjson_e2e::{
-    exec, one_string, poll, scratch_dir, server_major, wait_true, Exporter, RecvLogical, Server,
+    exec, one_row, one_string, poll, scratch_dir, server_major, sqlstate, wait_true, Exporter,
+    RecvLogical, Server,
 };
 use std::time::{Duration, Instant};
 
@@ -32,6 +37,7 @@ const SUB_SLOT: &str = "e2e_mon_sub";
 const SUBSCRIPTION: &str = "e2e_mon_sub";
 /// Rows of the held-back batch: enough to spill past 64kB many times.
 const ROWS: i64 = 20_000;
+const BACKFILL_DB: &str = "pubjson_e2e_mon_bf";
 
 /// Drops what an earlier (killed) run may have left: the subscription
 /// (a database with one cannot be dropped while it is enabled), then the
@@ -417,4 +423,105 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
     assert!(rl.stop().success(), "{}", rl.stderr());
     drop(exporter);
     println!("monitoring test took {:?}", started.elapsed());
+}
+
+#[test]
+fn exporter_scrapes_backfill_progress() {
+    let server = Server::main();
+    let mut c = server.fresh_database_with_pubjson(BACKFILL_DB);
+    let major = server_major(&mut c);
+    create_roles(&mut c);
+    exec(
+        &mut c,
+        "create table bf (id int primary key, v text);
+         insert into bf select i, 'v' || i from generate_series(1, 100) i;
+         analyze bf;",
+    );
+    // The exporter's role reads the progress, not the keys (table data).
+    let mut monitor = server.connect_as(BACKFILL_DB, EXPORTER_ROLE);
+    let denied = monitor
+        .batch_execute("select last_key from pubjson.backfill_progress")
+        .expect_err("last_key is not for pg_monitor");
+    assert_eq!(sqlstate(&denied), "42501");
+
+    // A writer holds row 50: a backfill in chunks of 10 rows commits four
+    // and waits at the fifth.
+    let mut holder = server.connect(BACKFILL_DB);
+    exec(
+        &mut holder,
+        "begin; select * from bf where id = 50 for update",
+    );
+    let mut b = server.connect(BACKFILL_DB);
+    let pid: i32 = one_row(&mut b, "select pg_backend_pid()").get(0);
+    let running = std::thread::spawn(move || {
+        let _ = b.batch_execute("call pubjson.backfill('bf', chunk_rows => 10)");
+    });
+    wait_true(
+        &mut c,
+        "the backfill waits for the held row",
+        Duration::from_secs(60),
+        "select exists (select from pg_stat_activity where pid = $1 and wait_event_type = 'Lock')",
+        &[&pid],
+    );
+    let mut exporter = Exporter::start(&server, EXPORTER_ROLE, BACKFILL_DB, major, &[], "backfill");
+    let m = exporter.scrape();
+    println!("{}", m.lines("pubjson_backfill"));
+    assert_eq!(m.value("pg_up", &[]), 1.0);
+    assert_eq!(
+        m.value("pg_exporter_last_scrape_error", &[]),
+        0.0,
+        "{}",
+        exporter.log_text()
+    );
+    let table = [("datname", BACKFILL_DB), ("relation", "public.bf")];
+    assert_eq!(m.value("pubjson_backfill_running", &table), 1.0);
+    assert_eq!(m.value("pubjson_backfill_stopped", &table), 0.0);
+    assert_eq!(m.value("pubjson_backfill_chunks", &table), 4.0);
+    assert_eq!(m.value("pubjson_backfill_rows", &table), 40.0);
+    assert_eq!(
+        m.value("pubjson_backfill_table_rows_estimate", &table),
+        100.0
+    );
+    let duration = m.value("pubjson_backfill_duration_seconds", &table);
+    let age = m.value("pubjson_backfill_last_chunk_age_seconds", &table);
+    assert!(
+        duration > 0.0 && age >= 0.0 && age <= duration,
+        "{duration} {age}"
+    );
+    m.check_quoted("docs/monitoring.md", "e2e/tests/monitoring.rs (backfill)");
+    assert_eq!(m.assert_types("pubjson_backfill"), 7);
+
+    // Its session ends: stopped, until CALL resumes it.
+    exec(&mut c, &format!("select pg_terminate_backend({pid})"));
+    running.join().expect("backfill thread");
+    poll(
+        "a scrape with the backfill stopped",
+        Duration::from_secs(30),
+        || (exporter.scrape().value("pubjson_backfill_stopped", &table) == 1.0).then_some(()),
+    );
+    exec(&mut holder, "commit");
+    exec(&mut c, "call pubjson.backfill('bf', chunk_rows => 10)");
+    let m = exporter.scrape();
+    let done = one_row(
+        &mut c,
+        "select chunks, extract(epoch from finished - started)::float8 from pubjson.backfills",
+    );
+    assert_eq!(m.value("pubjson_backfill_running", &table), 0.0);
+    assert_eq!(m.value("pubjson_backfill_stopped", &table), 0.0);
+    assert_eq!(m.value("pubjson_backfill_rows", &table), 100.0);
+    assert_eq!(
+        m.value("pubjson_backfill_chunks", &table),
+        done.get::<_, i64>(0) as f64
+    );
+    let took = m.value("pubjson_backfill_duration_seconds", &table);
+    assert!(
+        (took - done.get::<_, f64>(1)).abs() < 1e-6,
+        "{took} {}",
+        done.get::<_, f64>(1)
+    );
+    drop(exporter);
+    drop(monitor);
+    server
+        .drop_database(BACKFILL_DB)
+        .unwrap_or_else(|e| panic!("{e}"));
 }

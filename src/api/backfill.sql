@@ -41,6 +41,11 @@ CREATE TABLE pubjson.backfill_progress (
     root_started timestamptz
 );
 REVOKE ALL ON pubjson.backfill_progress FROM PUBLIC;
+-- Monitoring (monitoring/pubjson-exporter-queries.yaml, a role with
+-- pg_monitor) reads every backfill's progress, not its keys (table data).
+GRANT SELECT (relid, relation, state, chunks, rows, started, updated, finished,
+              owner_pid, owner_start, owner_query_start)
+    ON pubjson.backfill_progress TO pg_monitor;
 
 -- Progress of every backfill of a table the caller may read (the last key
 -- is the table's data).
