@@ -115,9 +115,10 @@ def tail(path, lines=30):
 
 
 def slot_streaming():
-    """True once the slot's walsender has started streaming."""
-    return psql("SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid"
-                f" WHERE s.slot_name = '{SLOT}' AND r.state IN ('catchup', 'streaming')") == "1"
+    """The pid of the slot's walsender once it has started streaming."""
+    pid = psql("SELECT s.active_pid FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid"
+               f" WHERE s.slot_name = '{SLOT}' AND r.state IN ('catchup', 'streaming')")
+    return int(pid) if pid else None
 
 
 def drop_slot():
@@ -158,20 +159,23 @@ class Workload:
 
 
 class Measurement:
-    def __init__(self, received, seconds, cpu, startup_cpu, workload_seconds, load):
+    def __init__(self, received, seconds, cpu, walsender_cpu, startup_cpu, workload_seconds, load):
         self.received = received  # (inserts, updates, deletes)
         self.seconds = seconds
         self.cpu = cpu
+        self.walsender_cpu = walsender_cpu
         self.startup_cpu = startup_cpu
         self.workload_seconds = workload_seconds
         self.load = load
         self.handler_cpu = None  # Debezium: the part spent in its Python handler
 
 
-def measure(workload, consumer_pid, received_last, log, proc):
+def measure(workload, consumer_pid, walsender_pid, received_last, log, proc):
     """Runs the workload while the consumer receives. received_last() says
     (counts, monotonic time of the last change) once every change arrived,
-    None before."""
+    None before. Also takes the CPU time of the walsender that decodes for
+    the consumer (the server's side of the pipeline)."""
+    walsender_before = cpu_seconds(walsender_pid)
     cpu_before = cpu_seconds(consumer_pid)
     started = time.monotonic()
     work = workload.start()
@@ -181,12 +185,13 @@ def measure(workload, consumer_pid, received_last, log, proc):
     timeout = 120 + workload.changes / 1000
     done = wait_for(f"all {workload.changes} changes", received_last, timeout, proc=proc, log=log, interval=0.01)
     cpu_after = cpu_seconds(consumer_pid)
+    walsender_after = cpu_seconds(walsender_pid)
     counts, last = done
     waiter.join(timeout)
     if not work_ended or work_ended[0][0] != 0:
         sys.exit(f"the workload failed: {work.stderr.read().strip() if work_ended else 'timed out'}")
-    return Measurement(counts, last - started, cpu_after - cpu_before, cpu_before, work_ended[0][1] - started,
-                       os.getloadavg()[0])
+    return Measurement(counts, last - started, cpu_after - cpu_before, walsender_after - walsender_before,
+                       cpu_before, work_ended[0][1] - started, os.getloadavg()[0])
 
 
 class RecvLogical:
@@ -209,9 +214,9 @@ class RecvLogical:
         with open(log, "wb") as stderr:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            wait_for("pg_recvlogical to stream", slot_streaming, 60, proc=proc, log=log)
+            walsender = wait_for("pg_recvlogical to stream", slot_streaming, 60, proc=proc, log=log)
             counter = LineCounter(out, workload.changes)
-            result = measure(workload, proc.pid, counter.poll, log, proc)
+            result = measure(workload, proc.pid, walsender, counter.poll, log, proc)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -260,6 +265,10 @@ class Debezium:
             f.write("rootLogger.level=WARN\nrootLogger.appenderRef.stderr.ref=stderr\n"
                     "appender.stderr.type=Console\nappender.stderr.name=stderr\nappender.stderr.target=SYSTEM_ERR\n"
                     "appender.stderr.layout.type=PatternLayout\nappender.stderr.layout.pattern=%d [%p] %c - %m%n\n")
+        # A fresh start every run: no offsets from the previous run's slot.
+        offsets = os.path.join(scratch, "debezium-offsets.dat")
+        if os.path.exists(offsets):
+            os.unlink(offsets)
         cmd = [self.python, os.path.abspath(__file__), "--debezium-consumer",
                "--port", os.environ.get("PGPORT", "5432"), "--expect", str(workload.changes), "--scratch", scratch]
         env = dict(os.environ, JAVA_HOME=JAVA_HOME, PYDBZ_JVM_OPTS=f"-Dlog4j2.configurationFile={log4j}")
@@ -267,13 +276,16 @@ class Debezium:
             proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=stderr, text=True)
         try:
-            wait_for("Debezium to stream", slot_streaming, 300, proc=proc, log=log)
+            walsender = wait_for("Debezium to stream", slot_streaming, 300, proc=proc, log=log)
             reader = ChildReader(proc)
-            result = measure(workload, proc.pid, reader.poll, log, proc)
+            result = measure(workload, proc.pid, walsender, reader.poll, log, proc)
             result.handler_cpu = reader.handler_cpu
             proc.stdin.write("stop\n")
             proc.stdin.close()
-            proc.wait(timeout=60)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                print("Debezium did not stop within 60 s: killed", file=sys.stderr)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -458,19 +470,22 @@ def main():
     print(f"\n== pipelines end to end: {workload.changes} changes ({workload.inserts} inserts in 1000-row "
           f"transactions, {workload.updates} updates, {workload.deletes} deletes), {args.runs} runs interleaved")
     print(f"{'consumer':48} {'run':>3} {'events':>8} {'seconds':>8} {'events/s':>9} {'consumer CPU s':>14} "
-          f"{'startup CPU s':>13} {'workload s':>10} {'load':>5}")
+          f"{'walsender CPU s':>15} {'startup CPU s':>13} {'workload s':>10} {'load':>5}")
     for label, run, m in rows:
         print(f"{label:48} {run:3d} {sum(m.received):8d} {m.seconds:8.2f} {workload.changes / m.seconds:9.0f} "
-              f"{m.cpu:14.2f} {m.startup_cpu:13.2f} {m.workload_seconds:10.2f} {m.load:5.1f}")
+              f"{m.cpu:14.2f} {m.walsender_cpu:15.2f} {m.startup_cpu:13.2f} {m.workload_seconds:10.2f} {m.load:5.1f}")
     print("\nevents/s: changes / time from the workload's start until the consumer received the last change;"
           "\nconsumer CPU s: the consumer process's user+system CPU meanwhile (startup CPU s: before the workload);"
+          "\nwalsender CPU s: the same for the walsender decoding for it (pgoutput for Debezium, else pubjson);"
           "\nworkload s: until the workload's last COMMIT; load: the 1-minute load average at the end.")
-    print(f"\n{'consumer':48} {'events/s':>17} {'consumer CPU s':>14}")
+    print(f"\n{'consumer (range over the runs)':48} {'events/s':>17} {'consumer CPU s':>14} {'walsender CPU s':>15}")
     for consumer in consumers:
         ms = [m for label, _, m in rows if label == consumer.label]
         rates = sorted(workload.changes / m.seconds for m in ms)
         cpus = sorted(m.cpu for m in ms)
-        print(f"{consumer.label:48} {rates[0]:8.0f}–{rates[-1]:<8.0f} {cpus[0]:6.2f}–{cpus[-1]:<6.2f}")
+        walsender = sorted(m.walsender_cpu for m in ms)
+        print(f"{consumer.label:48} {rates[0]:8.0f}–{rates[-1]:<8.0f} {cpus[0]:6.2f}–{cpus[-1]:<7.2f} "
+              f"{walsender[0]:6.2f}–{walsender[-1]:<6.2f}")
     handler = sorted(m.handler_cpu for _, _, m in rows if m.handler_cpu is not None)
     if handler:
         print(f"(of Debezium's CPU, its Python handler, which reads every event's JSON and counts it by op, used"
