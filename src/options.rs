@@ -129,6 +129,58 @@ pub enum OriginFilter {
     None,
 }
 
+/// Format 3's `batch-bytes`: how many objects one output message holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batching {
+    /// Not given: the interface decides ([`Batching::for_interface`]).
+    InterfaceDefault,
+    /// One object per message (`batch-bytes` 0).
+    Off,
+    /// Objects share a message, one per line, until it holds at least this
+    /// many bytes (or the consumer would otherwise wait: see format 3).
+    UpTo(usize),
+}
+
+/// Where the decoded output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interface {
+    /// A walsender (`pg_recvlogical`, a replication connection): every
+    /// message costs a protocol frame, a flush attempt and a client read.
+    Walsender,
+    /// `pg_logical_slot_{get,peek}_changes`: one result row per message.
+    SqlFunctions,
+}
+
+/// `batch-bytes` through a walsender when not given (docs/options.md).
+pub const DEFAULT_WALSENDER_BATCH_BYTES: usize = 64 * 1024;
+/// The largest `batch-bytes` (format 1's chunk size: a message never grows
+/// towards PostgreSQL's 1 GB limit).
+pub const MAX_BATCH_BYTES: i64 = 16 * 1024 * 1024;
+
+impl Batching {
+    /// The batching in force: an explicit `batch-bytes`, else batches of
+    /// [`DEFAULT_WALSENDER_BATCH_BYTES`] through a walsender and one object
+    /// per row through the SQL functions (where a row is what a SQL user
+    /// reads).
+    pub fn for_interface(self, interface: Interface) -> Batching {
+        match (self, interface) {
+            (Batching::InterfaceDefault, Interface::Walsender) => {
+                Batching::UpTo(DEFAULT_WALSENDER_BATCH_BYTES)
+            }
+            (Batching::InterfaceDefault, Interface::SqlFunctions) => Batching::Off,
+            (explicit, _) => explicit,
+        }
+    }
+
+    /// The byte bound of a batch; 0: no batching.
+    pub fn bytes(self) -> usize {
+        match self {
+            Batching::UpTo(bytes) => bytes,
+            Batching::InterfaceDefault | Batching::Off => 0,
+        }
+    }
+}
+
 /// Everything the consumer asked for. Field names follow the option names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -169,6 +221,8 @@ pub struct Options {
     pub streaming: bool,
     /// pgoutput: decode prepared transactions at PREPARE time.
     pub two_phase: bool,
+    /// pubjson, format 3: objects per output message.
+    pub batching: Batching,
 }
 
 impl Default for Options {
@@ -214,6 +268,7 @@ impl Default for Options {
             origin: OriginFilter::Any,
             streaming: false,
             two_phase: false,
+            batching: Batching::InterfaceDefault,
         }
     }
 }
@@ -235,7 +290,9 @@ impl Options {
         let mut o = Options::default();
         let mut seen_pgoutput_options: Vec<&str> = Vec::new();
         let mut layout_option = None;
+        let mut batch_option = false;
         for (name, value) in options {
+            batch_option |= name == "batch-bytes";
             if layout_option.is_none() && WAL2JSON_LAYOUT_OPTIONS.contains(&name) {
                 layout_option = Some(name);
             }
@@ -259,6 +316,20 @@ impl Options {
             );
             err.hint = Some(
                 "Format 3 always includes xids, LSNs, commit times and schemas; R objects describe column types, keys and nullability."
+                    .to_owned(),
+            );
+            return Err(err);
+        }
+        if batch_option && o.format_version != 3 {
+            let mut err = OptionError::new(
+                OptionErrorKind::InvalidParameterValue,
+                format!(
+                    "option \"batch-bytes\" does not apply to format-version {}",
+                    o.format_version
+                ),
+            );
+            err.hint = Some(
+                "Format 1 writes a transaction per message and format 2 a change per message, as wal2json does."
                     .to_owned(),
             );
             return Err(err);
@@ -427,6 +498,29 @@ impl Options {
                             String::from_utf8_lossy(v)
                         ),
                     ));
+                };
+                Ok(())
+            }
+            "batch-bytes" => {
+                let bytes = match value {
+                    None => None,
+                    Some(v) => parse_int(v),
+                }
+                .filter(|b| (0..=MAX_BATCH_BYTES).contains(b));
+                let Some(bytes) = bytes else {
+                    let mut err = OptionError::bad_value(
+                        InvalidParameterValue,
+                        value.unwrap_or(b"(null)"),
+                        name,
+                    );
+                    err.hint = Some(format!(
+                        "batch-bytes is a number of bytes between 0 (one object per message) and {MAX_BATCH_BYTES}."
+                    ));
+                    return Err(err);
+                };
+                self.batching = match bytes {
+                    0 => Batching::Off,
+                    n => Batching::UpTo(n as usize),
                 };
                 Ok(())
             }
@@ -885,6 +979,75 @@ mod tests {
         let e = parse(&[("format-version", Some("two"))]).unwrap_err();
         assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
         assert!(parse(&[("format-version", Some("99999999999"))]).is_err());
+    }
+
+    #[test]
+    fn batch_bytes_is_format_3_s_and_bounded() {
+        let batching = |v: &str| {
+            parse(&[("format-version", Some("3")), ("batch-bytes", Some(v))]).map(|o| o.batching)
+        };
+        assert_eq!(batching("0"), Ok(Batching::Off));
+        assert_eq!(batching("1"), Ok(Batching::UpTo(1)));
+        assert_eq!(batching("65536"), Ok(Batching::UpTo(65536)));
+        assert_eq!(
+            batching("16777216"),
+            Ok(Batching::UpTo(MAX_BATCH_BYTES as usize))
+        );
+        for bad in ["-1", "16777217", "64kB", "", "x"] {
+            let e = batching(bad).unwrap_err();
+            assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue, "{bad}");
+            assert_eq!(
+                e.message,
+                format!("could not parse value \"{bad}\" for parameter \"batch-bytes\"")
+            );
+            assert!(e.hint.as_deref().unwrap().contains("16777216"));
+        }
+        // No value: there is no sensible boolean reading of a byte count.
+        let e = parse(&[("format-version", Some("3")), ("batch-bytes", None)]).unwrap_err();
+        assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+        // Checked at the end, as the layout options: any order.
+        let o = parse(&[("batch-bytes", Some("100")), ("format-version", Some("3"))]).unwrap();
+        assert_eq!(o.batching, Batching::UpTo(100));
+        for version in ["1", "2"] {
+            for opts in [
+                [
+                    ("format-version", Some(version)),
+                    ("batch-bytes", Some("0")),
+                ],
+                [
+                    ("batch-bytes", Some("10")),
+                    ("format-version", Some(version)),
+                ],
+            ] {
+                let e = parse(&opts).unwrap_err();
+                assert_eq!(e.kind, OptionErrorKind::InvalidParameterValue);
+                assert_eq!(
+                    e.message,
+                    format!("option \"batch-bytes\" does not apply to format-version {version}")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn batching_defaults_per_interface() {
+        let default = parse(&[("format-version", Some("3"))]).unwrap().batching;
+        assert_eq!(default, Batching::InterfaceDefault);
+        assert_eq!(
+            default.for_interface(Interface::Walsender),
+            Batching::UpTo(DEFAULT_WALSENDER_BATCH_BYTES)
+        );
+        assert_eq!(
+            default.for_interface(Interface::SqlFunctions),
+            Batching::Off
+        );
+        for explicit in [Batching::Off, Batching::UpTo(10)] {
+            assert_eq!(explicit.for_interface(Interface::Walsender), explicit);
+            assert_eq!(explicit.for_interface(Interface::SqlFunctions), explicit);
+        }
+        assert_eq!(Batching::UpTo(10).bytes(), 10);
+        assert_eq!(Batching::Off.bytes(), 0);
+        assert_eq!(Batching::InterfaceDefault.bytes(), 0);
     }
 
     #[test]

@@ -160,6 +160,13 @@ pub trait OutputFormat {
     ) {
     }
 
+    /// An object the core wrote into `sink` for this format inside a
+    /// transaction (format 3's DDL object) is complete: handed over under
+    /// the format's flush policy.
+    fn object_written(&mut self, sink: &mut dyn Sink) {
+        sink.write(true);
+    }
+
     /// A streamed block's first output; `first` when it is the first block
     /// of the transaction the consumer sees.
     fn stream_start(&mut self, sink: &mut dyn Sink, xid: u32, first: bool);

@@ -94,6 +94,6 @@ pub fn decode_ddl(
     let record = current_txn(&mut state.txns);
     let mut sink = state.sink.output(writer, Some(&mut record.bytes_emitted));
     ddl_object(sink.buf(), &event, stream_xid, lsn, &descriptions);
-    sink.write(true);
+    state.format.object_written(&mut sink);
     true
 }

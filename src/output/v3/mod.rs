@@ -57,6 +57,9 @@ pub struct V3Render {
 
 /// Format 3 for one decoding session's options.
 pub struct Format3 {
+    /// Objects share an output message, one per line, until it holds this
+    /// many bytes; 0: one object per message.
+    batch_bytes: usize,
     include_origin: bool,
     numbers_as_strings: bool,
     /// The last R object written per relation OID in this session.
@@ -74,12 +77,38 @@ type Span = Option<(usize, usize)>;
 impl Format3 {
     pub fn new(opts: &Options) -> Self {
         Format3 {
+            batch_bytes: opts.batching.bytes(),
             include_origin: opts.include_origin,
             numbers_as_strings: opts.numeric_data_types_as_string,
             described: HashMap::new(),
             visible: Vec::new(),
             spans: Vec::new(),
             r_object: Vec::new(),
+        }
+    }
+}
+
+/// What follows an object that is complete in the sink's buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ObjectEnd {
+    /// More of the same transaction or streamed block follows: the object
+    /// may wait in the batch.
+    Within,
+    /// The consumer would wait for what comes next (a commit, the end of a
+    /// streamed block, a prepare, a message outside a transaction): the
+    /// batch is handed over now, so batching never delays output.
+    Boundary,
+}
+
+impl Format3 {
+    /// Hands the buffer over as one message when `end` is a boundary or the
+    /// batch is full; otherwise starts the object's line. JSON holds no raw
+    /// newline, so a message is one object per line, never a split object.
+    fn end_object(&self, sink: &mut dyn Sink, end: ObjectEnd) {
+        if end == ObjectEnd::Boundary || sink.buf().len() >= self.batch_bytes {
+            sink.write(true);
+        } else {
+            sink.buf().push(b'\n');
         }
     }
 }
@@ -249,7 +278,7 @@ impl Format3 {
         // written.
         if self.described.get(&rel.relid) != Some(object) {
             sink.buf().extend_from_slice(object);
-            sink.write(true);
+            self.end_object(sink, ObjectEnd::Within);
             self.described.insert(rel.relid, object.clone());
         }
         render.announced.set(true);
@@ -392,7 +421,9 @@ fn column_list(out: &mut Vec<u8>, key: &[u8], rel: &RelationMeta, columns: &[usi
     out.push(b']');
 }
 
-/// Every object is one output message, written as soon as it is complete.
+/// Every object is written as soon as it is complete: as one output message,
+/// or, with batching, as a line of a message handed over when it is full or
+/// at the next boundary (see [`ObjectEnd`]).
 impl OutputFormat for Format3 {
     fn type_rendering(&self) -> TypeRendering {
         TypeRendering {
@@ -413,7 +444,12 @@ impl OutputFormat for Format3 {
             field_u64(out, b"origin", txn.origin as u64);
         }
         out.push(b'}');
-        sink.write_at(first_lsn);
+        if self.batch_bytes == 0 {
+            sink.write_at(first_lsn);
+        } else {
+            // The batch's message is reported where it is handed over.
+            self.end_object(sink, ObjectEnd::Within);
+        }
     }
 
     fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64, changes: u64) {
@@ -425,7 +461,7 @@ impl OutputFormat for Format3 {
         field_timestamp(out, txn.commit_time);
         field_u64(out, b"changes", changes);
         out.push(b'}');
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Boundary);
         shrink_after_transaction(sink.buf());
     }
 
@@ -479,8 +515,9 @@ impl OutputFormat for Format3 {
         self.spans.clear();
         self.spans.resize(rel.columns.len(), (None, None));
 
-        let out = std::mem::take(sink.buf());
-        let mut out = out;
+        let mut out = std::mem::take(sink.buf());
+        // Objects of the batch before this one stay if it fails.
+        let start = out.len();
         out.extend_from_slice(b"{\"action\":\"");
         out.push(match header.source {
             ChangeSource::Wal => letter(header.kind),
@@ -502,7 +539,7 @@ impl OutputFormat for Format3 {
         let mut unchanged = Vec::new();
         let result = self.rows(&mut out, rel, keys, new, old, old_complete, &mut unchanged);
         if let Err(e) = result {
-            out.clear();
+            out.truncate(start);
             *sink.buf() = out;
             return Err(e);
         }
@@ -530,7 +567,7 @@ impl OutputFormat for Format3 {
         }
         out.push(b'}');
         *sink.buf() = out;
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Within);
         Ok(None)
     }
 
@@ -553,7 +590,7 @@ impl OutputFormat for Format3 {
         }
         out.extend_from_slice(&relation_head(rel));
         out.push(b'}');
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Within);
     }
 
     fn message(
@@ -582,7 +619,12 @@ impl OutputFormat for Format3 {
         out.extend_from_slice(b",\"content\":");
         push_json_string(out, content);
         out.push(b'}');
-        sink.write(true);
+        let end = if transactional {
+            ObjectEnd::Within
+        } else {
+            ObjectEnd::Boundary
+        };
+        self.end_object(sink, end);
     }
 
     fn writes_backfill(&self) -> bool {
@@ -609,23 +651,23 @@ impl OutputFormat for Format3 {
             field_u64(out, b"rows", rows);
         }
         out.push(b'}');
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Within);
     }
 
     fn stream_start(&mut self, sink: &mut dyn Sink, xid: u32, first: bool) {
         control::stream_start_open(sink.buf(), xid, first);
         sink.buf().push(b'}');
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Within);
     }
 
     fn stream_stop(&mut self, sink: &mut dyn Sink, xid: u32) {
         control::stream_stop(sink.buf(), xid);
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Boundary);
     }
 
     fn stream_abort(&mut self, sink: &mut dyn Sink, xid: u32, subxid: u32, lsn: u64) {
         control::stream_abort(sink.buf(), xid, subxid, lsn);
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Boundary);
     }
 
     fn stream_commit(&mut self, sink: &mut dyn Sink, commit: &StreamedCommit) {
@@ -638,7 +680,7 @@ impl OutputFormat for Format3 {
         field_timestamp(out, commit.commit_time);
         field_u64(out, b"changes", commit.changes);
         out.push(b'}');
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Boundary);
     }
 
     fn two_phase(
@@ -675,6 +717,10 @@ impl OutputFormat for Format3 {
             field_u64(out, b"changes", changes);
         }
         out.push(b'}');
-        sink.write(true);
+        self.end_object(sink, ObjectEnd::Boundary);
+    }
+
+    fn object_written(&mut self, sink: &mut dyn Sink) {
+        self.end_object(sink, ObjectEnd::Within);
     }
 }

@@ -5,6 +5,7 @@ use super::value::{is_json_number, push_array, push_base64, push_compact_json, p
 use super::*;
 use crate::model::ValueKind;
 use crate::model::{ChangeHeader, ChangeSource, Value};
+use crate::options::Batching;
 use crate::output::format::{ChangeContext, RelationRender, StreamedCommit};
 use crate::output::jsonb::tests::{any_value as any_jsonb, encode as encode_jsonb, num, V};
 use crate::output::test_values::{Elements, OneValue};
@@ -1148,4 +1149,224 @@ fn arrays_are_read_element_by_element() {
         array: None,
     };
     assert_eq!(column_value(&unread, st(false)), r#""{1,2}""#);
+}
+
+/// A sink that keeps every output message as handed over (batched
+/// messages hold several lines).
+#[derive(Default)]
+struct Batches {
+    buf: Vec<u8>,
+    written: Vec<Vec<u8>>,
+}
+
+impl Sink for Batches {
+    fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+    fn write(&mut self, last: bool) {
+        assert!(last, "format 3 writes whole messages");
+        self.written.push(std::mem::take(&mut self.buf));
+    }
+    fn write_at(&mut self, _lsn: u64) {
+        self.write(true);
+    }
+}
+
+/// One event of a decoding session, for the batching properties.
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// A transaction: B, this many inserts, a transactional M, C.
+    Transaction(usize),
+    /// A streamed block of this many inserts (S ... E), then A.
+    StreamedBlockAborted(usize),
+    /// A streamed block, then the streamed commit.
+    StreamedBlockCommitted(usize),
+    /// B, this many inserts, P; then CP.
+    Prepared(usize),
+    /// A message outside any transaction.
+    Message,
+}
+
+fn any_event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (0..40usize).prop_map(Event::Transaction),
+        (0..40usize).prop_map(Event::StreamedBlockAborted),
+        (0..40usize).prop_map(Event::StreamedBlockCommitted),
+        (0..10usize).prop_map(Event::Prepared),
+        Just(Event::Message),
+    ]
+}
+
+/// Plays `events` into format 3 with `batching`; returns the messages.
+fn play(events: &[Event], batching: Batching) -> Vec<Vec<u8>> {
+    let opts = Options {
+        batching,
+        ..Options::default()
+    };
+    let mut f = Format3::new(&opts);
+    let mut sink = Batches::default();
+    let rel = relation(ReplicaIdentity::Default);
+    let render = RelationRender::default();
+    let inserts = |f: &mut Format3, sink: &mut Batches, n: usize, stream_xid: Option<u32>| {
+        for i in 0..n {
+            let txn = txn();
+            let header = ChangeHeader::plain_in(ChangeKind::Insert, stream_xid);
+            let new = row(i as i64, &"x".repeat(i), T::Null);
+            let change = ChangeContext {
+                txn: &txn,
+                lsn: 0,
+                header: &header,
+                rel: &rel,
+                render: &render,
+                new: Some(&new as &dyn TupleValues),
+                old: None,
+            };
+            f.change(sink, &change).unwrap();
+        }
+    };
+    for (k, event) in events.iter().enumerate() {
+        let xid = 900 + k as u32;
+        match *event {
+            Event::Transaction(n) => {
+                f.begin(&mut sink, &txn(), 1);
+                inserts(&mut f, &mut sink, n, None);
+                f.message(&mut sink, &txn(), true, None, 0x20, b"p", b"in");
+                f.commit(&mut sink, &txn(), 0x30, n as u64 + 1);
+            }
+            Event::StreamedBlockAborted(n) | Event::StreamedBlockCommitted(n) => {
+                f.stream_start(&mut sink, xid, true);
+                inserts(&mut f, &mut sink, n, Some(xid));
+                f.stream_stop(&mut sink, xid);
+                if let Event::StreamedBlockAborted(_) = event {
+                    f.stream_abort(&mut sink, xid, xid, 0x40);
+                } else {
+                    let commit = StreamedCommit {
+                        xid,
+                        commit_lsn: 0x50,
+                        end_lsn: 0x60,
+                        timestamp: b"",
+                        commit_time: 0,
+                        changes: n as u64,
+                    };
+                    f.stream_commit(&mut sink, &commit);
+                }
+            }
+            Event::Prepared(n) => {
+                f.begin(&mut sink, &txn(), 1);
+                inserts(&mut f, &mut sink, n, None);
+                let prepared = PreparedTxn {
+                    xid,
+                    gid: b"g",
+                    end_lsn: 0x80,
+                    timestamp: b"",
+                    time: 0,
+                    changes: n as u64,
+                };
+                f.prepare(&mut sink, &prepared, 0x70, false);
+                f.two_phase(&mut sink, TwoPhaseEvent::CommitPrepared, &prepared, 0x90);
+            }
+            Event::Message => f.message(&mut sink, &txn(), false, None, 0x30, b"p", b"out"),
+        }
+    }
+    assert!(sink.buf.is_empty(), "nothing is held after a boundary");
+    sink.written
+}
+
+fn lines(messages: &[Vec<u8>]) -> Vec<&[u8]> {
+    messages
+        .iter()
+        .flat_map(|m| m.split(|&b| b == b'\n'))
+        .collect()
+}
+
+fn action(object: &[u8]) -> String {
+    let v: Json = serde_json::from_slice(object).unwrap();
+    v["action"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn batches_end_at_every_boundary_and_hold_whole_objects() {
+    let events = [
+        Event::Transaction(3),
+        Event::Message,
+        Event::StreamedBlockAborted(2),
+        Event::StreamedBlockCommitted(0),
+        Event::Prepared(1),
+        Event::Transaction(0),
+    ];
+    let one_per_message = play(&events, Batching::Off);
+    assert!(one_per_message.iter().all(|m| !m.contains(&b'\n')));
+    // A batch larger than anything here: one message per boundary.
+    let batched = play(&events, Batching::UpTo(1 << 20));
+    let ends: Vec<String> = batched
+        .iter()
+        .map(|m| action(m.rsplit(|&b| b == b'\n').next().unwrap()))
+        .collect();
+    assert_eq!(ends, ["C", "M", "E", "A", "E", "C", "P", "CP", "C"]);
+    let firsts: Vec<String> = batched
+        .iter()
+        .map(|m| action(m.split(|&b| b == b'\n').next().unwrap()))
+        .collect();
+    assert_eq!(firsts, ["B", "M", "S", "A", "S", "C", "B", "CP", "B"]);
+    // The same objects, in the same order, byte for byte.
+    assert_eq!(lines(&batched), lines(&one_per_message));
+    // No message ends with a newline or holds an empty line.
+    assert!(batched
+        .iter()
+        .all(|m| !m.is_empty() && !m.ends_with(b"\n") && !m.windows(2).any(|w| w == b"\n\n")));
+}
+
+#[test]
+fn a_batch_is_handed_over_once_it_holds_its_bytes() {
+    let events = [Event::Transaction(30)];
+    let unbatched = play(&events, Batching::Off);
+    let sizes: Vec<usize> = unbatched.iter().map(|m| m.len()).collect();
+    for bound in [1, 150, 400, 1000] {
+        let batched = play(&events, Batching::UpTo(bound));
+        assert_eq!(lines(&batched), lines(&unbatched), "bound {bound}");
+        for (i, m) in batched.iter().enumerate() {
+            let last = m.rsplit(|&b| b == b'\n').next().unwrap();
+            let before_last = m.len() - last.len();
+            // Below the bound until its last object was added...
+            assert!(before_last < bound || before_last == 0, "bound {bound}");
+            // ...and at or above it when handed over, unless a boundary
+            // (the C) ended it.
+            let last_message = i + 1 == batched.len();
+            assert!(
+                m.len() >= bound || last_message,
+                "bound {bound}: {}",
+                m.len()
+            );
+        }
+    }
+    // Batching 1 byte is one object per message.
+    assert_eq!(play(&events, Batching::UpTo(1)), unbatched);
+    assert!(sizes.iter().all(|&s| s > 0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Whatever the events and the bound: the lines of the batched
+    /// messages are the unbatched messages, every line is one JSON object,
+    /// and a message never continues past a boundary.
+    #[test]
+    fn batching_changes_only_how_objects_are_grouped(
+        events in proptest::collection::vec(any_event(), 0..8),
+        bound in 1usize..5000,
+    ) {
+        let unbatched = play(&events, Batching::Off);
+        let batched = play(&events, Batching::UpTo(bound));
+        prop_assert_eq!(lines(&batched), lines(&unbatched));
+        for m in &batched {
+            let objects: Vec<&[u8]> = m.split(|&b| b == b'\n').collect();
+            for (i, o) in objects.iter().enumerate() {
+                let is_boundary = matches!(
+                    action(o).as_str(),
+                    "C" | "E" | "A" | "P" | "CP" | "RP"
+                ) || (action(o) == "M" && o.windows(21).any(|w| w == b"\"transactional\":false"));
+                prop_assert!(!is_boundary || i + 1 == objects.len(), "boundary inside a message");
+            }
+        }
+    }
 }
