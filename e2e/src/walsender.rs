@@ -219,9 +219,12 @@ pub mod wire {
         copy_data(&data)
     }
 
-    /// The first whole backend message in `buf`: its type, its body and the
-    /// bytes it takes; `Ok(None)` while it is incomplete.
-    pub fn split_message(buf: &[u8]) -> Result<Option<(u8, &[u8], usize)>, String> {
+    /// A backend message's type, its body and the bytes it takes.
+    pub type Frame<'a> = (u8, &'a [u8], usize);
+
+    /// The first whole backend message in `buf`; `Ok(None)` while it is
+    /// incomplete.
+    pub fn split_message(buf: &[u8]) -> Result<Option<Frame<'_>>, String> {
         if buf.len() < 5 {
             return Ok(None);
         }
