@@ -5,8 +5,10 @@
 use crate::env::{pg_bin, pg_bin_dir};
 use crate::server::Server;
 use postgres::Client;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 fn cluster_script() -> PathBuf {
@@ -87,6 +89,45 @@ impl Place {
     /// [`Standby::start_of`] `primary` here.
     pub fn standby_of(self, primary: &Server) -> Standby {
         Standby::start_of(primary, &self.root(), self.port)
+    }
+
+    /// The cluster here for one test that crashes and restarts it, held
+    /// until the guard drops: such tests of a process run one at a time.
+    /// The cluster is destroyed and created afresh the first time a process
+    /// takes it, started by each test and stopped (kept) at its end.
+    pub fn take(self) -> SerialCluster {
+        static SERIAL: Mutex<()> = Mutex::new(());
+        static FRESH: Mutex<BTreeSet<&str>> = Mutex::new(BTreeSet::new());
+        let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        if crate::server::lock(&FRESH).insert(self.name) {
+            ExtraCluster::destroy(&self.root(), self.port);
+        }
+        SerialCluster {
+            cluster: ExtraCluster::reuse(&self.root(), self.port),
+            _guard: guard,
+        }
+    }
+}
+
+/// A cluster one test holds for its whole run ([`Place::take`]).
+pub struct SerialCluster {
+    // Dropped first: stopped before the next test may start it.
+    cluster: ExtraCluster,
+    _guard: MutexGuard<'static, ()>,
+}
+
+impl SerialCluster {
+    /// `pg_ctl -m <mode> restart`; waits until it accepts connections again.
+    pub fn pg_ctl_restart(&self, mode: &str) {
+        self.cluster.pg_ctl_restart(mode);
+    }
+
+    pub fn server(&self) -> Server {
+        self.cluster.server()
+    }
+
+    pub fn connect(&self, db: &str) -> Client {
+        self.cluster.connect(db)
     }
 }
 

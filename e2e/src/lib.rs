@@ -26,7 +26,10 @@
 //!   subscriber, standbys, primaries of their own) live, and shorthands for
 //!   the main test cluster;
 //! - [`reliability`]: the reliability suite's private cluster, which its
-//!   tests crash and restart one at a time.
+//!   tests crash and restart one at a time;
+//! - [`walsender`]: a client of the logical replication protocol (what
+//!   production consumers speak), reading a slot message by message and
+//!   confirming positions itself.
 //!
 //! Run: `scripts/cluster.sh start && eval "$(scripts/cluster.sh env)" &&
 //! cargo test -p pubjson-e2e` (add `-- --nocapture` for the per-case row
@@ -45,8 +48,9 @@ pub mod reliability;
 pub mod rng;
 pub mod server;
 pub mod wait;
+pub mod walsender;
 
-pub use cluster::{ExtraCluster, Place, Standby};
+pub use cluster::{ExtraCluster, Place, SerialCluster, Standby};
 pub use differential::*;
 pub use env::{
     cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
@@ -60,6 +64,7 @@ pub use server::{
     wait_true, Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
+pub use walsender::{lsn_text, Walsender, WalsenderError, XLogData};
 
 /// Shortens long text for failure messages.
 pub fn truncate(s: &str, max: usize) -> String {

@@ -2,9 +2,9 @@
 //! so it never touches the shared test cluster. Everything else comes from
 //! the support library.
 
-use crate::{cluster_dir, ExtraCluster, RecvLogical, Server};
+use crate::cluster::SerialCluster;
+use crate::{cluster_dir, Place, RecvLogical, Server};
 use postgres::Client;
-use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 /// The suite's cluster lives under `$PUBJSON_TMP/pubjson-rel` (default `/tmp`).
@@ -17,32 +17,12 @@ pub fn server() -> Server {
     Server::new(&format!("{}/socket", root()), PORT)
 }
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Held for the whole of a test: the tests restart the server, so they run
-/// one at a time. The cluster is destroyed and created afresh once per
-/// process, started by each test and stopped when the guard drops.
-pub struct Cluster {
-    // Dropped first: stopped before the next test may start it.
-    cluster: ExtraCluster,
-    _guard: MutexGuard<'static, ()>,
-}
-
-impl Cluster {
-    /// `pg_ctl -m <mode> restart`; waits until it accepts connections again.
-    pub fn pg_ctl_restart(&self, mode: &str) {
-        self.cluster.pg_ctl_restart(mode);
-    }
-}
+/// The suite's cluster, held for the whole of a test: the tests restart
+/// the server, so they run one at a time ([`Place::take`]).
+pub type Cluster = SerialCluster;
 
 pub fn cluster() -> Cluster {
-    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    static FRESH: OnceLock<()> = OnceLock::new();
-    FRESH.get_or_init(|| ExtraCluster::destroy(&root(), PORT));
-    Cluster {
-        cluster: ExtraCluster::reuse(&root(), PORT),
-        _guard: guard,
-    }
+    Place::new("rel", PORT).take()
 }
 
 pub fn wait_connectable(timeout: Duration) {
