@@ -253,6 +253,8 @@ pub struct Totals {
     pub pub_changes: usize,
     /// Values compared (columns of new and old rows), all comparisons.
     pub values: usize,
+    /// What isolationtester printed, per permutation.
+    pub outputs: Vec<String>,
 }
 
 /// Runs every permutation of spec `name` on a cluster of its own at
@@ -307,10 +309,11 @@ pub fn run_spec(place: Place, name: &str) -> Option<Totals> {
             });
             totals.decode_calls += 1;
         }
-        totals.permutations += 1;
         if std::env::var_os("PUBJSON_ISO_SHOW").is_some() {
             println!("{label} ran in {run_took:.1?}\n{output}");
         }
+        totals.permutations += 1;
+        totals.outputs.push(output);
     }
     let _ = std::fs::remove_dir_all(&root);
     println!(

@@ -10,20 +10,20 @@
 //! eval "$(scripts/cluster.sh env)" && cargo test -p pubjson-e2e --test isolation`
 //! (`PUBJSON_ISO_SHOW=1` prints isolationtester's output of every run).
 
-use pubjson_e2e::isolation::run_spec;
+use pubjson_e2e::isolation::{run_spec, Totals};
 use pubjson_e2e::Place;
 
 /// Runs spec `name` on its own cluster at `port`; each spec must compare at
 /// least `min_changes` changes of test_decoding with pubjson's.
-fn spec(name: &'static str, port: u16, min_changes: usize) {
-    let Some(t) = run_spec(Place::new(name, port), name) else {
-        return;
-    };
+fn spec(name: &'static str, port: u16, min_changes: usize) -> Option<Totals> {
+    let t = run_spec(Place::new(name, port), name)?;
     assert!(
         t.changes >= min_changes,
-        "{name}: {} changes compared, the scenario decodes at least {min_changes}: {t:?}",
-        t.changes
+        "{name}: {} changes compared, the scenario decodes at least {min_changes}: {:?}",
+        t.changes,
+        (t.permutations, t.decode_calls, t.txns)
     );
+    Some(t)
 }
 
 #[test]
@@ -74,4 +74,29 @@ fn snapshot_transfer() {
 #[test]
 fn skip_snapshot_restore() {
     spec("skip_snapshot_restore", 54379, 2);
+}
+
+/// Also: a creation cancelled or terminated while it waits leaves no slot.
+#[test]
+fn slot_creation_error() {
+    let Some(t) = spec("slot_creation_error", 54380, 3) else {
+        return;
+    };
+    // The view of the slots after the cancel, after the termination: empty.
+    let last_view = |out: &str| {
+        let at = out.rfind("step s1_view_slots").expect("s1_view_slots ran");
+        out[at..].contains("(0 rows)")
+    };
+    assert!(
+        t.outputs[0].contains("canceling statement due to user request")
+            && last_view(&t.outputs[0]),
+        "{}",
+        t.outputs[0]
+    );
+    assert!(
+        t.outputs[1].contains("iso_pj") && t.outputs[1].contains("iso_td"),
+        "{}",
+        t.outputs[1]
+    );
+    assert!(last_view(&t.outputs[2]), "{}", t.outputs[2]);
 }
