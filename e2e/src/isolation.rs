@@ -11,8 +11,10 @@
 //! snapshot) to a test_decoding slot `<prefix>_td` and a pgoutput slot
 //! `<prefix>_pgo`; its decoding steps `CALL iso.decode([prefix [, pubs]])`
 //! instead of `pg_logical_slot_get_changes`; its teardown calls
-//! `iso.drop_slots([prefix])`. `iso.decode` first emits a non-transactional
-//! message (prefix `iso_flush`, left out of every comparison), commits and
+//! `iso.drop_slots([prefix])`. `CALL iso.decode(prefix, pubs, true)` makes
+//! pubjson stream (`streaming` on, logical_decoding_work_mem 64kB; its
+//! streamed blocks are put back together before the comparison, and none
+//! may be empty). `iso.decode` first emits a non-transactional message (prefix `iso_flush`, left out of every comparison), commits and
 //! waits until the WAL writer has flushed it, so that no decoding call waits
 //! for an open transaction's record to be flushed; then, up to the flushed
 //! position, it peeks test_decoding, pubjson format 2 and format 3 without
@@ -111,7 +113,8 @@ BEGIN
 END $$;
 
 -- A procedure (it commits), so no SET clause: every name is qualified.
-CREATE PROCEDURE iso.decode(prefix text DEFAULT 'iso', pubs text DEFAULT 'iso_all')
+CREATE PROCEDURE iso.decode(prefix text DEFAULT 'iso', pubs text DEFAULT 'iso_all',
+                            stream boolean DEFAULT false)
 LANGUAGE plpgsql AS $$
 DECLARE
   marker pg_catalog.pg_lsn;
@@ -121,8 +124,8 @@ DECLARE
   td text[] := ARRAY['include-xids', '1', 'skip-empty-xacts', '1'];
   f2 text[] := ARRAY['format-version', '2', 'include-xids', '1', 'include-types', '0'];
   f3 text[] := ARRAY['format-version', '3'];
-  f2p text[] := f2 || ARRAY['publication_names', pubs];
-  f3p text[] := f3 || ARRAY['publication_names', pubs];
+  f2p text[];
+  f3p text[];
   pgo text[] := ARRAY['proto_version', '1', 'publication_names', pubs];
   p_td json; p_f2 json; p_f3 json; p_f2p json; p_f3p json; p_pgo json;
   g_td json; g_pj json; g_pgo json;
@@ -140,6 +143,15 @@ BEGIN
   IF upto OPERATOR(pg_catalog.<) marker THEN
     RAISE EXCEPTION 'iso.decode: WAL not flushed past % within 30 s', marker;
   END IF;
+  IF stream THEN
+    -- pubjson streams what exceeds 64kB (test_decoding and pgoutput do
+    -- not: their whole transactions are what the streams must add up to).
+    PERFORM pg_catalog.set_config('logical_decoding_work_mem', '64kB', true);
+    f2 := f2 OPERATOR(pg_catalog.||) ARRAY['streaming', 'on'];
+    f3 := f3 OPERATOR(pg_catalog.||) ARRAY['streaming', 'on'];
+  END IF;
+  f2p := f2 OPERATOR(pg_catalog.||) ARRAY['publication_names', pubs];
+  f3p := f3 OPERATOR(pg_catalog.||) ARRAY['publication_names', pubs];
   p_td := iso.rows(prefix || '_td', upto, false, td);
   p_f2 := iso.rows(prefix || '_pj', upto, false, f2);
   p_f3 := iso.rows(prefix || '_pj', upto, false, f3);
@@ -253,6 +265,8 @@ pub struct Totals {
     pub pub_changes: usize,
     /// Values compared (columns of new and old rows), all comparisons.
     pub values: usize,
+    /// Streamed blocks pubjson's format 2 sent (`S` objects).
+    pub streamed_blocks: usize,
     /// What isolationtester printed, per permutation.
     pub outputs: Vec<String>,
 }
@@ -319,13 +333,14 @@ pub fn run_spec(place: Place, name: &str) -> Option<Totals> {
     println!(
         "[{name}] {} permutations, {} decoding calls: {} transactions and {} changes of test_decoding \
          equal in pubjson formats 2 and 3, {} changes of pgoutput equal under publication_names, \
-         {} values compared, in {:.1?}",
+         {} values compared, {} streamed blocks, in {:.1?}",
         totals.permutations,
         totals.decode_calls,
         totals.txns,
         totals.changes,
         totals.pub_changes,
         totals.values,
+        totals.streamed_blocks,
         started.elapsed()
     );
     Some(totals)
@@ -404,7 +419,7 @@ fn decode_files(dir: &Path) -> Vec<Value> {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
     (0..s.len())
@@ -436,6 +451,19 @@ fn compare_call(doc: &Value, totals: &mut Totals) -> Result<(), String> {
             ));
         }
     }
+    for key in ["f2", "f3", "f2p", "f3p"] {
+        let empty = empty_blocks(&texts(doc, key)?)?;
+        if empty > 0 {
+            return Err(format!(
+                "{key}: {empty} streamed block(s) without a change (a transaction with nothing to send is not streamed):\n{}",
+                doc[key]
+            ));
+        }
+    }
+    totals.streamed_blocks += texts(doc, "f2")?
+        .iter()
+        .filter(|r| r.starts_with(r#"{"action":"S""#))
+        .count();
     let td = read_test_decoding_rows(&texts(doc, "td")?)?;
     let f2 = read_pubjson(&texts(doc, "f2")?)?;
     let f3 = read_format3(&texts(doc, "f3")?)?;
@@ -463,6 +491,30 @@ fn compare_call(doc: &Value, totals: &mut Totals) -> Result<(), String> {
     totals.pub_changes += pub_changes;
     totals.values += v1 + v2 + v3 + v4;
     Ok(())
+}
+
+/// Streamed blocks (`S` … `E`) of pubjson's rows that hold no change.
+fn empty_blocks(rows: &[String]) -> Result<usize, String> {
+    let (mut empty, mut open) = (0, None::<usize>);
+    for row in rows {
+        let v: Value = serde_json::from_str(row).map_err(|e| format!("{e}: {row}"))?;
+        match v["action"].as_str() {
+            Some("S") => open = Some(0),
+            Some("E") => {
+                if open == Some(0) {
+                    empty += 1;
+                }
+                open = None;
+            }
+            Some(_) => {
+                if let Some(n) = open.as_mut() {
+                    *n += 1;
+                }
+            }
+            None => return Err(format!("a row without action: {row}")),
+        }
+    }
+    Ok(empty)
 }
 
 /// Leaves out the decoding calls' own flush markers.
@@ -675,6 +727,42 @@ mod unit {
         ]))
         .is_err());
         assert!(read_test_decoding_rows(&rows(&["BEGIN 1", "COMMIT 2"])).is_err());
+    }
+
+    #[test]
+    fn streamed_blocks_are_put_back_together() {
+        let ins = |xid: u32, id: u32| {
+            format!(
+                r#"{{"action":"I","xid":{xid},"schema":"public","table":"t","columns":[{{"name":"id","value":{id}}}]}}"#
+            )
+        };
+        let lines = [
+            r#"{"action":"S","xid":9,"first":true}"#.to_string(),
+            ins(9, 1),
+            r#"{"action":"E","xid":9}"#.to_string(),
+            r#"{"action":"S","xid":9,"first":false}"#.to_string(),
+            ins(10, 2),
+            ins(9, 3),
+            r#"{"action":"E","xid":9}"#.to_string(),
+            r#"{"action":"A","xid":9,"subxid":10,"lsn":"0/1"}"#.to_string(),
+            r#"{"action":"C","xid":9,"streamed":true}"#.to_string(),
+        ];
+        let items = read_pubjson(&lines).expect("parses");
+        let Item::Txn { xid, changes } = &items[0] else {
+            panic!("not a transaction")
+        };
+        assert_eq!((*xid, items.len()), (9, 1));
+        let ids: Vec<_> = changes
+            .iter()
+            .map(|c| c.new.clone().unwrap()[0].1.clone())
+            .collect();
+        assert_eq!(ids, [Some("1".to_string()), Some("3".to_string())]);
+        assert_eq!(empty_blocks(&lines), Ok(0));
+        let empty = [
+            r#"{"action":"S","xid":9,"first":true}"#.to_string(),
+            r#"{"action":"E","xid":9}"#.to_string(),
+        ];
+        assert_eq!(empty_blocks(&empty), Ok(1));
     }
 
     #[test]

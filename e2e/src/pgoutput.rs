@@ -412,6 +412,96 @@ pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
 // pubjson, format 2
 // ---------------------------------------------------------------------------
 
+/// Streamed blocks of pubjson's formats 2 and 3 (`S` … `E`, `A`, `C` with
+/// `"streamed":true`) put back together: each streamed transaction becomes
+/// the transaction it committed as, without what its aborts undid.
+#[derive(Default)]
+struct Streams {
+    current: Option<u32>,
+    buffers: HashMap<u32, Vec<(u32, Change)>>,
+}
+
+impl Streams {
+    fn start(&mut self, xid: u32, first: bool) {
+        if first || !self.buffers.contains_key(&xid) {
+            self.buffers.insert(xid, Vec::new());
+        }
+        self.current = Some(xid);
+    }
+
+    /// Keeps `c` (of subtransaction `sub`) when a block is open; gives it
+    /// back otherwise.
+    fn take(&mut self, sub: Option<u32>, c: Change) -> Option<Change> {
+        match self.current {
+            Some(x) => {
+                self.buffers
+                    .entry(x)
+                    .or_default()
+                    .push((sub.unwrap_or(x), c));
+                None
+            }
+            None => Some(c),
+        }
+    }
+
+    fn abort(&mut self, xid: u32, sub: u32) {
+        if sub == xid {
+            self.buffers.remove(&xid);
+        } else if let Some(b) = self.buffers.get_mut(&xid) {
+            b.retain(|(s, _)| *s != sub);
+        }
+    }
+
+    fn commit(&mut self, xid: u32) -> Result<Item, String> {
+        let changes = self
+            .buffers
+            .remove(&xid)
+            .ok_or_else(|| format!("streamed commit of {xid}, which was not streamed"))?;
+        Ok(Item::Txn {
+            xid,
+            changes: changes.into_iter().map(|(_, c)| c).collect(),
+        })
+    }
+
+    /// `S`, `E`, `A` and a streamed `C`: handled here (true), or not.
+    fn object(
+        &mut self,
+        action: &str,
+        field: &dyn Fn(&str) -> Option<Value>,
+        items: &mut Vec<Item>,
+    ) -> Result<bool, String> {
+        let xid = || {
+            field("xid")
+                .and_then(|x| x.as_u64())
+                .map(|x| x as u32)
+                .ok_or_else(|| format!("{action} without xid"))
+        };
+        match action {
+            "S" => {
+                let first = field("first").and_then(|f| f.as_bool()).unwrap_or(false);
+                self.start(xid()?, first);
+            }
+            "E" => self.current = None,
+            "A" => {
+                let sub = field("subxid")
+                    .and_then(|x| x.as_u64())
+                    .ok_or_else(|| "A without subxid".to_string())?;
+                self.abort(xid()?, sub as u32);
+            }
+            "C" if field("streamed").and_then(|s| s.as_bool()) == Some(true) => {
+                items.push(self.commit(xid()?)?);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The (sub)transaction of a change inside a block.
+    fn sub(field: &dyn Fn(&str) -> Option<Value>) -> Option<u32> {
+        field("xid").and_then(|x| x.as_u64()).map(|x| x as u32)
+    }
+}
+
 /// A JSON value as PostgreSQL text: string → content, number → its digits
 /// as written, true/false → t/f, null → NULL.
 fn pg_text(v: &RawValue) -> Result<Option<String>, String> {
@@ -449,10 +539,11 @@ fn read_cols(v: &RawValue) -> Result<Cols, String> {
 }
 
 /// Reads the rows of `pg_logical_slot_peek_changes` with format-version 2
-/// (and include-xids).
+/// (and include-xids); streamed blocks are put back together.
 pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
     let mut items = Vec::new();
     let mut open: Option<(u32, Vec<Change>)> = None;
+    let mut streams = Streams::default();
     for (n, row) in rows.iter().enumerate() {
         let ctx = |e: String| format!("pubjson row {n} ({}): {e}", truncate(row, 200));
         // Column values stay raw (numbers as printed); the rest is parsed.
@@ -464,6 +555,9 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
         };
         let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
         let action = string("action").ok_or_else(|| ctx("no action".into()))?;
+        if streams.object(&action, &field, &mut items).map_err(ctx)? {
+            continue;
+        }
         let relation = || -> Result<String, String> {
             let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
             let table = string("table").ok_or_else(|| ctx("no table".into()))?;
@@ -505,9 +599,16 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
                         cols: read_cols(id).map_err(ctx)?,
                     });
                 }
-                push_change(&mut items, &mut open, c);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
             }
-            "T" => push_change(&mut items, &mut open, Change::bare('T', relation()?)),
+            "T" => {
+                let c = Change::bare('T', relation()?);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
+            }
             "M" => {
                 let transactional = field("transactional")
                     .and_then(|t| t.as_bool())
@@ -522,7 +623,9 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
                     prefix,
                     content: content.as_bytes().to_vec(),
                 });
-                push_change(&mut items, &mut open, c);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
             }
             a => return Err(ctx(format!("unexpected action {a:?}"))),
         }
@@ -762,7 +865,7 @@ fn td_message(row: &str) -> Result<Change, String> {
         .find(" content:")
         .ok_or_else(|| "content expected".to_string())?;
     let size: usize = rest[..content_at].parse().map_err(|e| format!("sz: {e}"))?;
-    let content = rest[content_at + 9..].as_bytes().to_vec();
+    let content = rest.as_bytes()[content_at + 9..].to_vec();
     if content.len() != size {
         return Err(format!("content of {} bytes, sz {size}", content.len()));
     }
@@ -848,8 +951,8 @@ fn f3_row(v: &RawValue, order: &[String]) -> Result<Cols, String> {
         .collect()
 }
 
-/// Reads format-3 rows (not streamed, not two-phase) into transactions of
-/// changes: values as [`f3_text`] gives them, columns in the order of the
+/// Reads format-3 rows (streamed blocks put back together, no two-phase
+/// events) into transactions of changes: values as [`f3_text`] gives them, columns in the order of the
 /// `R` objects, `unchanged` kept, the old row kind `'O'` under REPLICA
 /// IDENTITY FULL and `'K'` otherwise.
 pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
@@ -857,6 +960,7 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
     let mut rels: HashMap<u64, (String, Vec<String>, String)> = HashMap::new();
     let mut items = Vec::new();
     let mut open: Option<(u32, Vec<Change>)> = None;
+    let mut streams = Streams::default();
     for (n, row) in rows.iter().enumerate() {
         let ctx = |e: String| format!("format 3 row {n} ({}): {e}", truncate(row, 200));
         let raw: HashMap<String, Box<RawValue>> =
@@ -867,6 +971,9 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
         };
         let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
         let action = string("action").ok_or_else(|| ctx("no action".into()))?;
+        if streams.object(&action, &field, &mut items).map_err(ctx)? {
+            continue;
+        }
         let relation = || -> Result<String, String> {
             let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
             let table = string("table").ok_or_else(|| ctx("no table".into()))?;
@@ -883,9 +990,6 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                 open = Some((xid as u32, Vec::new()));
             }
             "C" => {
-                if field("streamed").is_some() {
-                    return Err(ctx("streamed transactions are not read here".into()));
-                }
                 let (xid, changes) = open
                     .take()
                     .ok_or_else(|| ctx("COMMIT outside a transaction".into()))?;
@@ -947,9 +1051,16 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                         .and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect())
                         .ok_or_else(|| ctx("unchanged is not an array of names".into()))?;
                 }
-                push_change(&mut items, &mut open, c);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
             }
-            "T" => push_change(&mut items, &mut open, Change::bare('T', relation()?)),
+            "T" => {
+                let c = Change::bare('T', relation()?);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
+            }
             "M" => {
                 let transactional = field("transactional")
                     .and_then(|t| t.as_bool())
@@ -964,7 +1075,9 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                     prefix,
                     content: content.into_bytes(),
                 });
-                push_change(&mut items, &mut open, c);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
             }
             a => return Err(ctx(format!("unexpected action {a:?}"))),
         }

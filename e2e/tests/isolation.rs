@@ -100,3 +100,16 @@ fn slot_creation_error() {
     );
     assert!(last_view(&t.outputs[2]), "{}", t.outputs[2]);
 }
+
+/// Also: pubjson did stream (a block or more per permutation).
+#[test]
+fn concurrent_stream() {
+    let Some(t) = spec("concurrent_stream", 54381, 2002) else {
+        return;
+    };
+    assert!(
+        t.streamed_blocks >= 2,
+        "nothing was streamed: {}",
+        t.streamed_blocks
+    );
+}
