@@ -267,6 +267,8 @@ pub struct Totals {
     pub values: usize,
     /// Streamed blocks pubjson's format 2 sent (`S` objects).
     pub streamed_blocks: usize,
+    /// COMMIT PREPARED events pubjson's format 2 sent (`CP` objects).
+    pub commits_prepared: usize,
     /// What isolationtester printed, per permutation.
     pub outputs: Vec<String>,
 }
@@ -463,6 +465,10 @@ fn compare_call(doc: &Value, totals: &mut Totals) -> Result<(), String> {
     totals.streamed_blocks += texts(doc, "f2")?
         .iter()
         .filter(|r| r.starts_with(r#"{"action":"S""#))
+        .count();
+    totals.commits_prepared += texts(doc, "f2")?
+        .iter()
+        .filter(|r| r.starts_with(r#"{"action":"CP""#))
         .count();
     let td = read_test_decoding_rows(&texts(doc, "td")?)?;
     let f2 = read_pubjson(&texts(doc, "f2")?)?;

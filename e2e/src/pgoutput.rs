@@ -415,10 +415,15 @@ pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
 /// Streamed blocks of pubjson's formats 2 and 3 (`S` … `E`, `A`, `C` with
 /// `"streamed":true`) put back together: each streamed transaction becomes
 /// the transaction it committed as, without what its aborts undid.
+/// Two-phase events are read as the transaction committed: the changes
+/// of `B` … `P` are kept under their gid and come out at `CP` (nothing at
+/// `RP`), so a stream compares with a plugin that decodes at COMMIT
+/// PREPARED.
 #[derive(Default)]
 struct Streams {
     current: Option<u32>,
     buffers: HashMap<u32, Vec<(u32, Change)>>,
+    prepared: HashMap<String, Item>,
 }
 
 impl Streams {
@@ -463,13 +468,20 @@ impl Streams {
         })
     }
 
-    /// `S`, `E`, `A` and a streamed `C`: handled here (true), or not.
+    /// `S`, `E`, `A`, a streamed `C`, `P`, `CP` and `RP`: handled here
+    /// (true), or not. `open` is the transaction a `P` ends.
     fn object(
         &mut self,
         action: &str,
         field: &dyn Fn(&str) -> Option<Value>,
         items: &mut Vec<Item>,
+        open: &mut Option<(u32, Vec<Change>)>,
     ) -> Result<bool, String> {
+        let gid = || {
+            field("gid")
+                .and_then(|g| g.as_str().map(str::to_string))
+                .ok_or_else(|| format!("{action} without gid"))
+        };
         let xid = || {
             field("xid")
                 .and_then(|x| x.as_u64())
@@ -490,6 +502,27 @@ impl Streams {
             }
             "C" if field("streamed").and_then(|s| s.as_bool()) == Some(true) => {
                 items.push(self.commit(xid()?)?);
+            }
+            "P" => {
+                let txn = if field("streamed").and_then(|s| s.as_bool()) == Some(true) {
+                    self.commit(xid()?)?
+                } else {
+                    let (xid, changes) = open
+                        .take()
+                        .ok_or_else(|| "PREPARE outside a transaction".to_string())?;
+                    Item::Txn { xid, changes }
+                };
+                self.prepared.insert(gid()?, txn);
+            }
+            "CP" => {
+                let gid = gid()?;
+                let txn = self.prepared.remove(&gid).ok_or_else(|| {
+                    format!("COMMIT PREPARED of {gid}, whose PREPARE this stream lacks")
+                })?;
+                items.push(txn);
+            }
+            "RP" => {
+                self.prepared.remove(&gid()?);
             }
             _ => return Ok(false),
         }
@@ -555,7 +588,10 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
         };
         let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
         let action = string("action").ok_or_else(|| ctx("no action".into()))?;
-        if streams.object(&action, &field, &mut items).map_err(ctx)? {
+        if streams
+            .object(&action, &field, &mut items, &mut open)
+            .map_err(ctx)?
+        {
             continue;
         }
         let relation = || -> Result<String, String> {
@@ -846,6 +882,14 @@ fn td_table_row(row: &str) -> Result<Vec<Change>, String> {
     }
 }
 
+/// The gid of `'gid', txid N` (PREPARE TRANSACTION, COMMIT / ROLLBACK
+/// PREPARED).
+fn td_gid(rest: &str) -> Result<String, String> {
+    let (gid, _) = td_value(rest, "text")?;
+    gid.flatten()
+        .ok_or_else(|| format!("gid expected at {rest:?}"))
+}
+
 /// `message: transactional: 1 prefix: p, sz: 3 content:abc`.
 fn td_message(row: &str) -> Result<Change, String> {
     let rest = row
@@ -878,14 +922,15 @@ fn td_message(row: &str) -> Result<Change, String> {
     Ok(c)
 }
 
-/// Reads test_decoding's rows (`include-xids` on, no streaming, no
-/// two-phase) into transactions of changes with their values: PostgreSQL's
+/// Reads test_decoding's rows (`include-xids` on, no streaming; prepared
+/// transactions as committed at COMMIT PREPARED) into transactions of changes with their values: PostgreSQL's
 /// text of each value (booleans `t`/`f`), `None` for NULL; unchanged TOAST
 /// values are left out of the row and named in `unchanged`; an old key or
 /// old row is kind `'K'` (test_decoding leaves its NULLs out).
 pub fn read_test_decoding_rows(rows: &[String]) -> Result<Vec<Item>, String> {
     let mut items = Vec::new();
     let mut open: Option<(u32, Vec<Change>)> = None;
+    let mut prepared: HashMap<String, Item> = HashMap::new();
     for (n, row) in rows.iter().enumerate() {
         let ctx = |e: String| format!("test_decoding row {n} ({}): {e}", truncate(row, 200));
         if let Some(x) = row.strip_prefix("BEGIN ") {
@@ -903,6 +948,20 @@ pub fn read_test_decoding_rows(rows: &[String]) -> Result<Vec<Item>, String> {
                 return Err(ctx(format!("COMMIT of {committed} closes {xid}")));
             }
             items.push(Item::Txn { xid, changes });
+        } else if let Some(rest) = row.strip_prefix("PREPARE TRANSACTION ") {
+            // Two-phase: read as committed at COMMIT PREPARED.
+            let (xid, changes) = open
+                .take()
+                .ok_or_else(|| ctx("PREPARE outside a transaction".into()))?;
+            prepared.insert(td_gid(rest).map_err(ctx)?, Item::Txn { xid, changes });
+        } else if let Some(rest) = row.strip_prefix("COMMIT PREPARED ") {
+            let gid = td_gid(rest).map_err(ctx)?;
+            let txn = prepared
+                .remove(&gid)
+                .ok_or_else(|| ctx(format!("COMMIT PREPARED of {gid} without its PREPARE")))?;
+            items.push(txn);
+        } else if let Some(rest) = row.strip_prefix("ROLLBACK PREPARED ") {
+            prepared.remove(&td_gid(rest).map_err(ctx)?);
         } else if row.starts_with("table ") {
             for c in td_table_row(row).map_err(ctx)? {
                 push_change(&mut items, &mut open, c);
@@ -951,10 +1010,11 @@ fn f3_row(v: &RawValue, order: &[String]) -> Result<Cols, String> {
         .collect()
 }
 
-/// Reads format-3 rows (streamed blocks put back together, no two-phase
-/// events) into transactions of changes: values as [`f3_text`] gives them, columns in the order of the
-/// `R` objects, `unchanged` kept, the old row kind `'O'` under REPLICA
-/// IDENTITY FULL and `'K'` otherwise.
+/// Reads format-3 rows (streamed blocks put back together, prepared
+/// transactions as committed at `CP`) into transactions of changes: values
+/// as [`f3_text`] gives them, columns in the order of the `R` objects,
+/// `unchanged` kept, the old row kind `'O'` under REPLICA IDENTITY FULL and
+/// `'K'` otherwise.
 pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
     // relid -> (schema.table, column names by attnum, identity)
     let mut rels: HashMap<u64, (String, Vec<String>, String)> = HashMap::new();
@@ -971,7 +1031,10 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
         };
         let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
         let action = string("action").ok_or_else(|| ctx("no action".into()))?;
-        if streams.object(&action, &field, &mut items).map_err(ctx)? {
+        if streams
+            .object(&action, &field, &mut items, &mut open)
+            .map_err(ctx)?
+        {
             continue;
         }
         let relation = || -> Result<String, String> {

@@ -113,3 +113,12 @@ fn concurrent_stream() {
         t.streamed_blocks
     );
 }
+
+/// Also: pubjson decoded the prepared transaction as one (P, then CP).
+#[test]
+fn twophase_snapshot() {
+    let Some(t) = spec("twophase_snapshot", 54382, 2) else {
+        return;
+    };
+    assert_eq!(t.commits_prepared, 1, "pubjson's COMMIT PREPARED events");
+}
