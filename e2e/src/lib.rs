@@ -22,6 +22,9 @@
 //! - [`pgoutput`]: pgoutput's binary protocol decoded, pubjson's format 2
 //!   and test_decoding read, both streams compared, and the scenario
 //!   harness of the pgoutput differential suite (`tests/publications.rs`);
+//! - [`isolation`]: PostgreSQL's decoding scenarios as isolation specs,
+//!   run with isolationtester and compared across test_decoding, pgoutput
+//!   and pubjson's formats 2 and 3;
 //! - [`conflicts`]: where the extra clusters of the conflicts suite (a
 //!   subscriber, standbys, primaries of their own) live, and shorthands for
 //!   the main test cluster;
@@ -42,6 +45,7 @@ pub mod conflicts;
 pub mod differential;
 pub mod env;
 pub mod exporter;
+pub mod isolation;
 pub mod pgoutput;
 pub mod recvlogical;
 pub mod reliability;

@@ -412,6 +412,129 @@ pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
 // pubjson, format 2
 // ---------------------------------------------------------------------------
 
+/// Streamed blocks of pubjson's formats 2 and 3 (`S` … `E`, `A`, `C` with
+/// `"streamed":true`) put back together: each streamed transaction becomes
+/// the transaction it committed as, without what its aborts undid.
+/// Two-phase events are read as the transaction committed: the changes
+/// of `B` … `P` are kept under their gid and come out at `CP` (nothing at
+/// `RP`), so a stream compares with a plugin that decodes at COMMIT
+/// PREPARED.
+#[derive(Default)]
+struct Streams {
+    current: Option<u32>,
+    buffers: HashMap<u32, Vec<(u32, Change)>>,
+    prepared: HashMap<String, Item>,
+}
+
+impl Streams {
+    fn start(&mut self, xid: u32, first: bool) {
+        if first || !self.buffers.contains_key(&xid) {
+            self.buffers.insert(xid, Vec::new());
+        }
+        self.current = Some(xid);
+    }
+
+    /// Keeps `c` (of subtransaction `sub`) when a block is open; gives it
+    /// back otherwise.
+    fn take(&mut self, sub: Option<u32>, c: Change) -> Option<Change> {
+        match self.current {
+            Some(x) => {
+                self.buffers
+                    .entry(x)
+                    .or_default()
+                    .push((sub.unwrap_or(x), c));
+                None
+            }
+            None => Some(c),
+        }
+    }
+
+    fn abort(&mut self, xid: u32, sub: u32) {
+        if sub == xid {
+            self.buffers.remove(&xid);
+        } else if let Some(b) = self.buffers.get_mut(&xid) {
+            b.retain(|(s, _)| *s != sub);
+        }
+    }
+
+    fn commit(&mut self, xid: u32) -> Result<Item, String> {
+        let changes = self
+            .buffers
+            .remove(&xid)
+            .ok_or_else(|| format!("streamed commit of {xid}, which was not streamed"))?;
+        Ok(Item::Txn {
+            xid,
+            changes: changes.into_iter().map(|(_, c)| c).collect(),
+        })
+    }
+
+    /// `S`, `E`, `A`, a streamed `C`, `P`, `CP` and `RP`: handled here
+    /// (true), or not. `open` is the transaction a `P` ends.
+    fn object(
+        &mut self,
+        action: &str,
+        field: &dyn Fn(&str) -> Option<Value>,
+        items: &mut Vec<Item>,
+        open: &mut Option<(u32, Vec<Change>)>,
+    ) -> Result<bool, String> {
+        let gid = || {
+            field("gid")
+                .and_then(|g| g.as_str().map(str::to_string))
+                .ok_or_else(|| format!("{action} without gid"))
+        };
+        let xid = || {
+            field("xid")
+                .and_then(|x| x.as_u64())
+                .map(|x| x as u32)
+                .ok_or_else(|| format!("{action} without xid"))
+        };
+        match action {
+            "S" => {
+                let first = field("first").and_then(|f| f.as_bool()).unwrap_or(false);
+                self.start(xid()?, first);
+            }
+            "E" => self.current = None,
+            "A" => {
+                let sub = field("subxid")
+                    .and_then(|x| x.as_u64())
+                    .ok_or_else(|| "A without subxid".to_string())?;
+                self.abort(xid()?, sub as u32);
+            }
+            "C" if field("streamed").and_then(|s| s.as_bool()) == Some(true) => {
+                items.push(self.commit(xid()?)?);
+            }
+            "P" => {
+                let txn = if field("streamed").and_then(|s| s.as_bool()) == Some(true) {
+                    self.commit(xid()?)?
+                } else {
+                    let (xid, changes) = open
+                        .take()
+                        .ok_or_else(|| "PREPARE outside a transaction".to_string())?;
+                    Item::Txn { xid, changes }
+                };
+                self.prepared.insert(gid()?, txn);
+            }
+            "CP" => {
+                let gid = gid()?;
+                let txn = self.prepared.remove(&gid).ok_or_else(|| {
+                    format!("COMMIT PREPARED of {gid}, whose PREPARE this stream lacks")
+                })?;
+                items.push(txn);
+            }
+            "RP" => {
+                self.prepared.remove(&gid()?);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The (sub)transaction of a change inside a block.
+    fn sub(field: &dyn Fn(&str) -> Option<Value>) -> Option<u32> {
+        field("xid").and_then(|x| x.as_u64()).map(|x| x as u32)
+    }
+}
+
 /// A JSON value as PostgreSQL text: string → content, number → its digits
 /// as written, true/false → t/f, null → NULL.
 fn pg_text(v: &RawValue) -> Result<Option<String>, String> {
@@ -449,10 +572,11 @@ fn read_cols(v: &RawValue) -> Result<Cols, String> {
 }
 
 /// Reads the rows of `pg_logical_slot_peek_changes` with format-version 2
-/// (and include-xids).
+/// (and include-xids); streamed blocks are put back together.
 pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
     let mut items = Vec::new();
     let mut open: Option<(u32, Vec<Change>)> = None;
+    let mut streams = Streams::default();
     for (n, row) in rows.iter().enumerate() {
         let ctx = |e: String| format!("pubjson row {n} ({}): {e}", truncate(row, 200));
         // Column values stay raw (numbers as printed); the rest is parsed.
@@ -464,6 +588,12 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
         };
         let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
         let action = string("action").ok_or_else(|| ctx("no action".into()))?;
+        if streams
+            .object(&action, &field, &mut items, &mut open)
+            .map_err(ctx)?
+        {
+            continue;
+        }
         let relation = || -> Result<String, String> {
             let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
             let table = string("table").ok_or_else(|| ctx("no table".into()))?;
@@ -505,9 +635,16 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
                         cols: read_cols(id).map_err(ctx)?,
                     });
                 }
-                push_change(&mut items, &mut open, c);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
             }
-            "T" => push_change(&mut items, &mut open, Change::bare('T', relation()?)),
+            "T" => {
+                let c = Change::bare('T', relation()?);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
+            }
             "M" => {
                 let transactional = field("transactional")
                     .and_then(|t| t.as_bool())
@@ -522,7 +659,9 @@ pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
                     prefix,
                     content: content.as_bytes().to_vec(),
                 });
-                push_change(&mut items, &mut open, c);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
             }
             a => return Err(ctx(format!("unexpected action {a:?}"))),
         }
@@ -567,6 +706,449 @@ pub fn read_test_decoding(rows: &[String]) -> Result<HashMap<u32, Vec<char>>, St
         }
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// test_decoding: whole rows, values kept
+// ---------------------------------------------------------------------------
+
+/// An identifier as `quote_identifier` prints it (`"..."` with `""`
+/// doubled, or bare up to one of `stops`); returns it and the rest.
+fn td_ident<'a>(s: &'a str, stops: &[char]) -> Result<(String, &'a str), String> {
+    if let Some(rest) = s.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = rest.char_indices();
+        while let Some((i, ch)) = chars.next() {
+            if ch == '"' {
+                if rest[i + 1..].starts_with('"') {
+                    out.push('"');
+                    chars.next();
+                } else {
+                    return Ok((out, &rest[i + 1..]));
+                }
+            } else {
+                out.push(ch);
+            }
+        }
+        Err(format!("unterminated quoted identifier in {s:?}"))
+    } else {
+        let end = s.find(stops).unwrap_or(s.len());
+        if end == 0 {
+            return Err(format!("identifier expected at {s:?}"));
+        }
+        Ok((s[..end].to_string(), &s[end..]))
+    }
+}
+
+/// `schema.table` as test_decoding prints it (quote_qualified_identifier).
+fn td_relation(s: &str) -> Result<(String, &str), String> {
+    let (schema, rest) = td_ident(s, &['.'])?;
+    let rest = rest
+        .strip_prefix('.')
+        .ok_or_else(|| format!("'.' expected at {rest:?}"))?;
+    let (table, rest) = td_ident(rest, &[':', ',', ' '])?;
+    Ok((format!("{schema}.{table}"), rest))
+}
+
+/// One value of a tuple: `None` for null, `Some(None)` for an unchanged
+/// TOAST datum, else its PostgreSQL text; returns the rest.
+#[allow(clippy::type_complexity)]
+fn td_value<'a>(s: &'a str, type_name: &str) -> Result<(Option<Option<String>>, &'a str), String> {
+    let token_end = |s: &str| s.find(' ').unwrap_or(s.len());
+    if let Some(rest) = s.strip_prefix('\'').or_else(|| s.strip_prefix("B'")) {
+        let mut out = String::new();
+        let mut chars = rest.char_indices();
+        while let Some((i, ch)) = chars.next() {
+            if ch == '\'' {
+                if rest[i + 1..].starts_with('\'') {
+                    out.push('\'');
+                    chars.next();
+                } else {
+                    return Ok((Some(Some(out)), &rest[i + 1..]));
+                }
+            } else {
+                out.push(ch);
+            }
+        }
+        return Err(format!("unterminated literal in {s:?}"));
+    }
+    let end = token_end(s);
+    let token = &s[..end];
+    let value = match token {
+        "null" => Some(None),
+        "unchanged-toast-datum" => None,
+        "true" if type_name == "boolean" => Some(Some("t".to_string())),
+        "false" if type_name == "boolean" => Some(Some("f".to_string())),
+        t if !t.is_empty() => Some(Some(t.to_string())),
+        _ => return Err(format!("value expected at {s:?}")),
+    };
+    Ok((value, &s[end..]))
+}
+
+/// A tuple ` name[type]:value ...` up to its end or ` new-tuple:`; returns
+/// the columns, the unchanged-TOAST columns and the rest.
+fn td_tuple(mut s: &str) -> Result<(Cols, Vec<String>, &str), String> {
+    let mut cols = Vec::new();
+    let mut unchanged = Vec::new();
+    while let Some(rest) = s.strip_prefix(' ') {
+        if rest.starts_with("new-tuple:") {
+            return Ok((cols, unchanged, rest));
+        }
+        let (name, rest) = td_ident(rest, &['['])?;
+        let rest = rest
+            .strip_prefix('[')
+            .ok_or_else(|| format!("'[' expected after column {name}"))?;
+        let close = rest
+            .find("]:")
+            .ok_or_else(|| format!("type of column {name} not closed"))?;
+        let type_name = &rest[..close];
+        let (value, rest) = td_value(&rest[close + 2..], type_name)?;
+        match value {
+            Some(v) => cols.push((name, v)),
+            None => unchanged.push(name),
+        }
+        s = rest;
+    }
+    if !s.is_empty() {
+        return Err(format!("unexpected text {s:?}"));
+    }
+    Ok((cols, unchanged, s))
+}
+
+/// One `table ...` row: its changes (a TRUNCATE names several relations).
+fn td_table_row(row: &str) -> Result<Vec<Change>, String> {
+    let mut rest = row
+        .strip_prefix("table ")
+        .ok_or_else(|| "not a table row".to_string())?;
+    let mut relations = Vec::new();
+    loop {
+        let (rel, r) = td_relation(rest)?;
+        relations.push(rel);
+        if let Some(r) = r.strip_prefix(", ") {
+            rest = r;
+        } else {
+            rest = r
+                .strip_prefix(": ")
+                .ok_or_else(|| format!("': ' expected at {r:?}"))?;
+            break;
+        }
+    }
+    let colon = rest
+        .find(':')
+        .ok_or_else(|| "action without ':'".to_string())?;
+    let (action, body) = (&rest[..colon], &rest[colon + 1..]);
+    let no_data = body == " (no-tuple-data)";
+    let one = |c: Change| Ok(vec![c]);
+    match action {
+        "INSERT" => {
+            let mut c = Change::bare('I', relations[0].clone());
+            if !no_data {
+                let (cols, unchanged, _) = td_tuple(body)?;
+                c.new = Some(cols);
+                c.unchanged = unchanged;
+            }
+            one(c)
+        }
+        "UPDATE" => {
+            let mut c = Change::bare('U', relations[0].clone());
+            let mut body = body;
+            if let Some(old) = body.strip_prefix(" old-key:") {
+                let (cols, _, rest) = td_tuple(old)?;
+                c.old = Some(Old { kind: 'K', cols });
+                body = rest
+                    .strip_prefix("new-tuple:")
+                    .ok_or_else(|| format!("new-tuple expected in {row}"))?;
+            }
+            if body != " (no-tuple-data)" {
+                let (cols, unchanged, _) = td_tuple(body)?;
+                c.new = Some(cols);
+                c.unchanged = unchanged;
+            }
+            one(c)
+        }
+        "DELETE" => {
+            let mut c = Change::bare('D', relations[0].clone());
+            if !no_data {
+                let (cols, _, _) = td_tuple(body)?;
+                c.old = Some(Old { kind: 'K', cols });
+            }
+            one(c)
+        }
+        "TRUNCATE" => Ok(relations
+            .into_iter()
+            .map(|r| Change::bare('T', r))
+            .collect()),
+        a => Err(format!("unexpected action {a}")),
+    }
+}
+
+/// The gid of `'gid', txid N` (PREPARE TRANSACTION, COMMIT / ROLLBACK
+/// PREPARED).
+fn td_gid(rest: &str) -> Result<String, String> {
+    let (gid, _) = td_value(rest, "text")?;
+    gid.flatten()
+        .ok_or_else(|| format!("gid expected at {rest:?}"))
+}
+
+/// `message: transactional: 1 prefix: p, sz: 3 content:abc`.
+fn td_message(row: &str) -> Result<Change, String> {
+    let rest = row
+        .strip_prefix("message: transactional: ")
+        .ok_or_else(|| "not a message".to_string())?;
+    let transactional = rest.starts_with('1');
+    let rest = rest
+        .get(1..)
+        .and_then(|r| r.strip_prefix(" prefix: "))
+        .ok_or_else(|| "prefix expected".to_string())?;
+    let sz_at = rest
+        .find(", sz: ")
+        .ok_or_else(|| "sz expected".to_string())?;
+    let prefix = rest[..sz_at].to_string();
+    let rest = &rest[sz_at + 6..];
+    let content_at = rest
+        .find(" content:")
+        .ok_or_else(|| "content expected".to_string())?;
+    let size: usize = rest[..content_at].parse().map_err(|e| format!("sz: {e}"))?;
+    let content = rest.as_bytes()[content_at + 9..].to_vec();
+    if content.len() != size {
+        return Err(format!("content of {} bytes, sz {size}", content.len()));
+    }
+    let mut c = Change::bare('M', String::new());
+    c.message = Some(Message {
+        transactional,
+        prefix,
+        content,
+    });
+    Ok(c)
+}
+
+/// Reads test_decoding's rows (`include-xids` on, no streaming; prepared
+/// transactions as committed at COMMIT PREPARED) into transactions of changes with their values: PostgreSQL's
+/// text of each value (booleans `t`/`f`), `None` for NULL; unchanged TOAST
+/// values are left out of the row and named in `unchanged`; an old key or
+/// old row is kind `'K'` (test_decoding leaves its NULLs out).
+pub fn read_test_decoding_rows(rows: &[String]) -> Result<Vec<Item>, String> {
+    let mut items = Vec::new();
+    let mut open: Option<(u32, Vec<Change>)> = None;
+    let mut prepared: HashMap<String, Item> = HashMap::new();
+    for (n, row) in rows.iter().enumerate() {
+        let ctx = |e: String| format!("test_decoding row {n} ({}): {e}", truncate(row, 200));
+        if let Some(x) = row.strip_prefix("BEGIN ") {
+            if open.is_some() {
+                return Err(ctx("BEGIN inside a transaction".into()));
+            }
+            let xid = x.trim().parse::<u32>().map_err(|e| ctx(e.to_string()))?;
+            open = Some((xid, Vec::new()));
+        } else if let Some(x) = row.strip_prefix("COMMIT ") {
+            let (xid, changes) = open
+                .take()
+                .ok_or_else(|| ctx("COMMIT outside a transaction".into()))?;
+            let committed = x.split(' ').next().unwrap_or("");
+            if committed != xid.to_string() {
+                return Err(ctx(format!("COMMIT of {committed} closes {xid}")));
+            }
+            items.push(Item::Txn { xid, changes });
+        } else if let Some(rest) = row.strip_prefix("PREPARE TRANSACTION ") {
+            // Two-phase: read as committed at COMMIT PREPARED.
+            let (xid, changes) = open
+                .take()
+                .ok_or_else(|| ctx("PREPARE outside a transaction".into()))?;
+            prepared.insert(td_gid(rest).map_err(ctx)?, Item::Txn { xid, changes });
+        } else if let Some(rest) = row.strip_prefix("COMMIT PREPARED ") {
+            let gid = td_gid(rest).map_err(ctx)?;
+            let txn = prepared
+                .remove(&gid)
+                .ok_or_else(|| ctx(format!("COMMIT PREPARED of {gid} without its PREPARE")))?;
+            items.push(txn);
+        } else if let Some(rest) = row.strip_prefix("ROLLBACK PREPARED ") {
+            prepared.remove(&td_gid(rest).map_err(ctx)?);
+        } else if row.starts_with("table ") {
+            for c in td_table_row(row).map_err(ctx)? {
+                push_change(&mut items, &mut open, c);
+            }
+        } else if row.starts_with("message: ") {
+            let c = td_message(row).map_err(ctx)?;
+            push_change(&mut items, &mut open, c);
+        } else {
+            return Err(ctx("unexpected row".into()));
+        }
+    }
+    if let Some((xid, _)) = open {
+        return Err(format!("test_decoding: transaction {xid} has no COMMIT"));
+    }
+    Ok(items)
+}
+
+// ---------------------------------------------------------------------------
+// pubjson, format 3
+// ---------------------------------------------------------------------------
+
+/// A format-3 value as PostgreSQL text where the two agree: strings,
+/// numbers (their digits), booleans (`t`/`f`), NULL. Arrays and objects
+/// (arrays, json) keep their JSON text, and timestamps, intervals and bytea
+/// have forms of their own: compared with another plugin's text they
+/// differ, loudly.
+fn f3_text(v: &RawValue) -> Result<Option<String>, String> {
+    match v.get().as_bytes().first() {
+        Some(b'[' | b'{') => Ok(Some(v.get().to_string())),
+        _ => pg_text(v),
+    }
+}
+
+/// A format-3 row (`new` or `old`), its columns in the order of the
+/// relation's `R` object.
+fn f3_row(v: &RawValue, order: &[String]) -> Result<Cols, String> {
+    let map: HashMap<String, Box<RawValue>> =
+        serde_json::from_str(v.get()).map_err(|e| format!("row is not an object: {e}"))?;
+    if let Some(extra) = map.keys().find(|k| !order.contains(k)) {
+        return Err(format!("column {extra} is not in the relation's R object"));
+    }
+    order
+        .iter()
+        .filter_map(|name| map.get(name).map(|v| (name, v)))
+        .map(|(name, v)| Ok((name.clone(), f3_text(v)?)))
+        .collect()
+}
+
+/// Reads format-3 rows (streamed blocks put back together, prepared
+/// transactions as committed at `CP`) into transactions of changes: values
+/// as [`f3_text`] gives them, columns in the order of the `R` objects,
+/// `unchanged` kept, the old row kind `'O'` under REPLICA IDENTITY FULL and
+/// `'K'` otherwise.
+pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
+    // relid -> (schema.table, column names by attnum, identity)
+    let mut rels: HashMap<u64, (String, Vec<String>, String)> = HashMap::new();
+    let mut items = Vec::new();
+    let mut open: Option<(u32, Vec<Change>)> = None;
+    let mut streams = Streams::default();
+    for (n, row) in rows.iter().enumerate() {
+        let ctx = |e: String| format!("format 3 row {n} ({}): {e}", truncate(row, 200));
+        let raw: HashMap<String, Box<RawValue>> =
+            serde_json::from_str(row).map_err(|e| ctx(e.to_string()))?;
+        let field = |key: &str| -> Option<Value> {
+            raw.get(key)
+                .and_then(|v| serde_json::from_str(v.get()).ok())
+        };
+        let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
+        let action = string("action").ok_or_else(|| ctx("no action".into()))?;
+        if streams
+            .object(&action, &field, &mut items, &mut open)
+            .map_err(ctx)?
+        {
+            continue;
+        }
+        let relation = || -> Result<String, String> {
+            let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
+            let table = string("table").ok_or_else(|| ctx("no table".into()))?;
+            Ok(format!("{schema}.{table}"))
+        };
+        match action.as_str() {
+            "B" => {
+                let xid = field("xid")
+                    .and_then(|x| x.as_u64())
+                    .ok_or_else(|| ctx("BEGIN without xid".into()))?;
+                if open.is_some() {
+                    return Err(ctx("BEGIN inside a transaction".into()));
+                }
+                open = Some((xid as u32, Vec::new()));
+            }
+            "C" => {
+                let (xid, changes) = open
+                    .take()
+                    .ok_or_else(|| ctx("COMMIT outside a transaction".into()))?;
+                let count = field("changes").and_then(|c| c.as_u64());
+                if count != Some(changes.len() as u64) {
+                    return Err(ctx(format!(
+                        "C counts {count:?} changes, the transaction has {}",
+                        changes.len()
+                    )));
+                }
+                items.push(Item::Txn { xid, changes });
+            }
+            "R" => {
+                let relid = field("relid")
+                    .and_then(|r| r.as_u64())
+                    .ok_or_else(|| ctx("R without relid".into()))?;
+                let mut columns: Vec<(i64, String)> = field("columns")
+                    .and_then(|c| c.as_array().cloned())
+                    .ok_or_else(|| ctx("R without columns".into()))?
+                    .iter()
+                    .map(|c| Some((c["attnum"].as_i64()?, c["name"].as_str()?.to_string())))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| ctx("R column without attnum or name".into()))?;
+                columns.sort();
+                let identity = string("identity").unwrap_or_default();
+                rels.insert(
+                    relid,
+                    (
+                        relation()?,
+                        columns.into_iter().map(|(_, n)| n).collect(),
+                        identity,
+                    ),
+                );
+            }
+            "I" | "U" | "D" => {
+                let relid = field("relid")
+                    .and_then(|r| r.as_u64())
+                    .ok_or_else(|| ctx("change without relid".into()))?;
+                let (name, order, identity) = rels
+                    .get(&relid)
+                    .ok_or_else(|| ctx(format!("relation {relid} used before its R object")))?;
+                if *name != relation()? {
+                    return Err(ctx(format!("relid {relid} is {name} in its R object")));
+                }
+                let mut c = Change::bare(action.chars().next().unwrap_or('?'), name.clone());
+                c.transformed = string("transformedfrom");
+                if let Some(new) = raw.get("new") {
+                    c.new = Some(f3_row(new, order).map_err(ctx)?);
+                }
+                if let Some(old) = raw.get("old") {
+                    c.old = Some(Old {
+                        kind: if identity == "full" { 'O' } else { 'K' },
+                        cols: f3_row(old, order).map_err(ctx)?,
+                    });
+                }
+                if let Some(u) = field("unchanged") {
+                    c.unchanged = u
+                        .as_array()
+                        .and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect())
+                        .ok_or_else(|| ctx("unchanged is not an array of names".into()))?;
+                }
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
+            }
+            "T" => {
+                let c = Change::bare('T', relation()?);
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
+            }
+            "M" => {
+                let transactional = field("transactional")
+                    .and_then(|t| t.as_bool())
+                    .ok_or_else(|| ctx("message without transactional".into()))?;
+                let prefix =
+                    string("prefix").ok_or_else(|| ctx("message without prefix".into()))?;
+                let content =
+                    string("content").ok_or_else(|| ctx("message without content".into()))?;
+                let mut c = Change::bare('M', String::new());
+                c.message = Some(Message {
+                    transactional,
+                    prefix,
+                    content: content.into_bytes(),
+                });
+                if let Some(c) = streams.take(Streams::sub(&field), c) {
+                    push_change(&mut items, &mut open, c);
+                }
+            }
+            a => return Err(ctx(format!("unexpected action {a:?}"))),
+        }
+    }
+    if let Some((xid, _)) = open {
+        return Err(format!("format 3: transaction {xid} has no COMMIT"));
+    }
+    Ok(items)
 }
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,8 @@
 
 use pubjson_e2e::conflicts::*;
 use pubjson_e2e::{
-    one_row, poll, rows, scratch_dir, sqlstate, wait_replayed, wait_true, RecvLogical, Server,
+    one_row, poll, rows, scratch_dir, sqlstate, wait_replayed, wait_true, Exporter, RecvLogical,
+    Server,
 };
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -340,6 +341,11 @@ fn publication_risks_reports_each_condition() {
 /// version): publication_risks reports it invalidated (wal_removed) instead
 /// of retaining WAL, and decoding_stats() says why. On a cluster of its own:
 /// the setting and the forced checkpoints would disturb the main cluster.
+/// max_slot_wal_keep_size invalidates an idle slot and one streamed by
+/// pg_recvlogical (held back by an open transaction): the consumer exits
+/// with PostgreSQL's error and cannot start again, publication_risks(),
+/// decoding_stats() and the exporter say the slots are lost and why, and
+/// every function of pubjson returns on them (no error, no wait).
 #[test]
 fn slot_invalidated_by_wal_removal() {
     let cl = WAL.start();
@@ -349,8 +355,10 @@ fn slot_invalidated_by_wal_removal() {
     // transaction that has written.
     for q in [
         "create table t (id int primary key, v text)",
+        "create table hold (x int)",
         "create publication walpub for table t",
         "select pg_create_logical_replication_slot('wal_slot', 'pubjson')",
+        "select pg_create_logical_replication_slot('wal_active', 'pubjson')",
         "insert into t values (1, 'a')",
     ] {
         c.batch_execute(q).unwrap_or_else(|e| panic!("{q}: {e}"));
@@ -371,6 +379,30 @@ fn slot_invalidated_by_wal_removal() {
             .any(|r| r.2 == "inactive_slot_retains_wal" && r.3.contains("slot wal_slot")),
         "{before:?}"
     );
+    // wal_active is streamed by pg_recvlogical when it is invalidated; an
+    // open transaction keeps its restart point where it is (a consumer that
+    // confirms everything would otherwise keep it within the limit).
+    let out = scratch_dir("wal_active").join("out.json");
+    let mut recv = RecvLogical::start_on(
+        &cl.server(),
+        ("postgres", "waldb"),
+        "wal_active",
+        &out,
+        &["format-version=2"],
+        &[],
+    );
+    wait_true(
+        &mut c,
+        "wal_active in use",
+        Duration::from_secs(30),
+        "select active from pg_replication_slots where slot_name = 'wal_active'",
+        &[],
+    );
+    let mut hold = cl.connect("waldb");
+    hold.batch_execute("begin; insert into hold values (1)")
+        .expect("open transaction");
+    c.batch_execute("select pg_current_xact_id()")
+        .expect("flush");
     c.batch_execute("alter system set max_slot_wal_keep_size = '1MB'")
         .expect("max_slot_wal_keep_size");
     c.batch_execute("select pg_reload_conf()").expect("reload");
@@ -385,12 +417,60 @@ fn slot_invalidated_by_wal_removal() {
         c.batch_execute("checkpoint").expect("checkpoint");
         let r = c
             .query_one(
-                "select wal_status from pg_replication_slots where slot_name = 'wal_slot'",
+                "select count(*) from pg_replication_slots where wal_status = 'lost'
+                    and slot_name in ('wal_slot', 'wal_active')",
                 &[],
             )
             .ok()?;
-        (r.get::<_, Option<String>>(0).as_deref() == Some("lost")).then_some(())
+        (r.get::<_, i64>(0) == 2).then_some(())
     });
+    hold.batch_execute("rollback").expect("rollback");
+
+    // The consumer: its walsender was ended to release the slot; it exits
+    // with PostgreSQL's error, and cannot come back.
+    let status = recv
+        .try_wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| {
+            panic!(
+                "pg_recvlogical still runs on the invalidated slot: {}",
+                recv.stderr()
+            )
+        });
+    let stderr = recv.stderr();
+    println!("pg_recvlogical on the invalidated slot ({status}): {stderr}");
+    assert!(!status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("terminating connection due to administrator command"),
+        "{stderr}"
+    );
+    let again = RecvLogical::start_on(
+        &cl.server(),
+        ("postgres", "waldb"),
+        "wal_active",
+        &out.with_extension("again"),
+        &["format-version=2"],
+        &[],
+    );
+    let mut again = again;
+    let status = again
+        .try_wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| {
+            panic!(
+                "pg_recvlogical streams from an invalidated slot: {}",
+                again.stderr()
+            )
+        });
+    let stderr = again.stderr();
+    println!("pg_recvlogical started on the invalidated slot ({status}): {stderr}");
+    let refused = if version >= 180000 {
+        "can no longer access replication slot \"wal_active\""
+    } else {
+        "can no longer get changes from replication slot \"wal_active\""
+    };
+    assert!(
+        !status.success() && stderr.contains(refused),
+        "{status}: {stderr}"
+    );
     let rows = risks(&mut c, "walpub");
     for r in &rows {
         println!("{r:?}");
@@ -443,6 +523,85 @@ fn slot_invalidated_by_wal_removal() {
         slot_rows[0].3.contains(&format!("(ERROR: {quoted})")),
         "{slot_rows:?}"
     );
+
+    // The exporter says the slots are lost, and why.
+    let mut exporter = Exporter::start(
+        &cl.server(),
+        "postgres",
+        "waldb",
+        (version / 10000) as u32,
+        &[],
+        "walremoved",
+    );
+    let m = exporter.scrape();
+    println!("{}", m.lines("pubjson_slot"));
+    for slot in ["wal_slot", "wal_active"] {
+        assert_eq!(
+            m.value("pubjson_slot_invalidated", &[("slot_name", slot)]),
+            1.0,
+            "{slot}"
+        );
+        assert_eq!(
+            m.value(
+                "pubjson_slot_state_info",
+                &[
+                    ("slot_name", slot),
+                    ("wal_status", "lost"),
+                    ("invalidation_reason", "wal_removed")
+                ]
+            ),
+            1.0,
+            "{slot}"
+        );
+    }
+    drop(exporter);
+
+    let pending: i64 = c
+        .query_one(
+            "select count(*) from pubjson.pending_transactions() where slot_name in ('wal_slot', 'wal_active')",
+            &[],
+        )
+        .expect("pending_transactions")
+        .get(0);
+    assert_eq!(pending, 0, "an invalidated slot decodes nothing");
+    let r = c
+        .query_one(
+            "select invalidation_reason from pubjson.decoding_stats() where slot_name = 'wal_active'",
+            &[],
+        )
+        .expect("decoding_stats of wal_active");
+    assert_eq!(
+        r.get::<_, Option<String>>(0).as_deref(),
+        Some("wal_removed")
+    );
+    // Every function of pubjson returns on the invalidated slots: no error,
+    // no wait (statement_timeout would end one).
+    c.batch_execute("set statement_timeout = '20s'")
+        .expect("statement_timeout");
+    for q in [
+        "select count(*) from pubjson.decoding_stats()",
+        "select count(*) from pubjson.pending_transactions()",
+        "select count(*) from pubjson.decoding_counters()",
+        "select count(*) from pubjson.worst_transactions()",
+        "select count(*) from pubjson.publication_risks('walpub')",
+        "select count(*) from pubjson.subscription_status()",
+        "select count(*) from pubjson.standby_conflicts()",
+        "select count(*) from pubjson.standby_queries_at_risk()",
+        "select pubjson.reset_stats('wal_active')",
+        "select pubjson.reset_stats()",
+        "select pubjson.enable_ddl_capture()",
+        "select pubjson.disable_ddl_capture()",
+        "call pubjson.backfill('t')",
+    ] {
+        let started = Instant::now();
+        c.batch_execute(q).unwrap_or_else(|e| {
+            panic!(
+                "{q} with invalidated slots: {}",
+                pubjson_e2e::describe_error(&e)
+            )
+        });
+        println!("{q}: {:?}", started.elapsed());
+    }
 }
 
 /// 16+: parallel apply workers (streaming = parallel) are rows of
@@ -1057,7 +1216,7 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
 
     // ls_active in use by pg_recvlogical.
     let out = scratch_dir("ls_active").join("out.json");
-    let _recv = RecvLogical::start_on(
+    let mut recv = RecvLogical::start_on(
         &sb.server(),
         ("postgres", "lsdb"),
         "ls_active",
@@ -1072,6 +1231,44 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         "select active from pg_replication_slots where slot_name = 'ls_active'",
         &[],
     );
+
+    // A transaction open on the primary is in the standby's live view of
+    // the slot streamed there: what its reorder buffer holds.
+    let mut open = primary.connect("lsdb");
+    open.batch_execute("begin; insert into t select g, 'open' from generate_series(100, 149) g")
+        .expect("open transaction on the primary");
+    let open_xid: String = open
+        .query_one("select pg_current_xact_id()::text", &[])
+        .expect("xid")
+        .get(0);
+    // Flush the open transaction's WAL (a commit elsewhere), then replay it.
+    p.batch_execute("insert into flush_wal default values")
+        .expect("flush");
+    let lsn: String = p
+        .query_one("select pg_current_wal_lsn()::text", &[])
+        .expect("lsn")
+        .get(0);
+    wait_replayed(&mut b, "standby replayed the open transaction", &lsn);
+    let changes: i64 = poll(
+        "the open primary transaction in pending_transactions() on the standby",
+        Duration::from_secs(60),
+        || {
+            assert!(recv.running(), "pg_recvlogical exited: {}", recv.stderr());
+            let r = b
+                .query(
+                    "select changes from pubjson.pending_transactions()
+                      where slot_name = 'ls_active' and xid::text = $1",
+                    &[&open_xid],
+                )
+                .ok()?;
+            r.first().map(|r| r.get::<_, i64>(0)).filter(|&n| n >= 50)
+        },
+    );
+    println!(
+        "standby's pending_transactions(): primary transaction {open_xid} holds {changes} changes"
+    );
+    assert_eq!(changes, 50);
+    open.batch_execute("rollback").expect("rollback");
 
     let slots_sql = "select confl_active_logicalslot, logical_slots, logical_slots_invalidated,
                             logical_slot_details::text, logical_slot_hint
@@ -1151,6 +1348,26 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
     assert!(
         hint.starts_with("2 of 2 logical slot(s) invalidated"),
         "{hint}"
+    );
+    // The consumer of ls_active was ended by the conflict, with an error
+    // that says why.
+    let status = recv
+        .try_wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| {
+            panic!(
+                "pg_recvlogical still runs on the invalidated slot: {}",
+                recv.stderr()
+            )
+        });
+    let stderr = recv.stderr();
+    println!("pg_recvlogical on the standby's invalidated slot ({status}): {stderr}");
+    assert!(!status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("due to conflict with recovery")
+            && stderr.contains(
+                "DETAIL:  User was using a logical replication slot that must be invalidated."
+            ),
+        "{stderr}"
     );
     let view: i64 = b
         .query_one(

@@ -8,7 +8,7 @@
 //! serialized with the other suites.
 
 use postgres::Client;
-use pubjson_e2e::pgoutput::{decode_pgoutput, Item};
+use pubjson_e2e::pgoutput::{decode_pgoutput, read_format3, Item};
 use pubjson_e2e::{
     complete_lines, drop_slot, poll, rows, scratch_dir, serialize, server_major, RecvLogical,
     Server,
@@ -286,38 +286,10 @@ fn pgoutput_rows(items: &[Item]) -> RowSet {
     out
 }
 
+/// The same rows from format 3, read by the support library's reader.
 fn format3_rows(objects: &[Value]) -> RowSet {
-    objects
-        .iter()
-        .filter(|o| matches!(action(o), "I" | "U" | "D"))
-        .map(|o| {
-            let keys = |v: &Value| {
-                let mut k: Vec<String> = v
-                    .as_object()
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
-                k.sort();
-                k
-            };
-            let mut new = keys(&o["new"]);
-            if let Some(u) = o["unchanged"].as_array() {
-                new.extend(u.iter().map(|n| n.as_str().unwrap_or("").to_string()));
-                new.sort();
-            }
-            let id = o["new"]
-                .get("id")
-                .or(o["old"].get("id"))
-                .map(|v| v.to_string());
-            let relation = format!(
-                "{}.{}",
-                o["schema"].as_str().unwrap(),
-                o["table"].as_str().unwrap()
-            );
-            let mut old = keys(&o["old"]);
-            old.sort();
-            (action(o).chars().next().unwrap(), relation, id, new, old)
-        })
-        .collect()
+    let rows: Vec<String> = objects.iter().map(Value::to_string).collect();
+    pgoutput_rows(&read_format3(&rows).unwrap_or_else(|e| panic!("{e}")))
 }
 
 #[test]
