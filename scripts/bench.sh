@@ -6,6 +6,9 @@
 #   scripts/bench.sh large [--rows N] [--latency-seconds S]
 #       a huge transaction through pg_recvlogical: walsender memory, and how
 #       soon a long transaction's first changes arrive (bench/large_txn.py)
+#   scripts/bench.sh ddl [--runs N] [--commands N]
+#       10,000 DDL commands with DDL capture off and on: time ratio and WAL
+#       added per command (bench/ddl_bench.py)
 # PG_MAJOR picks the server (see scripts/pg-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,7 @@ scripts/cluster.sh start
 eval "$(scripts/cluster.sh env)"
 case "${1:-speed}" in
   large) shift; python3 bench/large_txn.py "$@" ;;
+  ddl) shift; python3 bench/ddl_bench.py "$@" ;;
   speed) [ $# -gt 0 ] && shift; python3 bench/decode_bench.py "$@" ;;
   *) python3 bench/decode_bench.py "$@" ;;
 esac

@@ -37,6 +37,12 @@ DECLARE
     -- The search_path the command ran under: why this function has no
     -- SET search_path of its own.
     path pg_catalog.text := pg_catalog.current_setting('search_path');
+    -- The statement text, at most 65536 characters of it: every command of
+    -- a multi-statement query string carries the whole string, and a large
+    -- migration script must not make each of its commands write it again
+    -- (nor a message over 1 GB fail the command).
+    command pg_catalog.text;
+    truncated pg_catalog.bool := false;
     objects pg_catalog.json;
     relations pg_catalog.json;
     publications pg_catalog.json;
@@ -47,8 +53,9 @@ BEGIN
         IF tag OPERATOR(pg_catalog.!~~) 'DROP %' THEN
             RETURN;
         END IF;
-        -- The objects named and those dropped by CASCADE, not the ones
-        -- that go with them (a table's row type, indexes, TOAST table).
+        -- The objects named and those dropped by CASCADE, and the
+        -- partitions of a dropped table, not the parts that go with them (a
+        -- table's row type, indexes, TOAST table).
         SELECT pg_catalog.json_agg(pg_catalog.json_build_object(
                    'type', d.object_type, 'schema', d.schema_name,
                    'identity', d.object_identity, 'oid', d.objid,
@@ -56,7 +63,8 @@ BEGIN
                    ORDER BY d.ordinality)
           INTO objects
           FROM pg_catalog.pg_event_trigger_dropped_objects() WITH ORDINALITY AS d
-         WHERE (d.original OR d.normal) AND NOT d.is_temporary;
+         WHERE (d.original OR d.normal OR d.object_type OPERATOR(pg_catalog.=) 'table')
+           AND NOT d.is_temporary;
         relations := '[]';
         -- The publications that published a dropped table (the catalog
         -- no longer can say at the message): its own memberships, which
@@ -118,6 +126,20 @@ BEGIN
                 ON cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::pg_catalog.regclass::pg_catalog.oid
                AND o.oid OPERATOR(pg_catalog.=) cmd.objid
                AND o.conrelid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+        ), tree AS (
+            -- A partitioned table's partitions: a change of the parent
+            -- (ALTER TABLE recurses, ATTACH PARTITION) changes them too.
+            SELECT rel.relid FROM rel
+            UNION
+            SELECT t.relid::pg_catalog.oid
+              FROM rel JOIN pg_catalog.pg_class k
+                ON k.oid OPERATOR(pg_catalog.=) rel.relid
+               AND k.relkind OPERATOR(pg_catalog.=) 'p'
+             CROSS JOIN LATERAL pg_catalog.pg_partition_tree(rel.relid::pg_catalog.regclass) t
+             WHERE t.relid::pg_catalog.oid OPERATOR(pg_catalog.<>) rel.relid
+               AND EXISTS (SELECT FROM pg_catalog.pg_class pk
+                            WHERE pk.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid
+                              AND pk.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[]))
         )
         SELECT (SELECT pg_catalog.json_agg(pg_catalog.json_build_object(
                            'type', cmd.object_type, 'schema', cmd.schema_name,
@@ -126,7 +148,7 @@ BEGIN
                            'tag', cmd.command_tag)
                            ORDER BY cmd.position)
                   FROM cmd),
-               (SELECT pg_catalog.json_agg(rel.relid ORDER BY rel.relid) FROM rel)
+               (SELECT pg_catalog.json_agg(tree.relid ORDER BY tree.relid) FROM tree)
           INTO objects, relations;
     END IF;
     IF objects IS NULL THEN
@@ -134,10 +156,15 @@ BEGIN
         -- or only temporary objects.
         RETURN;
     END IF;
+    command := pg_catalog.current_query();
+    IF pg_catalog.length(command) OPERATOR(pg_catalog.>) 65536 THEN
+        command := pg_catalog.left(command, 65536);
+        truncated := true;
+    END IF;
     PERFORM pg_catalog.pg_logical_emit_message(
         true, 'pubjson.ddl',
         pg_catalog.json_build_object(
-            'event', event, 'tag', tag, 'command', pg_catalog.current_query(),
+            'event', event, 'tag', tag, 'command', command, 'command_truncated', truncated,
             'role', current_user, 'search_path', path,
             'objects', objects, 'relations', coalesce(relations, '[]'::pg_catalog.json),
             'publications', coalesce(publications, '[]'::pg_catalog.json)
@@ -175,9 +202,11 @@ BEGIN
             EXECUTE FUNCTION pubjson._ddl_event();
         ALTER EXTENSION pubjson ADD EVENT TRIGGER pubjson_sql_drop;
     END IF;
-    -- A trigger someone disabled fires again.
-    ALTER EVENT TRIGGER pubjson_ddl_command_end ENABLE;
-    ALTER EVENT TRIGGER pubjson_sql_drop ENABLE;
+    -- ENABLE ALWAYS: DDL run with session_replication_role = replica (a
+    -- replication tool applying DDL) is captured too; a trigger someone
+    -- disabled fires again.
+    ALTER EVENT TRIGGER pubjson_ddl_command_end ENABLE ALWAYS;
+    ALTER EVENT TRIGGER pubjson_sql_drop ENABLE ALWAYS;
 END
 $fn$;
 
