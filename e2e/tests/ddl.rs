@@ -1699,3 +1699,56 @@ fn long_query_strings_are_truncated() {
     assert!(events[2].get("command_truncated").is_none());
     drop_slot(&mut c, "ddl_long");
 }
+
+/// A change of a partitioned table describes its partitions too (ALTER
+/// TABLE recurses), ATTACH PARTITION the attached one; dropping it lists
+/// its partitions, which go with it.
+#[test]
+fn partitioned_tables_bring_their_partitions() {
+    let (_db, mut c) = database("parts");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create table pp (id int, k int) partition by range (k);
+         create table pp1 partition of pp for values from (0) to (10);
+         create table pp2 (id int, k int);",
+    );
+    slot(&mut c, "ddl_parts");
+    exec(&mut c, "alter table pp add column x int");
+    exec(
+        &mut c,
+        "alter table pp2 add column x int; alter table pp attach partition pp2 for values from (10) to (20)",
+    );
+    exec(&mut c, "drop table pp");
+    let objects = get3(&mut c, "ddl_parts", &[]);
+    let events = ddl(&objects);
+    let tables = |e: &Value| -> Vec<String> {
+        e["relations"]
+            .as_array()
+            .expect("relations")
+            .iter()
+            .map(|r| r["table"].as_str().unwrap_or("?").to_string())
+            .collect()
+    };
+    assert_eq!(events.len(), 4, "{}", summary(&objects));
+    assert_eq!(
+        tables(events[0]),
+        ["pp", "pp1"],
+        "ALTER TABLE on the parent"
+    );
+    assert_eq!(
+        columns(&events[0]["relations"][1]),
+        ["id integer", "k integer", "x integer"]
+    );
+    assert_eq!(tables(events[2]), ["pp", "pp1", "pp2"], "ATTACH PARTITION");
+    let mut dropped: Vec<&str> = events[3]["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .filter(|o| o["type"] == "table")
+        .map(|o| o["identity"].as_str().unwrap_or("?"))
+        .collect();
+    dropped.sort_unstable();
+    assert_eq!(dropped, ["public.pp", "public.pp1", "public.pp2"]);
+    drop_slot(&mut c, "ddl_parts");
+}
