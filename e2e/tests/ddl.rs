@@ -1581,6 +1581,13 @@ fn forged_messages_are_not_ddl_events() {
         serde_json::json!([nowhere]),
     );
     emit(&mut user, &alter_nowhere, true);
+    let column_nowhere = forged(
+        "ddl_command_end",
+        "ALTER TABLE",
+        serde_json::json!([{"type": "table column", "oid": nowhere.to_string(), "classid": "1259", "subid": 2}]),
+        serde_json::json!([]),
+    );
+    emit(&mut user, &column_nowhere, true);
     // A genuine drop of the role's own table, with a forged drop of the
     // victim in the same transaction; a genuine drop in a subtransaction.
     exec(
@@ -1593,7 +1600,7 @@ fn forged_messages_are_not_ddl_events() {
         "begin; savepoint s; drop table mine2; release savepoint s; commit",
     );
     drop(user);
-    let forged_count = 7;
+    let forged_count = 8;
     exec(&mut c, "select txid_current()");
     let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
         let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();

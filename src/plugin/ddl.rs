@@ -121,8 +121,8 @@ const RELATION_RELATION_ID: u32 = 1259;
 /// - a `sql_drop` event comes from a transaction that changed the
 ///   catalogs, names every table it dropped as a `pg_class` object, and
 ///   every relation it names as dropped is gone;
-/// - any other names only relations that exist (its `pg_class` objects
-///   and its `relations`).
+/// - any other names only relations that exist (its `pg_class` objects,
+///   columns included, and its `relations`).
 ///
 /// The trigger's own messages always agree (a dropped object is deleted
 /// before `sql_drop` fires; `pg_event_trigger_ddl_commands()` leaves out
@@ -146,7 +146,9 @@ fn agrees_with_catalog(event: &DdlEvent, txn: Option<Txn<'_>>) -> bool {
         if table && !(in_pg_class && o.oid.is_some() && o.subid.unwrap_or(0) == 0) {
             return false;
         }
-        if !in_pg_class || o.subid.unwrap_or(0) != 0 {
+        // A column's table exists at a ddl_command_end; a dropped column
+        // (DROP TYPE ... CASCADE) says nothing about its table.
+        if !in_pg_class || (drop && o.subid.unwrap_or(0) != 0) {
             continue;
         }
         let Some(oid) = o.oid else {
