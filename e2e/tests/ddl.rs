@@ -1759,3 +1759,43 @@ fn partitioned_tables_bring_their_partitions() {
     assert_eq!(dropped, ["public.pp", "public.pp1", "public.pp2"]);
     drop_slot(&mut c, "ddl_parts");
 }
+
+/// With pg_logical_emit_message revoked from PUBLIC, DDL of a role that
+/// may not call it fails (42501) while capture is on; granted, it works
+/// (docs/ddl.md says so).
+#[test]
+fn revoked_emit_message_makes_ddl_fail() {
+    let (dbname, mut c) = database("revoked");
+    let each = |what: &str| {
+        format!(
+            "do $$ declare f regprocedure; begin \
+             for f in select oid::regprocedure from pg_proc where proname = 'pg_logical_emit_message' loop \
+             execute format('{what}', f); end loop; end $$"
+        )
+    };
+    exec(
+        &mut c,
+        &format!(
+            "select pubjson.enable_ddl_capture();
+             do $$ begin if not exists (select from pg_roles where rolname = 'ddl_revoked_user') \
+             then create role ddl_revoked_user login; end if; end $$;
+             grant create on schema public to ddl_revoked_user;
+             {};",
+            each("revoke execute on function %s from public")
+        ),
+    );
+    let mut user = Server::main().connect_as(&dbname, "ddl_revoked_user");
+    let e = user
+        .batch_execute("create table rv (id int)")
+        .expect_err("capture cannot write its message");
+    assert_eq!(sqlstate(&e), "42501");
+    exec(
+        &mut c,
+        &each("grant execute on function %s to ddl_revoked_user"),
+    );
+    drop(user);
+    let mut user = Server::main().connect_as(&dbname, "ddl_revoked_user");
+    exec(&mut user, "create table rv (id int)");
+    exec(&mut c, "select pubjson.disable_ddl_capture()");
+    exec(&mut c, &each("grant execute on function %s to public"));
+}
