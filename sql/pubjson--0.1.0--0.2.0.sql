@@ -1303,6 +1303,12 @@ DECLARE
     -- The search_path the command ran under: why this function has no
     -- SET search_path of its own.
     path pg_catalog.text := pg_catalog.current_setting('search_path');
+    -- The statement text, at most 65536 characters of it: every command of
+    -- a multi-statement query string carries the whole string, and a large
+    -- migration script must not make each of its commands write it again
+    -- (nor a message over 1 GB fail the command).
+    command pg_catalog.text;
+    truncated pg_catalog.bool := false;
     objects pg_catalog.json;
     relations pg_catalog.json;
     publications pg_catalog.json;
@@ -1313,42 +1319,50 @@ BEGIN
         IF tag OPERATOR(pg_catalog.!~~) 'DROP %' THEN
             RETURN;
         END IF;
-        -- The objects named and those dropped by CASCADE, not the ones
-        -- that go with them (a table's row type, indexes, TOAST table).
-        SELECT pg_catalog.json_agg(pg_catalog.json_build_object(
-                   'type', d.object_type, 'schema', d.schema_name,
-                   'identity', d.object_identity, 'oid', d.objid,
-                   'classid', d.classid, 'subid', d.objsubid)
-                   ORDER BY d.ordinality)
-          INTO objects
-          FROM pg_catalog.pg_event_trigger_dropped_objects() WITH ORDINALITY AS d
-         WHERE (d.original OR d.normal) AND NOT d.is_temporary;
-        relations := '[]';
-        -- The publications that published a dropped table (the catalog
-        -- no longer can say at the message): its own memberships, which
-        -- are dropped with it, FOR ALL TABLES ones, and those of its
-        -- schema (the decoder filters drops by them).
-        WITH d AS (
-            SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects()
+        -- The objects named and those dropped by CASCADE, and the
+        -- partitions of a dropped table, not the parts that go with them (a
+        -- table's row type, indexes, TOAST table). And the publications
+        -- that published a dropped table (the catalog no longer can say at
+        -- the message): its own memberships, which are dropped with it,
+        -- FOR ALL TABLES ones, and those of its schema (the decoder
+        -- filters drops by them). One call of the function, which reads
+        -- the catalogs for every dropped object.
+        WITH d AS MATERIALIZED (
+            SELECT x.*, x.ordinality AS position
+              FROM pg_catalog.pg_event_trigger_dropped_objects() WITH ORDINALITY AS x
         ), t AS (
             SELECT d.schema_name FROM d
              WHERE d.object_type OPERATOR(pg_catalog.=) ANY ('{table,partitioned table}'::pg_catalog.text[])
                AND NOT d.is_temporary
         )
-        SELECT pg_catalog.json_agg(DISTINCT n.name ORDER BY n.name)
-          INTO publications
-          FROM (SELECT d.address_args[1] AS name FROM d
-                 WHERE d.object_type OPERATOR(pg_catalog.=) 'publication relation'
-                UNION
-                SELECT p.pubname::pg_catalog.text FROM pg_catalog.pg_publication p
-                 WHERE p.puballtables AND EXISTS (SELECT FROM t)
-                UNION
-                SELECT p.pubname::pg_catalog.text
-                  FROM pg_catalog.pg_publication p
-                  JOIN pg_catalog.pg_publication_namespace pn ON pn.pnpubid OPERATOR(pg_catalog.=) p.oid
-                  JOIN pg_catalog.pg_namespace s ON s.oid OPERATOR(pg_catalog.=) pn.pnnspid
-                  JOIN t ON t.schema_name OPERATOR(pg_catalog.=) s.nspname::pg_catalog.text) n;
+        SELECT (SELECT pg_catalog.json_agg(pg_catalog.json_build_object(
+                           'type', d.object_type, 'schema', d.schema_name,
+                           'identity', d.object_identity, 'oid', d.objid,
+                           'classid', d.classid, 'subid', d.objsubid)
+                           ORDER BY d.position)
+                  FROM d
+                 WHERE (d.original OR d.normal OR d.object_type OPERATOR(pg_catalog.=) 'table')
+                   AND NOT d.is_temporary),
+               (SELECT pg_catalog.json_agg(DISTINCT n.name ORDER BY n.name)
+                  FROM (SELECT d.address_args[1] AS name FROM d
+                         WHERE d.object_type OPERATOR(pg_catalog.=) 'publication relation'
+                        UNION
+                        SELECT p.pubname::pg_catalog.text FROM pg_catalog.pg_publication p
+                         WHERE p.puballtables AND EXISTS (SELECT FROM t)
+                        UNION
+                        SELECT p.pubname::pg_catalog.text
+                          FROM pg_catalog.pg_publication p
+                          JOIN pg_catalog.pg_publication_namespace pn ON pn.pnpubid OPERATOR(pg_catalog.=) p.oid
+                          JOIN pg_catalog.pg_namespace s ON s.oid OPERATOR(pg_catalog.=) pn.pnnspid
+                          JOIN t ON t.schema_name OPERATOR(pg_catalog.=) s.nspname::pg_catalog.text) n)
+          INTO objects, publications;
+        relations := '[]';
     ELSE
+        -- A DROP command's objects are in its sql_drop message (its
+        -- ddl_command_end has none).
+        IF tag OPERATOR(pg_catalog.~~) 'DROP %' THEN
+            RETURN;
+        END IF;
         WITH cmd AS (
             SELECT c.*, c.ordinality AS position
               FROM pg_catalog.pg_event_trigger_ddl_commands() WITH ORDINALITY AS c
@@ -1363,27 +1377,42 @@ BEGIN
         ), rel AS (
             -- The tables whose definition the command changed: a table
             -- itself, an index's, a trigger's or a constraint's table.
-            SELECT k.oid AS relid
-              FROM cmd JOIN pg_catalog.pg_class k
-                ON cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
-               AND k.oid OPERATOR(pg_catalog.=) cmd.objid
-               AND k.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[])
+            -- Looked up by OID, command by command (LATERAL): the planner
+            -- expects a thousand rows of the function and would otherwise
+            -- scan the catalogs whole at every command.
+            SELECT r.relid
+              FROM cmd CROSS JOIN LATERAL (
+                    SELECT k.oid FROM pg_catalog.pg_class k
+                     WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+                       AND k.oid OPERATOR(pg_catalog.=) cmd.objid
+                       AND k.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[])
+                    UNION ALL
+                    SELECT i.indrelid FROM pg_catalog.pg_index i
+                     WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+                       AND i.indexrelid OPERATOR(pg_catalog.=) cmd.objid
+                    UNION ALL
+                    SELECT t.tgrelid FROM pg_catalog.pg_trigger t
+                     WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::pg_catalog.regclass::pg_catalog.oid
+                       AND t.oid OPERATOR(pg_catalog.=) cmd.objid
+                    UNION ALL
+                    SELECT o.conrelid FROM pg_catalog.pg_constraint o
+                     WHERE cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::pg_catalog.regclass::pg_catalog.oid
+                       AND o.oid OPERATOR(pg_catalog.=) cmd.objid
+                       AND o.conrelid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+                   ) r(relid)
+        ), tree AS (
+            -- A partitioned table's partitions: a change of the parent
+            -- (ALTER TABLE recurses, ATTACH PARTITION) changes them too.
+            SELECT rel.relid FROM rel
             UNION
-            SELECT i.indrelid
-              FROM cmd JOIN pg_catalog.pg_index i
-                ON cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
-               AND i.indexrelid OPERATOR(pg_catalog.=) cmd.objid
-            UNION
-            SELECT t.tgrelid
-              FROM cmd JOIN pg_catalog.pg_trigger t
-                ON cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::pg_catalog.regclass::pg_catalog.oid
-               AND t.oid OPERATOR(pg_catalog.=) cmd.objid
-            UNION
-            SELECT o.conrelid
-              FROM cmd JOIN pg_catalog.pg_constraint o
-                ON cmd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::pg_catalog.regclass::pg_catalog.oid
-               AND o.oid OPERATOR(pg_catalog.=) cmd.objid
-               AND o.conrelid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+            SELECT t.relid::pg_catalog.oid
+              FROM rel CROSS JOIN LATERAL pg_catalog.pg_partition_tree(rel.relid::pg_catalog.regclass) t
+             WHERE (SELECT k.relkind FROM pg_catalog.pg_class k
+                     WHERE k.oid OPERATOR(pg_catalog.=) rel.relid) OPERATOR(pg_catalog.=) 'p'
+               AND t.relid::pg_catalog.oid OPERATOR(pg_catalog.<>) rel.relid
+               AND (SELECT k.relkind FROM pg_catalog.pg_class k
+                     WHERE k.oid OPERATOR(pg_catalog.=) t.relid::pg_catalog.oid)
+                   OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog."char"[])
         )
         SELECT (SELECT pg_catalog.json_agg(pg_catalog.json_build_object(
                            'type', cmd.object_type, 'schema', cmd.schema_name,
@@ -1392,7 +1421,7 @@ BEGIN
                            'tag', cmd.command_tag)
                            ORDER BY cmd.position)
                   FROM cmd),
-               (SELECT pg_catalog.json_agg(rel.relid ORDER BY rel.relid) FROM rel)
+               (SELECT pg_catalog.json_agg(tree.relid ORDER BY tree.relid) FROM tree)
           INTO objects, relations;
     END IF;
     IF objects IS NULL THEN
@@ -1400,10 +1429,15 @@ BEGIN
         -- or only temporary objects.
         RETURN;
     END IF;
+    command := pg_catalog.current_query();
+    IF pg_catalog.length(command) OPERATOR(pg_catalog.>) 65536 THEN
+        command := pg_catalog.left(command, 65536);
+        truncated := true;
+    END IF;
     PERFORM pg_catalog.pg_logical_emit_message(
         true, 'pubjson.ddl',
         pg_catalog.json_build_object(
-            'event', event, 'tag', tag, 'command', pg_catalog.current_query(),
+            'event', event, 'tag', tag, 'command', command, 'command_truncated', truncated,
             'role', current_user, 'search_path', path,
             'objects', objects, 'relations', coalesce(relations, '[]'::pg_catalog.json),
             'publications', coalesce(publications, '[]'::pg_catalog.json)
@@ -1441,9 +1475,11 @@ BEGIN
             EXECUTE FUNCTION pubjson._ddl_event();
         ALTER EXTENSION pubjson ADD EVENT TRIGGER pubjson_sql_drop;
     END IF;
-    -- A trigger someone disabled fires again.
-    ALTER EVENT TRIGGER pubjson_ddl_command_end ENABLE;
-    ALTER EVENT TRIGGER pubjson_sql_drop ENABLE;
+    -- ENABLE ALWAYS: DDL run with session_replication_role = replica (a
+    -- replication tool applying DDL) is captured too; a trigger someone
+    -- disabled fires again.
+    ALTER EVENT TRIGGER pubjson_ddl_command_end ENABLE ALWAYS;
+    ALTER EVENT TRIGGER pubjson_sql_drop ENABLE ALWAYS;
 END
 $fn$;
 

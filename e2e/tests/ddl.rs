@@ -122,9 +122,9 @@ fn capture_on_off_and_drop_extension() {
         "alter event trigger pubjson_sql_drop disable; select pubjson.enable_ddl_capture()",
     );
     assert_eq!(
-        count(&mut c, "select count(*) from pg_event_trigger where evtname like 'pubjson%' and evtenabled = 'O'"),
+        count(&mut c, "select count(*) from pg_event_trigger where evtname like 'pubjson%' and evtenabled = 'A'"),
         2,
-        "enable turns a disabled trigger back on"
+        "enable turns a disabled trigger back on, ENABLE ALWAYS"
     );
     exec(
         &mut c,
@@ -367,8 +367,8 @@ fn ordinary_role_hostile_names_and_lookalikes() {
 /// With publication_names, DDL on published tables only (a FOR TABLES IN
 /// SCHEMA target includes a table created there later, FOR ALL TABLES
 /// every table), drops of the tables its publications published; without
-/// it, every DDL. Formats 1 and 2 show the ordinary
-/// message, as wal2json would, unless its prefix is filtered.
+/// it, every DDL. Formats 1 and 2 show the ordinary message, as wal2json
+/// would, only when add-msg-prefixes names its prefix.
 #[test]
 fn publications_and_other_formats() {
     let (_db, mut c) = database("pubs");
@@ -464,9 +464,29 @@ fn publications_and_other_formats() {
         ],
         "pb, s.fresh, pa"
     );
-    // Format 2: wal2json's message object, unless filtered out.
-    let f2 = peek(&mut c, &["format-version", "2"]);
-    let messages: Vec<&Value> = f2.iter().filter(|o| o["action"] == "M").collect();
+    // Format 2: wal2json's message object, only when add-msg-prefixes
+    // names the prefix (other messages are shown by default).
+    exec(&mut c, "select pg_logical_emit_message(true, 'other', 'x')");
+    let by_default = peek(&mut c, &["format-version", "2"]);
+    let prefixes: Vec<&Value> = by_default
+        .iter()
+        .filter(|o| o["action"] == "M")
+        .map(|o| &o["prefix"])
+        .collect();
+    assert_eq!(prefixes, [&serde_json::json!("other")], "{by_default:#?}");
+    let f2 = peek(
+        &mut c,
+        &[
+            "format-version",
+            "2",
+            "add-msg-prefixes",
+            "other,pubjson.ddl",
+        ],
+    );
+    let messages: Vec<&Value> = f2
+        .iter()
+        .filter(|o| o["action"] == "M" && o["prefix"] == "pubjson.ddl")
+        .collect();
     assert_eq!(messages.len(), 7);
     assert_eq!(messages[0]["prefix"], "pubjson.ddl");
     let content: Value = serde_json::from_str(messages[0]["content"].as_str().expect("content"))
@@ -474,7 +494,14 @@ fn publications_and_other_formats() {
     assert_eq!(content["tag"], "ALTER TABLE");
     let filtered = peek(
         &mut c,
-        &["format-version", "2", "filter-msg-prefixes", "pubjson.ddl"],
+        &[
+            "format-version",
+            "2",
+            "add-msg-prefixes",
+            "pubjson.ddl",
+            "filter-msg-prefixes",
+            "pubjson.ddl",
+        ],
     );
     assert!(filtered.iter().all(|o| o["action"] != "M"), "{filtered:#?}");
     drop_slot(&mut c, "ddl_pubs");
@@ -605,169 +632,624 @@ fn every_encoding_gives_ascii_json() {
     }
 }
 
+/// A column of the source, as the generator tracks it.
+#[derive(Clone)]
+struct GenColumn {
+    name: String,
+    /// `id` and the partition key `k`: never dropped, renamed or retyped.
+    fixed: bool,
+    /// Holds no NULL (so NOT NULL may be set).
+    filled: bool,
+    not_null: bool,
+}
+
+/// A table of the source, as the generator tracks it.
+#[derive(Clone)]
+struct GenTable {
+    schema: String,
+    name: String,
+    columns: Vec<GenColumn>,
+    has_pk: bool,
+    /// A partitioned table (with one partition); its partitions are not
+    /// tracked on their own.
+    partitioned: bool,
+}
+
+impl GenTable {
+    fn qualified(&self) -> String {
+        format!("{}.{}", self.schema, self.name)
+    }
+}
+
+/// What the replica remembers of one source table: its name there and the
+/// last R object applied.
+struct ReplicaTable {
+    schema: String,
+    table: String,
+    r: Value,
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The columns of an R object by attnum: (attnum, name, type, nullable).
+fn r_columns(r: &Value) -> Vec<(i64, String, String, bool)> {
+    r["columns"]
+        .as_array()
+        .expect("R columns")
+        .iter()
+        .map(|c| {
+            (
+                c["attnum"].as_i64().expect("attnum"),
+                c["name"].as_str().expect("name").to_string(),
+                c["type"].as_str().expect("type").to_string(),
+                c["nullable"].as_bool().expect("nullable"),
+            )
+        })
+        .collect()
+}
+
+/// The primary key an R object implies: the key columns under identity
+/// `default`, in attnum order.
+fn r_primary_key(r: &Value) -> Vec<String> {
+    if r["identity"] != "default" {
+        return Vec::new();
+    }
+    r["columns"]
+        .as_array()
+        .expect("R columns")
+        .iter()
+        .filter(|c| c["key"] == true)
+        .map(|c| c["name"].as_str().expect("name").to_string())
+        .collect()
+}
+
+/// docs/ddl.md's algorithm, step by step: an R object (standalone or in a
+/// DDL object's relations) creates or brings in step the replica's table.
+fn apply_r(
+    replica: &mut Client,
+    tables: &mut std::collections::BTreeMap<u64, ReplicaTable>,
+    r: &Value,
+) {
+    let relid = r["relid"].as_u64().expect("relid");
+    let schema = r["schema"].as_str().expect("schema").to_string();
+    let table = r["table"].as_str().expect("table").to_string();
+    let columns = r_columns(r);
+    let pk = r_primary_key(r);
+    let Some(have) = tables.get_mut(&relid) else {
+        // Step 1: create it.
+        let mut defs: Vec<String> = columns
+            .iter()
+            .map(|(_, n, t, nullable)| {
+                format!(
+                    "{} {t}{}",
+                    quote_ident(n),
+                    if *nullable { "" } else { " NOT NULL" }
+                )
+            })
+            .collect();
+        if !pk.is_empty() {
+            let keys: Vec<String> = pk.iter().map(|k| quote_ident(k)).collect();
+            defs.push(format!("PRIMARY KEY ({})", keys.join(", ")));
+        }
+        exec(
+            replica,
+            &format!(
+                "CREATE SCHEMA IF NOT EXISTS {s}; CREATE TABLE {s}.{t} ({})",
+                defs.join(", "),
+                s = quote_ident(&schema),
+                t = quote_ident(&table)
+            ),
+        );
+        tables.insert(
+            relid,
+            ReplicaTable {
+                schema,
+                table,
+                r: r.clone(),
+            },
+        );
+        return;
+    };
+    // Step 2: moved, renamed.
+    if have.schema != schema {
+        exec(
+            replica,
+            &format!(
+                "CREATE SCHEMA IF NOT EXISTS {s}; ALTER TABLE {}.{} SET SCHEMA {s}",
+                quote_ident(&have.schema),
+                quote_ident(&have.table),
+                s = quote_ident(&schema)
+            ),
+        );
+        have.schema = schema.clone();
+    }
+    if have.table != table {
+        exec(
+            replica,
+            &format!(
+                "ALTER TABLE {}.{} RENAME TO {}",
+                quote_ident(&have.schema),
+                quote_ident(&have.table),
+                quote_ident(&table)
+            ),
+        );
+        have.table = table.clone();
+    }
+    let target = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
+    // Columns by attnum: dropped, renamed, retyped, NOT NULL, added.
+    let old = r_columns(&have.r);
+    for (attnum, name, _, _) in &old {
+        if !columns.iter().any(|(a, ..)| a == attnum) {
+            exec(
+                replica,
+                &format!("ALTER TABLE {target} DROP COLUMN {}", quote_ident(name)),
+            );
+        }
+    }
+    for (attnum, name, ty, nullable) in &columns {
+        match old.iter().find(|(a, ..)| a == attnum) {
+            Some((_, old_name, old_ty, old_nullable)) => {
+                if old_name != name {
+                    exec(
+                        replica,
+                        &format!(
+                            "ALTER TABLE {target} RENAME COLUMN {} TO {}",
+                            quote_ident(old_name),
+                            quote_ident(name)
+                        ),
+                    );
+                }
+                let col = quote_ident(name);
+                if old_ty != ty {
+                    exec(
+                        replica,
+                        &format!("ALTER TABLE {target} ALTER COLUMN {col} TYPE {ty} USING {col}::text::{ty}"),
+                    );
+                }
+                if old_nullable != nullable {
+                    let how = if *nullable { "DROP" } else { "SET" };
+                    exec(
+                        replica,
+                        &format!("ALTER TABLE {target} ALTER COLUMN {col} {how} NOT NULL"),
+                    );
+                }
+            }
+            None => exec(
+                replica,
+                &format!(
+                    "ALTER TABLE {target} ADD COLUMN {} {ty}{}",
+                    quote_ident(name),
+                    if *nullable { "" } else { " NOT NULL" }
+                ),
+            ),
+        }
+    }
+    // The primary key.
+    if r_primary_key(&have.r) != pk {
+        let existing: Vec<String> = replica
+            .query(
+                "select conname::text from pg_constraint where conrelid = $1::text::regclass and contype = 'p'",
+                &[&target],
+            )
+            .expect("primary key")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        for name in existing {
+            exec(
+                replica,
+                &format!(
+                    "ALTER TABLE {target} DROP CONSTRAINT {}",
+                    quote_ident(&name)
+                ),
+            );
+        }
+        if !pk.is_empty() {
+            let keys: Vec<String> = pk.iter().map(|k| quote_ident(k)).collect();
+            exec(
+                replica,
+                &format!("ALTER TABLE {target} ADD PRIMARY KEY ({})", keys.join(", ")),
+            );
+        }
+    }
+    have.r = r.clone();
+}
+
+/// pg_dump --schema-only of schemas `public` and `other`, reduced to what
+/// the events carry: per table, its columns (name, type, NOT NULL) in
+/// order and its primary key's columns; sorted by table.
+fn normalized_schema(db: &str) -> Vec<String> {
+    let server = Server::main();
+    let out = std::process::Command::new(pubjson_e2e::pg_bin("pg_dump"))
+        .args([
+            "--schema-only",
+            "--no-owner",
+            "--no-privileges",
+            "-h",
+            &server.host,
+            "-p",
+        ])
+        .arg(server.port.to_string())
+        .args(["-U", "postgres", "-d", db, "-n", "public", "-n", "other"])
+        .output()
+        .expect("running pg_dump");
+    assert!(
+        out.status.success(),
+        "pg_dump {db}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let mut tables: std::collections::BTreeMap<String, (Vec<String>, String)> = Default::default();
+    let mut current: Option<String> = None;
+    let mut altered: Option<String> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("CREATE TABLE ") {
+            let name = rest.split([' ', '(']).next().unwrap_or("").to_string();
+            tables.entry(name.clone()).or_default();
+            current = rest.trim_end().ends_with('(').then_some(name);
+            continue;
+        }
+        if let Some(table) = current.clone() {
+            if line.starts_with(')') {
+                current = None;
+                continue;
+            }
+            let mut col = line.trim().trim_end_matches(',').to_string();
+            if col.starts_with("CONSTRAINT ") {
+                continue;
+            }
+            let not_null = col.ends_with(" NOT NULL");
+            if not_null {
+                col.truncate(col.len() - " NOT NULL".len());
+            }
+            if let Some(at) = col.find(" DEFAULT ") {
+                col.truncate(at);
+            }
+            if not_null {
+                col.push_str(" NOT NULL");
+            }
+            tables.get_mut(&table).expect("table").0.push(col);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("ALTER TABLE ") {
+            let rest = rest.strip_prefix("ONLY ").unwrap_or(rest);
+            altered = Some(rest.split([' ', ';']).next().unwrap_or("").to_string());
+            continue;
+        }
+        if let (Some(table), Some(at)) = (altered.clone(), line.find("PRIMARY KEY (")) {
+            let keys = line[at..].trim_end_matches(';').to_string();
+            tables.entry(table).or_default().1 = keys;
+        }
+    }
+    tables
+        .into_iter()
+        .map(|(name, (columns, pk))| format!("{name}: {}; {pk}", columns.join(", ")))
+        .collect()
+}
+
 /// The replica the docs' algorithm keeps: tables created and brought in
-/// step from `relations`, dropped by `sql_drop` events, rows applied; it
-/// ends with the source's columns and rows.
+/// step (renamed, moved, columns by attnum, NOT NULL, primary key) from
+/// every R object, dropped by `sql_drop` events, rows applied; after a
+/// randomized sequence of DDL and rows, `pg_dump --schema-only` of the
+/// tables, reduced to what the events carry, and every table's rows are
+/// the source's.
 #[test]
 fn replica_kept_by_the_documented_algorithm() {
     let (_db, mut c) = database("replica");
-    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture(); create schema other",
+    );
     slot(&mut c, "ddl_replica");
-    let (_rdb, mut replica) = database("replica_target");
-    // A deterministic sequence of DDL and DML over three tables.
-    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = |n: u64| {
+    let (rdb, mut replica) = database("replica_target");
+    let mut seed: u64 = std::env::var("PUBJSON_DDL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9E37_79B9_7F4A_7C15);
+    eprintln!("seed {seed} (PUBJSON_DDL_SEED)");
+    let mut next = |n: usize| -> usize {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        seed % n
+        (seed % n as u64) as usize
     };
-    let mut extra = [0u32; 3];
-    let mut exists = [false; 3];
-    for step in 0..60 {
-        let t = next(3) as usize;
-        let name = format!("rt{t}");
-        let sql = if !exists[t] {
-            exists[t] = true;
-            extra[t] = 0;
-            format!("create table {name} (id int primary key, v text)")
-        } else {
-            match next(6) {
-                0 => {
-                    extra[t] += 1;
-                    format!("alter table {name} add column c{} int", extra[t])
-                }
-                1 if extra[t] > 0 => {
-                    format!("alter table {name} drop column if exists c{}", extra[t])
-                }
-                2 => format!(
-                    "alter table {name} alter column v type varchar({})",
-                    20 + next(20)
+    let mut live: Vec<GenTable> = Vec::new();
+    let mut serial = 0;
+    let mut done: std::collections::BTreeSet<&str> = Default::default();
+    let column = |name: &str, fixed: bool, filled: bool, not_null: bool| GenColumn {
+        name: name.to_string(),
+        fixed,
+        filled,
+        not_null,
+    };
+    // At least 140 steps, more until every class of command has run.
+    let classes = [
+        "create",
+        "partitions",
+        "add column",
+        "drop column",
+        "rename column",
+        "alter type",
+        "drop not null",
+        "set not null",
+        "rename table",
+        "set schema",
+        "create table as",
+        "add primary key",
+        "drop table",
+        "insert",
+    ];
+    for step in 0..1000 {
+        if step >= 140 && classes.iter().all(|class| done.contains(class)) {
+            break;
+        }
+        serial += 1;
+        let roll = next(16);
+        if live.len() < 2 || (roll == 0 && live.len() < 6) {
+            let name = format!("t{serial}");
+            exec(
+                &mut c,
+                &format!(
+                    "create table {name} (id int primary key, v text, n int not null default 0)"
                 ),
-                3 => {
-                    exists[t] = false;
-                    format!("drop table {name}")
-                }
-                _ => format!("insert into {name} (id, v) values ({step}, 's{step}')"),
+            );
+            live.push(GenTable {
+                schema: "public".into(),
+                name,
+                columns: vec![
+                    column("id", true, true, true),
+                    column("v", false, false, false),
+                    column("n", false, true, true),
+                ],
+                has_pk: true,
+                partitioned: false,
+            });
+            done.insert("create");
+            continue;
+        }
+        if roll == 1 && live.len() < 6 {
+            let name = format!("p{serial}");
+            exec(
+                &mut c,
+                &format!(
+                    "create table {name} (id int, k int not null, v text, n int not null default 0, primary key (id, k)) partition by range (k);
+                     create table {name}_a partition of {name} for values from (0) to (100000)"
+                ),
+            );
+            live.push(GenTable {
+                schema: "public".into(),
+                name,
+                columns: vec![
+                    column("id", true, true, true),
+                    column("k", true, true, true),
+                    column("v", false, false, false),
+                    column("n", false, true, true),
+                ],
+                has_pk: true,
+                partitioned: true,
+            });
+            done.insert("partitions");
+            continue;
+        }
+        let at = next(live.len());
+        let t = live[at].clone();
+        let q = t.qualified();
+        let movable: Vec<usize> = (0..t.columns.len())
+            .filter(|&i| !t.columns[i].fixed)
+            .collect();
+        match roll {
+            2 | 3 => {
+                let name = format!("c{serial}");
+                let ty = ["int", "varchar(5)", "bigint"][next(3)];
+                exec(&mut c, &format!("alter table {q} add column {name} {ty}"));
+                live[at].columns.push(column(&name, false, false, false));
+                done.insert("add column");
             }
-        };
-        exec(&mut c, &sql);
+            4 if !movable.is_empty() => {
+                let i = movable[next(movable.len())];
+                exec(
+                    &mut c,
+                    &format!("alter table {q} drop column {}", t.columns[i].name),
+                );
+                live[at].columns.remove(i);
+                done.insert("drop column");
+            }
+            5 if !movable.is_empty() => {
+                let i = movable[next(movable.len())];
+                let name = format!("r{serial}");
+                exec(
+                    &mut c,
+                    &format!(
+                        "alter table {q} rename column {} to {name}",
+                        t.columns[i].name
+                    ),
+                );
+                live[at].columns[i].name = name;
+                done.insert("rename column");
+            }
+            6 if !movable.is_empty() => {
+                let i = movable[next(movable.len())];
+                let col = &t.columns[i].name;
+                let ty = ["varchar(30)", "text", "varchar(12)"][next(3)];
+                exec(
+                    &mut c,
+                    &format!(
+                        "alter table {q} alter column {col} type {ty} using {col}::text::{ty}"
+                    ),
+                );
+                done.insert("alter type");
+            }
+            7 if !movable.is_empty() => {
+                // Half the time a column NOT NULL may be set on, if any.
+                let settable: Vec<usize> = movable
+                    .iter()
+                    .copied()
+                    .filter(|&i| t.columns[i].filled && !t.columns[i].not_null)
+                    .collect();
+                let i = if !settable.is_empty() && next(2) == 0 {
+                    settable[next(settable.len())]
+                } else {
+                    movable[next(movable.len())]
+                };
+                let col = &t.columns[i];
+                if col.not_null {
+                    exec(
+                        &mut c,
+                        &format!("alter table {q} alter column {} drop not null", col.name),
+                    );
+                    live[at].columns[i].not_null = false;
+                    done.insert("drop not null");
+                } else if col.filled {
+                    exec(
+                        &mut c,
+                        &format!("alter table {q} alter column {} set not null", col.name),
+                    );
+                    live[at].columns[i].not_null = true;
+                    done.insert("set not null");
+                }
+            }
+            8 if !t.partitioned => {
+                let name = format!("t{serial}");
+                exec(&mut c, &format!("alter table {q} rename to {name}"));
+                live[at].name = name;
+                done.insert("rename table");
+            }
+            9 if !t.partitioned => {
+                let schema = if t.schema == "public" {
+                    "other"
+                } else {
+                    "public"
+                };
+                exec(&mut c, &format!("alter table {q} set schema {schema}"));
+                live[at].schema = schema.to_string();
+                done.insert("set schema");
+            }
+            10 if !t.partitioned && live.len() < 6 => {
+                let name = format!("t{serial}");
+                exec(&mut c, &format!("create table {name} as select * from {q}"));
+                let mut copy = t.clone();
+                copy.schema = "public".into();
+                copy.name = name;
+                copy.has_pk = false;
+                // Its columns have no defaults: rows added later leave them
+                // NULL.
+                for col in &mut copy.columns {
+                    col.not_null = false;
+                    col.fixed = false;
+                    col.filled = false;
+                }
+                copy.columns[0].fixed = true;
+                copy.columns[0].filled = true;
+                live.push(copy);
+                done.insert("create table as");
+            }
+            11 if !t.has_pk => {
+                exec(&mut c, &format!("alter table {q} add primary key (id)"));
+                live[at].has_pk = true;
+                live[at].columns[0].not_null = true;
+                done.insert("add primary key");
+            }
+            12 => {
+                exec(&mut c, &format!("drop table {q}"));
+                live.remove(at);
+                done.insert("drop table");
+            }
+            _ => {
+                let sql = if t.partitioned {
+                    format!("insert into {q} (id, k) values ({step}, {step})")
+                } else {
+                    format!("insert into {q} (id) values ({step})")
+                };
+                exec(&mut c, &sql);
+                done.insert("insert");
+            }
+        }
+    }
+    for class in classes {
+        assert!(
+            done.contains(class),
+            "the sequence has no {class}: {done:?}"
+        );
     }
     let objects = get3(&mut c, "ddl_replica", &[]);
-    let seen = summary(&objects);
-    for class in [
-        "DDL:CREATE TABLE",
-        "DDL:ALTER TABLE",
-        "DDL:DROP TABLE",
-        " I ",
-    ] {
-        assert!(seen.contains(class), "the sequence has no {class}: {seen}");
-    }
-    // The algorithm of docs/ddl.md, by relid; rows by the R objects' names.
-    let mut tables: std::collections::BTreeMap<u64, String> = Default::default();
-    let sql_type = |c: &Value| c["type"].as_str().unwrap_or("text").to_string();
+    // docs/ddl.md's algorithm.
+    let mut tables: std::collections::BTreeMap<u64, ReplicaTable> = Default::default();
     for o in &objects {
         match o["action"].as_str().unwrap_or("") {
+            "R" => apply_r(&mut replica, &mut tables, o),
             "DDL" => {
                 for r in o["relations"].as_array().into_iter().flatten() {
-                    let relid = r["relid"].as_u64().expect("relid");
-                    let table = r["table"].as_str().expect("table").to_string();
-                    let cols: Vec<(String, String)> = r["columns"]
-                        .as_array()
-                        .expect("columns")
-                        .iter()
-                        .map(|c| (c["name"].as_str().expect("name").to_string(), sql_type(c)))
-                        .collect();
-                    if let std::collections::btree_map::Entry::Vacant(slot) = tables.entry(relid) {
-                        let defs: Vec<String> =
-                            cols.iter().map(|(n, t)| format!("\"{n}\" {t}")).collect();
-                        exec(
-                            &mut replica,
-                            &format!("create table \"{table}\" ({})", defs.join(", ")),
-                        );
-                        slot.insert(table);
-                        continue;
-                    }
-                    let have: Vec<(String, String)> = replica
-                        .query(
-                            "select attname::text, format_type(atttypid, atttypmod) from pg_attribute \
-                             where attrelid = $1::text::regclass and attnum > 0 and not attisdropped order by attnum",
-                            &[&format!("\"{table}\"")],
-                        )
-                        .expect("columns")
-                        .iter()
-                        .map(|r| (r.get(0), r.get(1)))
-                        .collect();
-                    for (n, _) in &have {
-                        if !cols.iter().any(|(m, _)| m == n) {
-                            exec(
-                                &mut replica,
-                                &format!("alter table \"{table}\" drop column \"{n}\""),
-                            );
-                        }
-                    }
-                    for (n, t) in &cols {
-                        match have.iter().find(|(m, _)| m == n) {
-                            None => exec(
-                                &mut replica,
-                                &format!("alter table \"{table}\" add column \"{n}\" {t}"),
-                            ),
-                            Some((_, old)) if old != t => exec(
-                                &mut replica,
-                                &format!("alter table \"{table}\" alter column \"{n}\" type {t}"),
-                            ),
-                            Some(_) => {}
-                        }
-                    }
+                    apply_r(&mut replica, &mut tables, r);
                 }
                 if o["event"] == "sql_drop" {
                     for dropped in o["objects"].as_array().into_iter().flatten() {
-                        if dropped["type"] == "table" {
-                            if let Some(table) =
-                                dropped["oid"].as_u64().and_then(|oid| tables.remove(&oid))
-                            {
-                                exec(&mut replica, &format!("drop table \"{table}\""));
-                            }
+                        if dropped["type"] != "table" {
+                            continue;
+                        }
+                        if let Some(t) = dropped["oid"].as_u64().and_then(|oid| tables.remove(&oid))
+                        {
+                            exec(
+                                &mut replica,
+                                &format!(
+                                    "DROP TABLE {}.{}",
+                                    quote_ident(&t.schema),
+                                    quote_ident(&t.table)
+                                ),
+                            );
                         }
                     }
                 }
             }
             "I" => {
-                let table = o["table"].as_str().expect("table");
+                let target = format!(
+                    "{}.{}",
+                    quote_ident(o["schema"].as_str().expect("schema")),
+                    quote_ident(o["table"].as_str().expect("table"))
+                );
                 let row = o["new"].to_string().replace('\'', "''");
                 exec(
                     &mut replica,
-                    &format!("insert into \"{table}\" select * from json_populate_record(null::\"{table}\", '{row}')"),
+                    &format!("INSERT INTO {target} SELECT * FROM json_populate_record(NULL::{target}, '{row}')"),
                 );
             }
             _ => {}
         }
     }
-    let shape = |c: &mut Client| -> Vec<String> {
-        c.query(
-            "select c.relname || ': ' || string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' order by a.attnum) \
-             from pg_class c join pg_attribute a on a.attrelid = c.oid \
-             where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' and c.relname like 'rt%' \
-               and a.attnum > 0 and not a.attisdropped group by c.relname order by c.relname",
-            &[],
-        )
-        .expect("shape")
+    let source_schema = normalized_schema("pubjson_ddl_replica");
+    assert!(source_schema.len() >= 2, "{source_schema:#?}");
+    assert_eq!(
+        normalized_schema(&rdb),
+        source_schema,
+        "the replica's schema"
+    );
+    // Every table's rows (a partitioned table's partitions on their own,
+    // ONLY the partitioned table, which holds none: a plain table on the
+    // replica).
+    let listing = "select format('%I.%I', n.nspname, c.relname) from pg_class c \
+                   join pg_namespace n on n.oid = c.relnamespace \
+                   where n.nspname in ('public', 'other') and c.relkind in ('r', 'p') order by 1";
+    let names: Vec<String> = c
+        .query(listing, &[])
+        .expect("tables")
         .iter()
         .map(|r| r.get(0))
-        .collect()
-    };
-    let source_shape = shape(&mut c);
-    assert!(!source_shape.is_empty());
-    assert_eq!(shape(&mut replica), source_shape);
-    for (t, exists) in exists.iter().enumerate() {
-        if *exists {
-            let q = format!(
-                "select coalesce(string_agg(id || ':' || v, ',' order by id), '') from rt{t}"
-            );
-            let a: String = c.query_one(&q, &[]).expect("source rows").get(0);
-            let b: String = replica.query_one(&q, &[]).expect("replica rows").get(0);
-            assert_eq!(a, b, "rows of rt{t}");
-        }
+        .collect();
+    let replica_names: Vec<String> = replica
+        .query(listing, &[])
+        .expect("tables")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(replica_names, names);
+    for name in &names {
+        let q = format!(
+            "select coalesce(string_agg(t::text, ',' order by t::text), '') from only {name} t"
+        );
+        let a: String = c.query_one(&q, &[]).expect("source rows").get(0);
+        let b: String = replica.query_one(&q, &[]).expect("replica rows").get(0);
+        assert_eq!(a, b, "rows of {name}");
     }
     drop_slot(&mut c, "ddl_replica");
 }
@@ -900,8 +1382,18 @@ fn streaming_format_1_and_column_lists() {
         columns(&events[0]["relations"][0]),
         ["id integer", "open text"]
     );
-    // Format 1: one message in the transaction's change list.
+    // Format 1: one message in the transaction's change list, when
+    // add-msg-prefixes names the prefix; none by default.
     let f1 = peek(&mut c, &["format-version", "1"]);
+    let changes = f1[0]["change"].as_array().expect("change");
+    assert!(
+        changes.iter().all(|c| c["kind"] != "message"),
+        "{changes:#?}"
+    );
+    let f1 = peek(
+        &mut c,
+        &["format-version", "1", "add-msg-prefixes", "pubjson.ddl"],
+    );
     let changes = f1[0]["change"].as_array().expect("change");
     let messages: Vec<&Value> = changes.iter().filter(|c| c["kind"] == "message").collect();
     assert_eq!(messages.len(), 1, "{messages:#?}");
@@ -992,4 +1484,318 @@ fn partitions_published_through_their_root() {
         assert_eq!(tables, [described], "{publication}");
     }
     drop_slot(&mut c, "ddl_viaroot");
+}
+
+/// A message content in the trigger's shape.
+fn forged(event: &str, tag: &str, objects: Value, relations: Value) -> String {
+    serde_json::json!({
+        "event": event, "tag": tag, "command": "forged", "role": "forger",
+        "search_path": "public", "objects": objects, "relations": relations,
+        "publications": ["ddl_forge_pub"],
+    })
+    .to_string()
+}
+
+/// Any role may call pg_logical_emit_message with the capture prefix: a
+/// message that does not agree with the catalog at its position (a drop
+/// of a table that exists, or from a transaction that changed no catalog;
+/// a command naming relations that do not exist) is no DDL object, and is
+/// an ordinary message only for a consumer that names the prefix. Genuine
+/// DDL of the same role, a drop in a subtransaction included, still is.
+#[test]
+fn forged_messages_are_not_ddl_events() {
+    let (dbname, mut c) = database("forge");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         do $$ begin if not exists (select from pg_roles where rolname = 'ddl_forge_user') \
+         then create role ddl_forge_user login; end if; end $$;
+         grant create on schema public to ddl_forge_user;
+         create table victim (id int primary key);
+         create publication ddl_forge_pub for all tables;",
+    );
+    let victim: i64 = count(&mut c, "select 'victim'::regclass::oid::int8");
+    slot(&mut c, "ddl_forge");
+    let table = |oid: i64| {
+        serde_json::json!([{"type": "table", "schema": "public", "identity": "public.victim",
+                            "oid": oid.to_string(), "classid": "1259", "subid": 0}])
+    };
+    let nowhere: i64 = 4_000_000_000;
+    let mut user = Server::main().connect_as(&dbname, "ddl_forge_user");
+    // `before` runs first in the message's transaction.
+    let emit_after = |u: &mut Client, before: &str, content: &str| {
+        let sql = format!(
+            "begin; {before} select pg_logical_emit_message(true, 'pubjson.ddl', '{}'); commit",
+            content.replace('\'', "''")
+        );
+        exec(u, &sql);
+    };
+    let mut scratch = 0;
+    let mut emit = |u: &mut Client, content: &str, catalog_change: bool| {
+        scratch += 1;
+        let before = if catalog_change {
+            format!("create temp table scratch{scratch} (id int);")
+        } else {
+            String::new()
+        };
+        emit_after(u, &before, content);
+    };
+    // A drop of an existing table, with and without catalog changes.
+    let drop_victim = forged(
+        "sql_drop",
+        "DROP TABLE",
+        table(victim),
+        serde_json::json!([]),
+    );
+    emit(&mut user, &drop_victim, false);
+    emit(&mut user, &drop_victim, true);
+    // A drop of a table that does not exist, by a transaction that changed
+    // no catalog.
+    let drop_nowhere = forged(
+        "sql_drop",
+        "DROP TABLE",
+        table(nowhere),
+        serde_json::json!([]),
+    );
+    emit(&mut user, &drop_nowhere, false);
+    // A table that is not named as a pg_class object.
+    let unclassed = forged(
+        "sql_drop",
+        "DROP TABLE",
+        serde_json::json!([{"type": "table", "oid": nowhere.to_string(), "classid": null, "subid": 0}]),
+        serde_json::json!([]),
+    );
+    emit(&mut user, &unclassed, true);
+    // Commands naming relations that do not exist.
+    let create_nowhere = forged(
+        "ddl_command_end",
+        "CREATE TABLE",
+        table(nowhere),
+        serde_json::json!([]),
+    );
+    emit(&mut user, &create_nowhere, true);
+    let alter_nowhere = forged(
+        "ddl_command_end",
+        "ALTER TABLE",
+        serde_json::json!([]),
+        serde_json::json!([nowhere]),
+    );
+    emit(&mut user, &alter_nowhere, true);
+    let column_nowhere = forged(
+        "ddl_command_end",
+        "ALTER TABLE",
+        serde_json::json!([{"type": "table column", "oid": nowhere.to_string(), "classid": "1259", "subid": 2}]),
+        serde_json::json!([]),
+    );
+    emit(&mut user, &column_nowhere, true);
+    // A genuine drop of the role's own table, with a forged drop of the
+    // victim in the same transaction; a genuine drop in a subtransaction.
+    exec(
+        &mut user,
+        "create table mine (id int); create table mine2 (id int)",
+    );
+    emit_after(&mut user, "drop table mine;", &drop_victim);
+    exec(
+        &mut user,
+        "begin; savepoint s; drop table mine2; release savepoint s; commit",
+    );
+    drop(user);
+    let forged_count = 8;
+    exec(&mut c, "select txid_current()");
+    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
+        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+        c.query(
+            "select data from pg_logical_slot_peek_changes('ddl_forge', NULL, NULL, VARIADIC $1::text[])",
+            &[&opts],
+        )
+        .expect("peek")
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+        .collect()
+    };
+    for opts in [
+        &["format-version", "3"][..],
+        &["format-version", "3", "publication_names", "ddl_forge_pub"][..],
+    ] {
+        let objects = peek(&mut c, opts);
+        let tags: Vec<String> = ddl(&objects)
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["tag"].as_str().unwrap_or("?"),
+                    e["objects"][0]["identity"].as_str().unwrap_or("?"),
+                    e["role"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                "CREATE TABLE public.mine ddl_forge_user",
+                "CREATE TABLE public.mine2 ddl_forge_user",
+                "DROP TABLE public.mine ddl_forge_user",
+                "DROP TABLE public.mine2 ddl_forge_user"
+            ],
+            "{opts:?}: {objects:#?}"
+        );
+        assert!(
+            objects.iter().all(|o| o["action"] != "M"),
+            "{opts:?}: {objects:#?}"
+        );
+    }
+    // Named by add-msg-prefixes, the forged ones are ordinary messages.
+    let named = peek(
+        &mut c,
+        &["format-version", "3", "add-msg-prefixes", "pubjson.ddl"],
+    );
+    let messages: Vec<&Value> = named.iter().filter(|o| o["action"] == "M").collect();
+    assert_eq!(messages.len(), forged_count, "{named:#?}");
+    assert_eq!(ddl(&named).len(), 4);
+    assert_eq!(count(&mut c, "select count(*) from victim"), 0);
+    drop_slot(&mut c, "ddl_forge");
+}
+
+/// The triggers are ENABLE ALWAYS: DDL run with session_replication_role =
+/// replica (as replication tools apply DDL) is captured.
+#[test]
+fn captured_with_session_replication_role_replica() {
+    let (_db, mut c) = database("srr");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_srr");
+    exec(
+        &mut c,
+        "set session_replication_role = replica;
+         create table rep (id int primary key);
+         alter table rep add column v text;
+         drop table rep;
+         reset session_replication_role",
+    );
+    let objects = get3(&mut c, "ddl_srr", &[]);
+    assert_eq!(
+        summary(&objects),
+        "B DDL:CREATE TABLE DDL:ALTER TABLE DDL:DROP TABLE C",
+        "{objects:#?}"
+    );
+    drop_slot(&mut c, "ddl_srr");
+}
+
+/// A query string longer than 65536 characters (a migration script):
+/// each of its commands carries its first 65536 characters and
+/// `"command_truncated": true`; a short one has no such member.
+#[test]
+fn long_query_strings_are_truncated() {
+    let (_db, mut c) = database("long");
+    exec(&mut c, "select pubjson.enable_ddl_capture()");
+    slot(&mut c, "ddl_long");
+    // Non-ASCII filler: the limit counts characters.
+    let filler = "é".repeat(70_000);
+    let script =
+        format!("create table long1 (id int); create table long2 (id int); select '{filler}'");
+    exec(&mut c, &script);
+    exec(&mut c, "create table short1 (id int)");
+    let objects = get3(&mut c, "ddl_long", &[]);
+    let events = ddl(&objects);
+    assert_eq!(events.len(), 3, "{}", summary(&objects));
+    let prefix: String = script.chars().take(65536).collect();
+    for e in &events[..2] {
+        assert_eq!(e["command"].as_str(), Some(prefix.as_str()));
+        assert_eq!(e["command_truncated"], true);
+    }
+    assert_eq!(events[2]["command"], "create table short1 (id int)");
+    assert!(events[2].get("command_truncated").is_none());
+    drop_slot(&mut c, "ddl_long");
+}
+
+/// A change of a partitioned table describes its partitions too (ALTER
+/// TABLE recurses), ATTACH PARTITION the attached one; dropping it lists
+/// its partitions, which go with it.
+#[test]
+fn partitioned_tables_bring_their_partitions() {
+    let (_db, mut c) = database("parts");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture();
+         create table pp (id int, k int) partition by range (k);
+         create table pp1 partition of pp for values from (0) to (10);
+         create table pp2 (id int, k int);",
+    );
+    slot(&mut c, "ddl_parts");
+    exec(&mut c, "alter table pp add column x int");
+    exec(
+        &mut c,
+        "alter table pp2 add column x int; alter table pp attach partition pp2 for values from (10) to (20)",
+    );
+    exec(&mut c, "drop table pp");
+    let objects = get3(&mut c, "ddl_parts", &[]);
+    let events = ddl(&objects);
+    let tables = |e: &Value| -> Vec<String> {
+        e["relations"]
+            .as_array()
+            .expect("relations")
+            .iter()
+            .map(|r| r["table"].as_str().unwrap_or("?").to_string())
+            .collect()
+    };
+    assert_eq!(events.len(), 4, "{}", summary(&objects));
+    assert_eq!(
+        tables(events[0]),
+        ["pp", "pp1"],
+        "ALTER TABLE on the parent"
+    );
+    assert_eq!(
+        columns(&events[0]["relations"][1]),
+        ["id integer", "k integer", "x integer"]
+    );
+    assert_eq!(tables(events[2]), ["pp", "pp1", "pp2"], "ATTACH PARTITION");
+    let mut dropped: Vec<&str> = events[3]["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .filter(|o| o["type"] == "table")
+        .map(|o| o["identity"].as_str().unwrap_or("?"))
+        .collect();
+    dropped.sort_unstable();
+    assert_eq!(dropped, ["public.pp", "public.pp1", "public.pp2"]);
+    drop_slot(&mut c, "ddl_parts");
+}
+
+/// With pg_logical_emit_message revoked from PUBLIC, DDL of a role that
+/// may not call it fails (42501) while capture is on; granted, it works
+/// (docs/ddl.md says so).
+#[test]
+fn revoked_emit_message_makes_ddl_fail() {
+    let (dbname, mut c) = database("revoked");
+    let each = |what: &str| {
+        format!(
+            "do $$ declare f regprocedure; begin \
+             for f in select oid::regprocedure from pg_proc where proname = 'pg_logical_emit_message' loop \
+             execute format('{what}', f); end loop; end $$"
+        )
+    };
+    exec(
+        &mut c,
+        &format!(
+            "select pubjson.enable_ddl_capture();
+             do $$ begin if not exists (select from pg_roles where rolname = 'ddl_revoked_user') \
+             then create role ddl_revoked_user login; end if; end $$;
+             grant create on schema public to ddl_revoked_user;
+             {};",
+            each("revoke execute on function %s from public")
+        ),
+    );
+    let mut user = Server::main().connect_as(&dbname, "ddl_revoked_user");
+    let e = user
+        .batch_execute("create table rv (id int)")
+        .expect_err("capture cannot write its message");
+    assert_eq!(sqlstate(&e), "42501");
+    exec(
+        &mut c,
+        &each("grant execute on function %s to ddl_revoked_user"),
+    );
+    drop(user);
+    let mut user = Server::main().connect_as(&dbname, "ddl_revoked_user");
+    exec(&mut user, "create table rv (id int)");
+    exec(&mut c, "select pubjson.disable_ddl_capture()");
+    exec(&mut c, &each("grant execute on function %s to public"));
 }

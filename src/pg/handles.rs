@@ -194,6 +194,21 @@ impl<'a> Txn<'a> {
     pub fn streamed(self) -> bool {
         self.0.txn_flags & RBTXN_STREAMED != 0
     }
+
+    /// The transaction changed the catalogs (so far as decoded: the flag is
+    /// set when a catalog change is decoded, before the changes that
+    /// follow it are replayed; a subtransaction's sets its top-level
+    /// transaction's too).
+    pub fn has_catalog_changes(self) -> bool {
+        let flag = pg_sys::RBTXN_HAS_CATALOG_CHANGES;
+        if self.0.txn_flags & flag != 0 {
+            return true;
+        }
+        let top = self.0.toptxn;
+        // SAFETY: as in top_xid: a subtransaction's toptxn lives as long
+        // as the subtransaction.
+        !top.is_null() && unsafe { (*top).txn_flags } & flag != 0
+    }
 }
 
 /// A decoded heap tuple of a change (not NULL).
@@ -537,6 +552,28 @@ impl CacheMemory<'_> {
     pub fn context(self) -> pg_sys::MemoryContext {
         self.context
     }
+}
+
+/// Whether relation `relid` (of any kind) exists in the catalog as it is
+/// at the position being decoded; `None` when the caller is not replaying
+/// a transaction under the historic snapshot (see [`with_table`]).
+pub fn relation_exists(relid: u32) -> Option<bool> {
+    // SAFETY: both read backend-local state and have no preconditions.
+    let replaying = unsafe { pg_sys::IsTransactionState() && pg_sys::HistoricSnapshotActive() };
+    if !replaying {
+        return None;
+    }
+    // SAFETY: a syscache probe with an OID key, in a transaction under the
+    // historic snapshot (checked above).
+    Some(unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as i32,
+            pg_sys::Datum::from(pg_sys::Oid::from(relid)),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    })
 }
 
 /// Runs `f` on table `relid` (an ordinary or partitioned table) as the

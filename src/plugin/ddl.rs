@@ -4,11 +4,19 @@
 //! relation cache with the catalog as it is at the message (so a DDL event
 //! and the next R object never disagree). With `publication_names`, the
 //! event is shown only when its tables are published (docs/ddl.md).
+//!
+//! Any role may write a message with the capture prefix
+//! (`pg_logical_emit_message` is PUBLIC), so a message is a DDL event only
+//! when it agrees with the catalog at its position ([`agrees_with_catalog`]):
+//! a forged drop of a table that still exists, or a forged command naming
+//! tables that do not, is not one.
+
+use pgrx::prelude::*;
 
 use crate::output::format::Sink;
-use crate::output::v3::ddl::{ddl_object, parse_event};
+use crate::output::v3::ddl::{ddl_object, parse_event, DdlEvent};
 use crate::output::v3::relation_object;
-use crate::pg::handles::{with_table, Txn, Writer};
+use crate::pg::handles::{relation_exists, with_table, Txn, Writer};
 use crate::plugin::state::DecodingState;
 use crate::plugin::txn::{begin_item, current_txn};
 
@@ -25,6 +33,12 @@ pub fn decode_ddl(
     let Some(event) = parse_event(content) else {
         return false;
     };
+    if !agrees_with_catalog(&event, txn) {
+        warning!(
+            "pubjson: a message with prefix \"pubjson.ddl\" that does not agree with the catalog is not a DDL event"
+        );
+        return false;
+    }
     state.relations.collect_garbage();
     let filtered = state.publications.is_some();
     // The tables to describe: without publications each changed table;
@@ -96,4 +110,56 @@ pub fn decode_ddl(
     ddl_object(sink.buf(), &event, stream_xid, lsn, &descriptions);
     state.format.object_written(&mut sink);
     true
+}
+
+/// `pg_class`'s OID: the `classid` of relations.
+const RELATION_RELATION_ID: u32 = 1259;
+
+/// Whether a capture message agrees with the catalog as it is at the
+/// message (the transaction's own earlier changes included):
+///
+/// - a `sql_drop` event comes from a transaction that changed the
+///   catalogs, names every table it dropped as a `pg_class` object, and
+///   every relation it names as dropped is gone;
+/// - any other names only relations that exist (its `pg_class` objects,
+///   columns included, and its `relations`).
+///
+/// The trigger's own messages always agree (a dropped object is deleted
+/// before `sql_drop` fires; `pg_event_trigger_ddl_commands()` leaves out
+/// objects dropped since). So a forged message can neither drop a
+/// consumer's existing table nor announce tables that do not exist; the
+/// descriptions in `relations` are read from the catalog in any case.
+fn agrees_with_catalog(event: &DdlEvent, txn: Option<Txn<'_>>) -> bool {
+    let Some(txn) = txn else {
+        return false;
+    };
+    let drop = event.is_drop();
+    if drop && (!txn.has_catalog_changes() || !event.relations.is_empty()) {
+        return false;
+    }
+    for o in &event.objects {
+        let table = matches!(
+            o.object_type.as_deref(),
+            Some(b"table" | b"partitioned table")
+        );
+        let in_pg_class = o.classid == Some(RELATION_RELATION_ID);
+        if table && !(in_pg_class && o.oid.is_some() && o.subid.unwrap_or(0) == 0) {
+            return false;
+        }
+        // A column's table exists at a ddl_command_end; a dropped column
+        // (DROP TYPE ... CASCADE) says nothing about its table.
+        if !in_pg_class || (drop && o.subid.unwrap_or(0) != 0) {
+            continue;
+        }
+        let Some(oid) = o.oid else {
+            return false;
+        };
+        if relation_exists(oid) != Some(!drop) {
+            return false;
+        }
+    }
+    event
+        .relations
+        .iter()
+        .all(|&relid| relation_exists(relid) == Some(true))
 }

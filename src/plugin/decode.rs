@@ -360,6 +360,15 @@ pub fn decode_message(
     {
         return;
     }
+    // The capture prefix is an ordinary message (formats 1 and 2, and a
+    // format 3 message that is not a DDL event) only for a consumer that
+    // names it in add-msg-prefixes.
+    if prefix == crate::output::v3::ddl::DDL_PREFIX
+        && !state.opts.add_msg_prefixes.iter().any(|p| p == prefix)
+    {
+        state.stats.filtered_by_action += 1;
+        return;
+    }
     if !state.opts.messages_enabled() || !state.opts.message_prefix_wanted(prefix) {
         state.stats.filtered_by_action += 1;
         return;

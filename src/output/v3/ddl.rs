@@ -214,6 +214,8 @@ pub struct DdlEvent {
     /// The statement text (`current_query()`: the client's whole query
     /// string).
     pub command: Vec<u8>,
+    /// The trigger cut `command` to its first 65536 characters.
+    pub command_truncated: bool,
     pub role: Vec<u8>,
     pub search_path: Vec<u8>,
     pub objects: Vec<DdlObject>,
@@ -317,8 +319,14 @@ pub fn parse_event(content: &[u8]) -> Option<DdlEvent> {
             .collect::<Option<Vec<_>>>()?,
         Some(_) => return None,
     };
+    let command_truncated = match member(&m, b"command_truncated") {
+        None | Some(Json::Bool(false)) => false,
+        Some(Json::Bool(true)) => true,
+        Some(_) => return None,
+    };
     Some(DdlEvent {
         publications,
+        command_truncated,
         event,
         tag: required(b"tag")?,
         command: required(b"command")?,
@@ -373,6 +381,9 @@ pub fn ddl_object(
     push_text(out, b"event", Some(&event.event));
     push_text(out, b"tag", Some(&event.tag));
     push_text(out, b"command", Some(&event.command));
+    if event.command_truncated {
+        out.extend_from_slice(b",\"command_truncated\":true");
+    }
     push_text(out, b"role", Some(&event.role));
     push_text(out, b"search_path", Some(&event.search_path));
     out.extend_from_slice(b",\"objects\":[");
@@ -537,6 +548,26 @@ mod tests {
         assert!(v.get("xid").is_none());
         assert!(v["objects"][0].get("tag").is_none());
         assert_eq!(v["relations"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_truncated_command_says_so() {
+        let cut = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"CREATE","command_truncated":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
+        let e = parse_event(cut).expect("the trigger's shape");
+        assert!(e.command_truncated);
+        let mut out = Vec::new();
+        ddl_object(&mut out, &e, None, 1, &[]);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(v["command_truncated"], true);
+        let whole = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"CREATE","command_truncated":false,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
+        let e = parse_event(whole).expect("the trigger's shape");
+        assert!(!e.command_truncated);
+        let mut out = Vec::new();
+        ddl_object(&mut out, &e, None, 1, &[]);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert!(v.get("command_truncated").is_none());
+        let bad = br#"{"event":"ddl_command_end","tag":"T","command":"C","command_truncated":"yes","role":"r","search_path":"p","objects":[]}"#;
+        assert_eq!(parse_event(bad), None);
     }
 
     #[test]
