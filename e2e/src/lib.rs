@@ -60,7 +60,7 @@ pub use env::{
     cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
 };
 pub use exporter::{Exporter, Metrics};
-pub use recvlogical::{complete_lines, RecvLogical};
+pub use recvlogical::{complete_lines, wait_commits, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
     db_err, describe_backend, describe_error, drop_slot, exec, one_row, one_string, rows,

@@ -90,7 +90,7 @@ impl RecvLogical {
         }
         // The batching under test, where the test leaves it to the default.
         if let Some(bytes) = crate::env::format3_batch_bytes() {
-            let format3 = opts.iter().any(|o| *o == "format-version=3");
+            let format3 = opts.contains(&"format-version=3");
             if format3 && !opts.iter().any(|o| o.starts_with("batch-bytes")) {
                 cmd.arg("-o").arg(format!("batch-bytes={bytes}"));
             }
@@ -247,5 +247,26 @@ pub fn complete_lines(path: &Path) -> Vec<String> {
     text.split_inclusive('\n')
         .filter_map(|l| l.strip_suffix('\n'))
         .map(str::to_string)
+        .collect()
+}
+
+/// The JSON objects of `file`'s complete lines, once it holds at least
+/// `commits` `C` objects (polled for up to 30 s; panics after that).
+pub fn wait_commits(file: &Path, commits: usize) -> Vec<serde_json::Value> {
+    let lines = crate::wait::poll(
+        &format!("{commits} commits in {}", file.display()),
+        Duration::from_secs(30),
+        || {
+            let lines = complete_lines(file);
+            let received = lines
+                .iter()
+                .filter(|l| l.contains(r#""action":"C""#))
+                .count();
+            (received >= commits).then_some(lines)
+        },
+    );
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
 }

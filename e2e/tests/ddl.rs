@@ -7,9 +7,7 @@
 //! serialized with the other suites; roles are named `ddl_<test>_...`.
 
 use postgres::Client;
-use pubjson_e2e::{
-    complete_lines, drop_slot, poll, scratch_dir, serialize, sqlstate, RecvLogical, Server,
-};
+use pubjson_e2e::{drop_slot, scratch_dir, serialize, sqlstate, wait_commits, RecvLogical, Server};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -527,20 +525,8 @@ fn pg_recvlogical_receives_ddl() {
         "create table r (id int primary key); insert into r values (1);
          alter table r add column v text; insert into r values (2, 'two')",
     );
-    let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
-        let lines = complete_lines(&file);
-        (lines
-            .iter()
-            .filter(|l| l.contains("\"action\":\"C\""))
-            .count()
-            >= 1)
-            .then_some(lines)
-    });
+    let objects = wait_commits(&file, 1);
     recv.stop();
-    let objects: Vec<Value> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
     assert_eq!(
         summary(&objects),
         "B DDL:CREATE TABLE R I DDL:ALTER TABLE R I C"

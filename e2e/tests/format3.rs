@@ -10,8 +10,8 @@
 use postgres::Client;
 use pubjson_e2e::pgoutput::{decode_pgoutput, read_format3, Item};
 use pubjson_e2e::{
-    complete_lines, drop_slot, poll, rows, scratch_dir, serialize, server_major, RecvLogical,
-    Server,
+    complete_lines, drop_slot, poll, rows, scratch_dir, serialize, server_major, wait_commits,
+    RecvLogical, Server,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -568,20 +568,8 @@ fn pg_recvlogical_streams_format_3() {
         "insert into t values (1, '{\"a\": [1, {\"b\": null}]}', '0044-03-15 BC');
          update t set doc = '\"s\"' where id = 1;",
     );
-    let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
-        let lines = complete_lines(&file);
-        (lines
-            .iter()
-            .filter(|l| l.contains("\"action\":\"C\""))
-            .count()
-            >= 1)
-            .then_some(lines)
-    });
+    let objects = wait_commits(&file, 1);
     recv.stop();
-    let objects: Vec<Value> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
     // One batch of statements: one transaction.
     assert_eq!(actions(&objects), "B R I U C");
     assert_eq!(
@@ -686,7 +674,9 @@ fn pg_recvlogical_output_is_the_same_batched_or_not() {
     assert!(batched.len() < rows.len() / 10, "{} rows", batched.len());
     assert_eq!(batched.join("\n"), rows.join("\n"));
     for row in &batched {
-        let last = objects_of(&[row.clone()], true).pop().expect("an object");
+        let last = objects_of(std::slice::from_ref(row), true)
+            .pop()
+            .expect("an object");
         let whole = row.len() >= 4096 || matches!(action(&last), "C" | "M");
         assert!(whole, "a batch ended early: {row}");
     }
