@@ -90,7 +90,7 @@ impl RecvLogical {
         }
         // The batching under test, where the test leaves it to the default.
         if let Some(bytes) = crate::env::format3_batch_bytes() {
-            let format3 = opts.iter().any(|o| *o == "format-version=3");
+            let format3 = opts.contains(&"format-version=3");
             if format3 && !opts.iter().any(|o| o.starts_with("batch-bytes")) {
                 cmd.arg("-o").arg(format!("batch-bytes={bytes}"));
             }
