@@ -1,8 +1,11 @@
 //! Backfill through the slot (`CALL pubjson.backfill(t)`, docs/backfill.md):
 //! the objects a consumer gets, convergence of a replica kept from the
 //! stream alone while writers keep writing (through the SQL functions and
-//! pg_recvlogical), a cancelled backfill resumed, a second one refused,
-//! forged messages ignored, publications deciding the rows, errors.
+//! pg_recvlogical; TRUNCATE, two-phase and streamed transactions, with
+//! two_phase and streaming on and off), a cancelled backfill resumed, a
+//! backfill killed (pg_terminate_backend, an immediate shutdown) resumed,
+//! a second one refused, forged messages ignored, publications deciding
+//! the rows, errors.
 //!
 //! Each test has its own database `pubjson_bf_<name>`; slot creation is
 //! serialized with the other suites.
@@ -410,10 +413,16 @@ fn streaming_settings(major: u32) -> &'static str {
 /// enough to be streamed (with a subtransaction rolled back), two-phase
 /// transactions kept prepared over the writer's next transactions (so that
 /// chunks start and end while they are prepared) and then committed or
-/// rolled back, and (writer 1, once a few chunks are done) a TRUNCATE that
-/// fills the table again in the same transaction. Waits for a lock at most
+/// rolled back, and (writer 1, once 10 chunks are done) a TRUNCATE that
+/// fills the table again in the same transaction, while the backfill runs
+/// (checked); `truncated_flag` says it is done. Waits for a lock at most
 /// 200 ms (a chunk may wait for a transaction this writer keeps prepared).
-fn writer(dbname: &str, seed: u64, stop: &std::sync::atomic::AtomicBool) -> u64 {
+fn writer(
+    dbname: &str,
+    seed: u64,
+    stop: &std::sync::atomic::AtomicBool,
+    truncated_flag: &std::sync::atomic::AtomicBool,
+) -> u64 {
     use std::sync::atomic::Ordering;
     let mut c = Server::main().connect(dbname);
     exec(&mut c, "set lock_timeout = '200ms'");
@@ -444,11 +453,14 @@ fn writer(dbname: &str, seed: u64, stop: &std::sync::atomic::AtomicBool) -> u64 
             let refill = "begin; set local lock_timeout = '20s'; truncate t;
                  insert into t select i, 'again ' || i,
                         case when i % 10 = 0 then repeat(md5(i::text), 120) end
-                   from generate_series(1, 3000) i; commit";
-            let state: String = one_row(&mut c, "select state from pubjson.backfills").get(0);
+                   from generate_series(1, 3000) i";
             exec(&mut c, refill);
-            eprintln!("TRUNCATE and refill with the backfill {state}");
+            // The backfill had to wait for it: it is still running.
+            let state: String = one_row(&mut c, "select state from pubjson.backfills").get(0);
+            assert_eq!(state, "running", "TRUNCATE during the backfill");
+            exec(&mut c, "commit");
             truncated = true;
+            truncated_flag.store(true, Ordering::Relaxed);
         }
         let id = 1 + rng.below(3000) as i64;
         let sql = match rng.below(12) {
@@ -531,7 +543,8 @@ fn writer(dbname: &str, seed: u64, stop: &std::sync::atomic::AtomicBool) -> u64 
 }
 
 /// The issue's convergence check: four writers of every kind above while
-/// a backfill of chunks of 20 rows runs; three consumers, each applying
+/// a backfill of chunks of 20 rows runs (held at row 1500 until the
+/// TRUNCATE comes, so that it comes mid-way); three consumers, each applying
 /// what it gets as docs/format3.md's algorithm says, end with exactly the
 /// table's rows: one over SQL with `two_phase` (prepared transactions at
 /// PREPARE), one over SQL with `two_phase` and `streaming` (every
@@ -576,16 +589,38 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
         &[("format-version", Some("3")), ("streaming", Some("on"))],
         &[],
     );
-    let stop = AtomicBool::new(false);
+    let (stop, truncated) = (AtomicBool::new(false), AtomicBool::new(false));
+    // Row 1500 is held until writer 1's TRUNCATE waits (or is done): the
+    // backfill, stopped there, runs still when the TRUNCATE is done.
+    let mut holder = Server::main().connect(&dbname);
+    exec(
+        &mut holder,
+        "begin; select from t where id = 1500 for update",
+    );
     let written = std::thread::scope(|s| {
         let writers: Vec<_> = (1..=4)
             .map(|seed| {
-                let (dbname, stop) = (&dbname, &stop);
-                s.spawn(move || writer(dbname, seed, stop))
+                let (dbname, stop, truncated) = (&dbname, &stop, &truncated);
+                s.spawn(move || writer(dbname, seed, stop, truncated))
             })
             .collect();
+        let (dbname, truncated) = (&dbname, &truncated);
+        s.spawn(move || {
+            let mut w = Server::main().connect(dbname);
+            pubjson_e2e::wait_for("the TRUNCATE waits", TIMEOUT, || {
+                truncated.load(Ordering::Relaxed)
+                    || one_row(
+                        &mut w,
+                        "select exists (select from pg_stat_activity
+                          where datname = current_database() and pid <> pg_backend_pid()
+                            and query like '%truncate t;%' and wait_event_type = 'Lock')",
+                    )
+                    .get::<_, bool>(0)
+            });
+            exec(&mut holder, "commit");
+        });
         // Small chunks: the writers hit chunks in progress.
-        let mut b = Server::main().connect(&dbname);
+        let mut b = Server::main().connect(dbname);
         exec(&mut b, "call pubjson.backfill('t', chunk_rows => 20)");
         stop.store(true, Ordering::Relaxed);
         writers
@@ -594,6 +629,15 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
             .sum::<u64>()
     });
     assert!(written >= 240, "{written}");
+    // A writer's last transaction may have aborted: its abort record is in
+    // the WAL but maybe not yet flushed (an abort never waits for it), and
+    // the SQL functions decode only the flushed WAL, so a consumer that
+    // streamed the transaction would miss its A. A commit of a transaction
+    // that wrote WAL flushes everything before it.
+    exec(
+        &mut c,
+        "select pg_logical_emit_message(true, 'bf-test', 'writers done')",
+    );
     assert_eq!(
         one_row(&mut c, "select count(*) from pg_prepared_xacts").get::<_, i64>(0),
         0
