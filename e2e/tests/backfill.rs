@@ -665,8 +665,10 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
     let two_phase = consume_sql(&mut c, "bf_converge_2pc", &[], &dir.join("2pc.jsonl"));
     check("SQL, two_phase", &two_phase, &["P", "CP", "RP", "T"]);
 
-    let set = streaming_settings(major).replace('=', " = ");
-    exec(&mut c, &format!("set {set}"));
+    let (name, value) = streaming_settings(major)
+        .split_once('=')
+        .expect("name=value");
+    exec(&mut c, &format!("set {name} = '{value}'"));
     let both = consume_sql(
         &mut c,
         "bf_converge_both",
