@@ -20,6 +20,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// The most transactions a convergence writer runs (see `writer`).
+const WRITER_TRANSACTIONS: u64 = 150;
 
 fn database(name: &str) -> (String, Client) {
     let dbname = format!("pubjson_bf_{name}");
@@ -405,8 +407,9 @@ fn streaming_settings(major: u32) -> &'static str {
     }
 }
 
-/// One writer's random transactions, until `stop` is set (and at least 60
-/// of them): inserts, updates of values, of TOAST values and of the key
+/// One writer's random transactions, until `stop` is set or it has run
+/// `WRITER_TRANSACTIONS` (and at least 60 of them): inserts, updates of
+/// values, of TOAST values and of the key
 /// (upwards, ahead of the backfill, and downwards, behind it: those also
 /// write the TOAST column, see docs/backfill.md on the one exception),
 /// deletes, rolled back transactions and savepoints, transactions large
@@ -437,7 +440,9 @@ fn writer(
         let verb = if rng.chance(25) { "rollback" } else { "commit" };
         exec(c, &format!("{verb} prepared '{gid}'"));
     };
-    while !stop.load(Ordering::Relaxed) || done < 60 || !truncated {
+    // At most WRITER_TRANSACTIONS while the backfill runs: a table that
+    // grows faster than the backfill reads it would never be done.
+    while (!stop.load(Ordering::Relaxed) && done < WRITER_TRANSACTIONS) || done < 60 || !truncated {
         assert!(std::time::Instant::now() < deadline, "writer {seed}");
         if !truncated
             && one_row(
