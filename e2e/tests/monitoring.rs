@@ -293,10 +293,10 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
     assert!(m.value("pubjson_pending_transaction_retained_wal_bytes", &txn) > (ROWS * 40) as f64);
     assert!(m.value("pubjson_pending_transaction_bytes_in_memory", &txn) >= 0.0);
     let decoded = [("slot_name", DECODED_SLOT)];
-    assert_eq!(
-        m.value("pubjson_decoding_pending_transactions", &decoded),
-        1.0
-    );
+    // The reorder buffer holds every transaction the WAL shows, of any
+    // database: a test beside this one (the backfill's, holding a row)
+    // may add its own.
+    assert!(m.value("pubjson_decoding_pending_transactions", &decoded) >= 1.0);
     let oldest = m.value("pubjson_decoding_oldest_pending_age_seconds", &decoded);
     assert!(
         oldest > 0.0 && oldest <= held_for + 1.0,
