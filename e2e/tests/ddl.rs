@@ -893,6 +893,11 @@ fn normalized_schema(db: &str) -> Vec<String> {
             if let Some(at) = col.find(" DEFAULT ") {
                 col.truncate(at);
             }
+            // 18 names NOT NULL constraints (`CONSTRAINT t_id_not_null NOT
+            // NULL`), after the table they were first made for.
+            if let Some(at) = col.find(" CONSTRAINT ") {
+                col.truncate(at);
+            }
             if not_null {
                 col.push_str(" NOT NULL");
             }
