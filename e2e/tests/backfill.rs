@@ -765,14 +765,10 @@ fn a_cancelled_backfill_resumes_and_a_second_one_is_refused() {
     assert_eq!(stopped.get::<_, String>(3), "{140}");
     // Resumed from the last key: no second start, nothing lost.
     exec(&mut second, "call pubjson.backfill('t', chunk_rows => 20)");
-    let mut replica = Replica::default();
     let objects = get(&mut c, "bf_resume", &[]);
-    for o in &objects {
-        replica.apply(o);
-    }
+    let (replica, fs) = replica_of(&objects, "t");
     assert_eq!(replica.starts, 1);
     assert_eq!(replica.ends, [("t".to_string(), 300)]);
-    let fs = objects.iter().filter(|o| action(o) == "F").count();
     assert_eq!(fs, 300, "each row once");
     assert_same(
         "resumed",
