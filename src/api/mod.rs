@@ -15,9 +15,10 @@
 //! file into the generated extension script, after the one C function they
 //! call (`recovery.rs`: the startup process's WAL receipt time).
 //!
-//! `ddl.sql` holds DDL capture (`pubjson.enable_ddl_capture`,
-//! `pubjson.disable_ddl_capture` and the event trigger functions; see
-//! docs/ddl.md): plain PL/pgSQL, decoded by `plugin::ddl`.
+//! `ddl.sql` holds DDL capture's switch (`pubjson.enable_ddl_capture`,
+//! `pubjson.disable_ddl_capture`; see docs/ddl.md), after the event
+//! triggers' function `pubjson._ddl_event` (`ddl_capture.rs`, in Rust for
+//! its cost); `plugin::ddl` decodes its messages.
 //!
 //! Every SQL and PL/pgSQL function pins `SET search_path = pg_catalog,
 //! pg_temp`, so nothing on the caller's search_path can stand in for a
@@ -32,6 +33,7 @@
 //! not track a value).
 
 mod backfill;
+mod ddl_capture;
 mod recovery;
 mod stats_functions;
 
@@ -49,5 +51,5 @@ pgrx::extension_sql_file!(
 pgrx::extension_sql_file!(
     "ddl.sql",
     name = "ddl",
-    requires = ["conflicts", "decoding_stats_view"]
+    requires = ["conflicts", "decoding_stats_view", ddl_event]
 );

@@ -168,6 +168,37 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
+/// Appends `s` as a JSON string the way PostgreSQL's `escape_json` writes
+/// it (`json_build_object` and friends): only `"`, `\\` and ASCII control
+/// characters are escaped; every other byte, whatever the server's
+/// encoding, stays as it is. For text that PostgreSQL itself will read back
+/// as JSON in the server's encoding (DDL capture's messages), where
+/// [`push_json_string`]'s reading of non-UTF-8 bytes would change them.
+pub fn push_escaped_text(out: &mut Vec<u8>, s: &[u8]) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if !needs_escape(b) {
+            continue;
+        }
+        out.extend_from_slice(&s[start..i]);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => push_u_escape(out, b),
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&s[start..]);
+    out.push(b'"');
+}
+
 /// Returns `s` rendered as a JSON string literal.
 pub fn json_string(s: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.len() + 2);
@@ -341,6 +372,36 @@ pub(crate) mod tests {
 
     fn esc(s: &[u8]) -> String {
         String::from_utf8(json_string(s)).unwrap()
+    }
+
+    fn escaped_text(s: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        push_escaped_text(&mut out, s);
+        out
+    }
+
+    #[test]
+    fn escaped_text_is_escape_json() {
+        assert_eq!(escaped_text(b""), b"\"\"");
+        assert_eq!(
+            escaped_text(b"a\"b\\c\nd\re\tf\x08g\x0ch\x01i\x1f"),
+            b"\"a\\\"b\\\\c\\nd\\re\\tf\\bg\\fh\\u0001i\\u001f\"".to_vec()
+        );
+        // Bytes of other encodings (LATIN1 0xE9, EUC_JP 0xA4 0xA2) and
+        // invalid UTF-8 stay as they are.
+        assert_eq!(
+            escaped_text(b"\xe9\xa4\xa2/"),
+            b"\"\xe9\xa4\xa2/\"".to_vec()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn escaped_text_of_utf8_is_json_that_reads_back(s in text(64)) {
+            let out = escaped_text(s.as_bytes());
+            let back: String = serde_json::from_slice(&out).unwrap();
+            prop_assert_eq!(back, s);
+        }
     }
 
     /// Text mixing ASCII, control characters, quotes, backslashes and
