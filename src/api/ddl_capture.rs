@@ -105,9 +105,11 @@ const CONSTRAINT_RELATION_ID: pg_sys::Oid = pg_sys::Oid::from_u32(2606);
 
 thread_local! {
     // Plans kept for the backend's life (SPI_keepplan): planning them at
-    // every command would cost more than running them.
-    static COMMANDS_PLAN: OnceCell<OwnedPreparedStatement> = const { OnceCell::new() };
-    static DROPPED_PLAN: OnceCell<OwnedPreparedStatement> = const { OnceCell::new() };
+    // every command would cost more than running them. Leaked, never
+    // dropped: a thread-local's destructor runs in exit(), after
+    // PostgreSQL's shutdown, where freeing a plan has nothing to free into.
+    static COMMANDS_PLAN: OnceCell<&'static OwnedPreparedStatement> = const { OnceCell::new() };
+    static DROPPED_PLAN: OnceCell<&'static OwnedPreparedStatement> = const { OnceCell::new() };
 }
 
 /// One row of `pg_event_trigger_ddl_commands()`; its text in the server's
@@ -196,7 +198,7 @@ fn ddl_event(fcinfo: pg_sys::FunctionCallInfo) {
 fn commands() -> Option<Event> {
     let rows = Spi::connect(|client| {
         COMMANDS_PLAN.with(|plan| {
-            let plan = plan.get_or_init(|| prepare(client, COMMANDS, &[]));
+            let plan = *plan.get_or_init(|| prepare(client, COMMANDS));
             let mut table = client.select(plan, None, &[])?;
             let mut rows = Vec::with_capacity(table.len());
             while table.next().is_some() {
@@ -247,7 +249,7 @@ fn commands() -> Option<Event> {
 fn dropped() -> Option<Event> {
     let (objects, publications) = Spi::connect(|client| {
         DROPPED_PLAN.with(|plan| {
-            let plan = plan.get_or_init(|| prepare(client, DROPPED, &[]));
+            let plan = *plan.get_or_init(|| prepare(client, DROPPED));
             let table = client.select(plan, Some(1), &[])?.first();
             Ok::<_, pgrx::spi::Error>((text_at(&table, 1)?, text_at(&table, 2)?))
         })
@@ -275,15 +277,12 @@ fn text_at(
     }))
 }
 
-fn prepare(
-    client: &pgrx::spi::SpiClient<'_>,
-    query: &str,
-    args: &[pgrx::PgOid],
-) -> OwnedPreparedStatement {
-    client
-        .prepare(query, args)
+fn prepare(client: &pgrx::spi::SpiClient<'_>, query: &str) -> &'static OwnedPreparedStatement {
+    let plan = client
+        .prepare(query, &[])
         .unwrap_or_else(|e| spi_failed(e))
-        .keep()
+        .keep();
+    Box::leak(Box::new(plan))
 }
 
 fn spi_failed(e: pgrx::spi::Error) -> ! {
