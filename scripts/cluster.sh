@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL cluster for pubjson's demo, tests and benchmarks.
-#   scripts/cluster.sh start|stop|restart|status|destroy|psql [args]|env
+#   scripts/cluster.sh init|start|stop|restart|status|destroy|psql [args]|env
 # Environment: PG_MAJOR (15 to 18; see pg-env.sh), PUBJSON_PGDATA, PUBJSON_SOCKET, PUBJSON_PORT (where;
 # PUBJSON_TMP, default /tmp, holds the default data and socket directories),
 # PUBJSON_PRELOAD=0 (no shared_preload_libraries), PUBJSON_LIBDIR (load
 # pubjson from that directory first), PUBJSON_LISTEN=127.0.0.1 (also listen
 # on TCP on that loopback address, PUBJSON_PORT, with trust for it: only for
 # clients that cannot use a Unix socket, such as the pipeline benchmark's
-# Debezium).
+# Debezium), PUBJSON_INITDB_ARGS (more initdb arguments, split at spaces,
+# e.g. --no-data-checksums; `init` creates the cluster without starting it).
 # Runs as the `postgres` OS user (initdb refuses root). Settings: wal_level =
 # logical, output_plugin_libraries including pubjson and wal2json, a local
 # replication connection for pg_recvlogical, trust authentication (the
@@ -37,7 +38,10 @@ init() {
   mkdir -p "$root" "$PUBJSON_SOCKET"
   chown "$PG_USER": "$root" "$PUBJSON_SOCKET" 2>/dev/null || sudo chown "$PG_USER": "$root" "$PUBJSON_SOCKET"
   if [ ! -f "$PUBJSON_PGDATA/PG_VERSION" ]; then
-    as_pg "$PG_BIN/initdb" -D "$PUBJSON_PGDATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+    local initdb_args=()
+    read -r -a initdb_args <<< "${PUBJSON_INITDB_ARGS:-}"
+    as_pg "$PG_BIN/initdb" -D "$PUBJSON_PGDATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
+      "${initdb_args[@]}" >/dev/null
     cat >> "$PUBJSON_PGDATA/postgresql.conf" <<CONF
 # pubjson test cluster
 listen_addresses = '$PUBJSON_LISTEN'
@@ -89,6 +93,7 @@ start() {
 stop() { if status; then as_pg "$PG_BIN/pg_ctl" -D "$PUBJSON_PGDATA" -m fast -w stop >/dev/null; fi; }
 
 case "${1:-}" in
+  init) init ;;
   start) start ;;
   stop) stop ;;
   restart) stop; start ;;
@@ -97,5 +102,5 @@ case "${1:-}" in
   psql) shift; exec "$PG_BIN/psql" -h "$PUBJSON_SOCKET" -p "$PUBJSON_PORT" -U postgres -X "$@" ;;
   env)
     echo "export PGHOST=$PUBJSON_SOCKET PGPORT=$PUBJSON_PORT PGUSER=postgres PUBJSON_PG_BIN=$PG_BIN" ;;
-  *) echo "usage: $0 start|stop|restart|status|destroy|psql [args]|env" >&2; exit 2 ;;
+  *) echo "usage: $0 init|start|stop|restart|status|destroy|psql [args]|env" >&2; exit 2 ;;
 esac

@@ -1,12 +1,13 @@
 //! Clusters of a test's own (made by scripts/cluster.sh, under
-//! `$PUBJSON_TMP`, with the server of `$PUBJSON_PG_BIN`) and physical
-//! standbys, for tests that restart or crash a server or need a second one.
+//! `$PUBJSON_TMP`, with the server of `$PUBJSON_PG_BIN` or of another
+//! major) and physical standbys, for tests that restart or crash a server
+//! or need a second one, and pg_upgrade between two such clusters.
 
 use crate::env::{pg_bin, pg_bin_dir};
 use crate::server::Server;
 use postgres::Client;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -41,9 +42,10 @@ pub fn as_postgres(program: impl AsRef<std::ffi::OsStr>) -> Command {
 
 /// The server refuses to start while pubjson.so is missing from the
 /// library directory (output_plugin_libraries lists it), e.g. during an
-/// install run elsewhere: wait for it.
-fn wait_plugin_installed() {
-    let libdir = Command::new(pg_bin("pg_config"))
+/// install run elsewhere: wait for it (in the tree of the programs in
+/// `bin`).
+fn wait_plugin_installed(bin: &Path) {
+    let libdir = Command::new(bin.join("pg_config"))
         .arg("--pkglibdir")
         .output()
         .expect("pg_config --pkglibdir");
@@ -84,6 +86,11 @@ impl Place {
     /// [`ExtraCluster::start`] here.
     pub fn start(self) -> ExtraCluster {
         ExtraCluster::start(&self.root(), self.port)
+    }
+
+    /// [`ExtraCluster::create_with`] here.
+    pub fn create_with(self, bin: &Path, initdb_args: &[&str]) -> ExtraCluster {
+        ExtraCluster::create_with(&self.root(), self.port, bin, initdb_args)
     }
 
     /// [`Standby::start_of`] `primary` here.
@@ -137,6 +144,9 @@ pub struct ExtraCluster {
     pub root: String,
     pub socket: String,
     pub port: u16,
+    /// The server's programs: `$PUBJSON_PG_BIN` unless made by
+    /// [`Self::create_with`].
+    pub bin: PathBuf,
     at_end: AtEnd,
 }
 
@@ -163,19 +173,55 @@ impl ExtraCluster {
         ExtraCluster::at(root, port, AtEnd::Stop).script("destroy");
     }
 
+    /// A new cluster of the PostgreSQL whose programs are in `bin` (e.g.
+    /// another major than the one under test, [`crate::pg_bin_dir_of`]),
+    /// made by initdb with `initdb_args` added, with the settings of
+    /// scripts/cluster.sh, and not started (an earlier one in `root` is
+    /// destroyed first). Destroyed on drop. [`Self::start_server`] starts
+    /// it.
+    pub fn create_with(root: &str, port: u16, bin: &Path, initdb_args: &[&str]) -> ExtraCluster {
+        let mut cl = ExtraCluster::at(root, port, AtEnd::Destroy);
+        cl.bin = bin.to_path_buf();
+        cl.script("destroy");
+        run(cl
+            .script_command("init")
+            .env("PUBJSON_INITDB_ARGS", initdb_args.join(" ")));
+        cl
+    }
+
     fn at(root: &str, port: u16, at_end: AtEnd) -> ExtraCluster {
         ExtraCluster {
             root: root.to_string(),
             socket: format!("{root}/socket"),
             port,
+            bin: pg_bin_dir(),
             at_end,
         }
     }
 
-    fn start_server(&self) {
-        wait_plugin_installed();
+    /// Starts the server (creating the cluster if it is missing) and waits
+    /// until it accepts connections.
+    pub fn start_server(&self) {
+        wait_plugin_installed(&self.bin);
         self.script("start");
         self.server().wait_connectable(Duration::from_secs(60));
+    }
+
+    /// Stops the server (fast shutdown: with a shutdown checkpoint).
+    pub fn stop_server(&self) {
+        self.script("stop");
+    }
+
+    /// Appends `lines` to the cluster's postgresql.conf (read at the next
+    /// start or reload).
+    pub fn append_conf(&self, lines: &str) {
+        use std::io::Write;
+        let path = format!("{}/postgresql.conf", self.pgdata());
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(lines.as_bytes()))
+            .unwrap_or_else(|e| panic!("append to {path}: {e}"));
     }
 
     pub fn pgdata(&self) -> String {
@@ -197,7 +243,7 @@ impl ExtraCluster {
             .env("PUBJSON_PGDATA", self.pgdata())
             .env("PUBJSON_SOCKET", &self.socket)
             .env("PUBJSON_PORT", self.port.to_string())
-            .env("PG_BIN", pg_bin_dir());
+            .env("PG_BIN", &self.bin);
         cmd
     }
 
@@ -214,8 +260,8 @@ impl ExtraCluster {
     /// `pg_ctl -m <mode> restart` (`immediate`: without a checkpoint, as
     /// after a crash); waits until it accepts connections again.
     pub fn pg_ctl_restart(&self, mode: &str) {
-        wait_plugin_installed();
-        run(as_postgres(pg_bin("pg_ctl"))
+        wait_plugin_installed(&self.bin);
+        run(as_postgres(self.bin.join("pg_ctl"))
             .args(["-D", &self.pgdata(), "-m", mode, "-w", "-t", "120", "-l"])
             .arg(format!("{}/server.log", self.root))
             .arg("restart"));
@@ -231,6 +277,64 @@ impl Drop for ExtraCluster {
             AtEnd::Stop => "stop",
         };
         let _ = self.script_command(action).output();
+    }
+}
+
+/// What a pg_upgrade run gave.
+pub struct PgUpgrade {
+    pub success: bool,
+    /// Its standard output, then its standard error.
+    pub output: String,
+}
+
+/// `pg_upgrade` (of `new`'s programs) from `old` to `new`, both stopped,
+/// with `extra` arguments (`--check`), run as the `postgres` user in
+/// `workdir`, which it is given: pg_upgrade needs a writable current
+/// directory, puts its servers' sockets there (ports: the clusters' own)
+/// and writes its reports there (`update_extensions.sql`). Its logs go to
+/// `new`'s `pg_upgrade_output.d`, kept when it fails.
+pub fn pg_upgrade(
+    old: &ExtraCluster,
+    new: &ExtraCluster,
+    workdir: &Path,
+    extra: &[&str],
+) -> PgUpgrade {
+    run(Command::new("chown").arg("postgres:").arg(workdir));
+    let mut cmd = as_postgres(new.bin.join("pg_upgrade"));
+    cmd.current_dir(workdir)
+        .arg("--old-bindir")
+        .arg(&old.bin)
+        .arg("--new-bindir")
+        .arg(&new.bin)
+        .args([
+            "--old-datadir",
+            &old.pgdata(),
+            "--new-datadir",
+            &new.pgdata(),
+        ])
+        .args([
+            "--old-port",
+            &old.port.to_string(),
+            "--new-port",
+            &new.port.to_string(),
+        ])
+        .arg("--socketdir")
+        .arg(workdir)
+        .args(["--username", "postgres"])
+        .args(extra);
+    // Its connections name host and port; nothing of the shared test
+    // cluster's environment applies.
+    for var in ["PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGAPPNAME"] {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    PgUpgrade {
+        success: out.status.success(),
+        output: format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
     }
 }
 

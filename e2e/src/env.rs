@@ -2,7 +2,8 @@
 //! (`eval "$(scripts/cluster.sh env)"`), the server's programs and the
 //! directories tests may write to.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// A variable the suites cannot run without.
 pub(crate) fn required_var(name: &str) -> String {
@@ -68,6 +69,70 @@ pub fn pg_bin(program: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The programs of PostgreSQL `major` where scripts/pg-env.sh finds them:
+/// Debian's for 15, `$PUBJSON_PG_CACHE/pgNN/bin` (default cache
+/// `/var/cache/pubjson`) for 16-18. For tests that need another major
+/// beside the server under test (`$PUBJSON_PG_BIN`), such as pg_upgrade's
+/// old cluster; the directory may be missing.
+pub fn pg_bin_dir_of(major: u32) -> PathBuf {
+    if major == 15 {
+        return PathBuf::from("/usr/lib/postgresql/15/bin");
+    }
+    PathBuf::from(optional_var("PUBJSON_PG_CACHE", "/var/cache/pubjson"))
+        .join(format!("pg{major}"))
+        .join("bin")
+}
+
+/// The major version of the PostgreSQL whose programs are in `bin`, from
+/// `pg_config --version` ("PostgreSQL 18.6"); None when there is none.
+pub fn major_of(bin: &Path) -> Option<u32> {
+    let out = Command::new(bin.join("pg_config"))
+        .arg("--version")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.trim().strip_prefix("PostgreSQL ")?;
+    let digits: String = version.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// What is missing for pubjson `versions` in the PostgreSQL tree of `bin`
+/// (the library in `pg_config --pkglibdir`, the control file and each
+/// version's install script in `--sharedir`/extension, as
+/// scripts/install.sh puts them there); None when nothing is.
+pub fn pubjson_missing_from(bin: &Path, versions: &[&str]) -> Option<String> {
+    let dir = |option: &str| -> Result<PathBuf, String> {
+        let pg_config = bin.join("pg_config");
+        let out = Command::new(&pg_config)
+            .arg(option)
+            .output()
+            .map_err(|e| format!("{}: {e}", pg_config.display()))?;
+        if !out.status.success() {
+            return Err(format!("{} {option} failed", pg_config.display()));
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    };
+    let (libdir, sharedir) = match (dir("--pkglibdir"), dir("--sharedir")) {
+        (Ok(lib), Ok(share)) => (lib, share.join("extension")),
+        (Err(e), _) | (_, Err(e)) => return Some(e),
+    };
+    let mut needed = vec![libdir.join("pubjson.so"), sharedir.join("pubjson.control")];
+    needed.extend(
+        versions
+            .iter()
+            .map(|v| sharedir.join(format!("pubjson--{v}.sql"))),
+    );
+    let missing: Vec<String> = needed
+        .iter()
+        .filter(|p| !p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    (!missing.is_empty()).then(|| format!("missing {}", missing.join(", ")))
 }
 
 /// `$PUBJSON_TMP` (default `/tmp`): every cluster and scratch file of a

@@ -7,12 +7,14 @@
 //! env)"`); those that crash, restart or add servers start clusters of
 //! their own under `$PUBJSON_TMP`.
 //!
-//! - [`env`]: the environment (cluster variables, server programs,
-//!   directories for clusters and scratch files, skipped checks);
+//! - [`env`]: the environment (cluster variables, server programs and
+//!   those of other majors, directories for clusters and scratch files,
+//!   skipped checks);
 //! - [`server`]: connections, fresh databases, slots and databases dropped
 //!   once the server has let go of them, server errors;
 //! - [`wait`]: polling with a deadline;
-//! - [`cluster`]: clusters of a test's own and physical standbys;
+//! - [`cluster`]: clusters of a test's own (also of another major) and
+//!   physical standbys, pg_upgrade between two clusters;
 //! - [`recvlogical`]: pg_recvlogical as a consumer;
 //! - [`rng`]: seeded randomness for workloads;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
@@ -54,10 +56,11 @@ pub mod server;
 pub mod wait;
 pub mod walsender;
 
-pub use cluster::{ExtraCluster, Place, SerialCluster, Standby};
+pub use cluster::{pg_upgrade, ExtraCluster, PgUpgrade, Place, SerialCluster, Standby};
 pub use differential::*;
 pub use env::{
-    cluster_dir, note_skip, pg_bin, pg_bin_dir, pg_env, scratch_dir, soak, tmp_root, PgEnv,
+    cluster_dir, major_of, note_skip, pg_bin, pg_bin_dir, pg_bin_dir_of, pg_env,
+    pubjson_missing_from, scratch_dir, soak, tmp_root, PgEnv,
 };
 pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, wait_commits, RecvLogical};

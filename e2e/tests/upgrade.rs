@@ -15,12 +15,27 @@
 //! The scripts are the ones scripts/install.sh installed from `sql/` into
 //! the server's extension directory; the test checks that the server offers
 //! exactly the versions `sql/` has.
+//!
+//! Upgrades of PostgreSQL itself: `pg_upgrade` from 17 (the tree of
+//! `$PUBJSON_PG_CACHE/pg17`, with pubjson installed) to the 18 under test
+//! carries a pubjson slot whose consumer has caught up, and the consumer
+//! continues on 18 with nothing lost or repeated; the extension, created at
+//! the oldest version on 17, is then updated on 18 as pg_upgrade's
+//! `update_extensions.sql` says and equals a fresh install. A slot that has
+//! not consumed the WAL stops `pg_upgrade --check` with PostgreSQL's
+//! message. These run on 18 only and skip themselves elsewhere, or when
+//! the 17 tree or its pubjson is missing (own clusters, ports 54410-54413).
 
 use postgres::Client;
-use pubjson_e2e::{drop_slot, exec, one_string, pg_bin, Server};
+use pubjson_e2e::env::current_test;
+use pubjson_e2e::{
+    drop_slot, exec, note_skip, one_row, one_string, pg_bin, pg_bin_dir, pg_bin_dir_of, pg_upgrade,
+    scratch_dir, wait_commits, wait_true, ExtraCluster, Place, RecvLogical, Server,
+};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 /// The versions with an install script in `sql/` (`pubjson--X.sql`).
 fn versions_in_sql_dir() -> BTreeSet<String> {
@@ -50,10 +65,10 @@ fn extension_version(c: &mut Client) -> String {
     )
 }
 
-/// pg_dump's schema-only output of `db` (plus `extra` options), without
-/// the lines that name the database.
-fn dump(db: &str, extra: &[&str]) -> String {
-    let Server { host, port } = Server::main();
+/// pg_dump's schema-only output of `db` on `server` (plus `extra`
+/// options), without the lines that name the database.
+fn dump(server: &Server, db: &str, extra: &[&str]) -> String {
+    let Server { host, port } = server.clone();
     let out = Command::new(pg_bin("pg_dump"))
         .args(["--schema-only", "--no-comments", "-h", &host, "-p"])
         .arg(port.to_string())
@@ -154,10 +169,15 @@ struct Snapshot {
     catalogs: String,
 }
 
+/// [`snapshot_on`] the shared test cluster.
 fn snapshot(db: &str, c: &mut Client) -> Snapshot {
+    snapshot_on(&Server::main(), db, c)
+}
+
+fn snapshot_on(server: &Server, db: &str, c: &mut Client) -> Snapshot {
     Snapshot {
-        dump: dump(db, &[]),
-        binary_upgrade_dump: dump(db, &["--binary-upgrade"]),
+        dump: dump(server, db, &[]),
+        binary_upgrade_dump: dump(server, db, &["--binary-upgrade"]),
         catalogs: catalog_report(c),
     }
 }
@@ -680,4 +700,430 @@ fn upgrade_keeps_views_on_unchanged_functions_and_stops_on_changed_ones() {
     drop_database(db);
     let mut admin = Server::main().connect("postgres");
     exec(&mut admin, "drop role upgrade_mon");
+}
+
+// ===========================================================================
+// pg_upgrade from 17 to 18 with a pubjson slot
+// ===========================================================================
+
+/// The major pg_upgrade upgrades from, and the one it upgrades to (the
+/// server under test).
+const UPGRADE_FROM: u32 = 17;
+const UPGRADE_TO: u32 = 18;
+
+/// The clusters of the upgrade (old, new) and of the refused check.
+const UPGRADE_OLD: Place = Place::new("pgupgrade-old", 54410);
+const UPGRADE_NEW: Place = Place::new("pgupgrade-new", 54411);
+const BEHIND_OLD: Place = Place::new("pgupgrade-behind-old", 54412);
+const BEHIND_NEW: Place = Place::new("pgupgrade-behind-new", 54413);
+
+/// The oldest version in `sql/`, compared number by number.
+fn oldest_version() -> String {
+    let key = |v: &String| -> Vec<u32> { v.split('.').map(|n| n.parse().unwrap_or(0)).collect() };
+    versions_in_sql_dir()
+        .into_iter()
+        .min_by_key(key)
+        .expect("sql/ has no install script")
+}
+
+/// The programs of PostgreSQL 17 when `test` can run: the server under
+/// test is 18 and the 17 tree has pubjson (its library, control file and
+/// `version`'s script; `scripts/test.sh --all-versions` installs 17 before
+/// 18). Otherwise notes why the test skips its checks and returns None.
+fn upgrade_source(test: &str, version: &str) -> Option<PathBuf> {
+    let major = pubjson_e2e::major_of(&pg_bin_dir());
+    if major != Some(UPGRADE_TO) {
+        let this = major.map_or("an unknown major".to_string(), |m| m.to_string());
+        note_skip(
+            test,
+            &format!("pg_upgrade from {UPGRADE_FROM} runs on PostgreSQL {UPGRADE_TO} only, not on {this}"),
+        );
+        return None;
+    }
+    let bin = pg_bin_dir_of(UPGRADE_FROM);
+    if let Some(missing) = pubjson_e2e::pubjson_missing_from(&bin, &[version]) {
+        note_skip(
+            test,
+            &format!(
+                "no PostgreSQL {UPGRADE_FROM} with pubjson to upgrade from ({missing}; \
+                 scripts/build-pg.sh {UPGRADE_FROM} && PG_MAJOR={UPGRADE_FROM} scripts/install.sh)"
+            ),
+        );
+        return None;
+    }
+    Some(bin)
+}
+
+/// A new PostgreSQL 17 cluster at `place` with pubjson `version` in
+/// database `db`, a table `pgu` and, created after it, a pubjson slot
+/// `slot`. Autovacuum is off: its ANALYZE of `pgu` would commit a
+/// transaction in the slot's database that no consumer has read, which
+/// pg_upgrade counts as WAL not consumed.
+fn old_cluster(place: Place, bin: &Path, db: &str, version: &str, slot: &str) -> ExtraCluster {
+    let cl = place.create_with(bin, &[]);
+    cl.append_conf("autovacuum = off\n");
+    cl.start_server();
+    exec(
+        &mut cl.connect("postgres"),
+        &format!("create database {db}"),
+    );
+    let mut c = cl.connect(db);
+    exec(
+        &mut c,
+        &format!(
+            "create extension pubjson version '{version}'; \
+             create table pgu (id int primary key, note text)"
+        ),
+    );
+    exec(
+        &mut c,
+        &format!("select pg_create_logical_replication_slot('{slot}', 'pubjson')"),
+    );
+    cl
+}
+
+/// Inserts rows `ids` into `pgu`, `per_txn` rows per transaction.
+fn insert_rows(c: &mut Client, ids: std::ops::RangeInclusive<i32>, per_txn: i32) {
+    let (first, last) = (*ids.start(), *ids.end());
+    for start in (first..=last).step_by(per_txn as usize) {
+        let end = (start + per_txn - 1).min(last);
+        exec(
+            c,
+            &format!(
+                "insert into pgu select g, 'row ' || g from generate_series({start}, {end}) g"
+            ),
+        );
+    }
+}
+
+/// What a consumer received.
+struct Received {
+    /// The ids of the rows inserted into `pgu`, in the order received.
+    ids: Vec<i32>,
+    /// The commit LSN of each transaction (format 2's `C` with
+    /// `include-lsn`), what a consumer deduplicates by.
+    commit_lsns: Vec<u64>,
+}
+
+/// Consumes `slot` of `db` on `server` with pg_recvlogical (format 2 with
+/// `include-lsn`) into `file` until it has received `commits` transactions
+/// and confirmed everything written before the call. Every object must be
+/// a BEGIN, a COMMIT or an insert into `pgu`.
+fn consume(server: &Server, db: &str, slot: &str, file: &Path, commits: usize) -> Received {
+    let mut c = server.connect(db);
+    let written = one_string(&mut c, "select pg_current_wal_lsn()::text");
+    let mut recv = RecvLogical::start_on(
+        server,
+        ("postgres", db),
+        slot,
+        file,
+        &["format-version=2", "include-lsn"],
+        &[],
+    );
+    wait_commits(file, commits);
+    wait_true(
+        &mut c,
+        &format!("{slot} confirmed up to {written}"),
+        Duration::from_secs(60),
+        "select confirmed_flush_lsn >= $1::text::pg_lsn from pg_replication_slots where slot_name = $2",
+        &[&written, &slot],
+    );
+    recv.stop();
+    // Everything it wrote, once stopped: no more than awaited.
+    let mut received = Received {
+        ids: Vec::new(),
+        commit_lsns: Vec::new(),
+    };
+    for line in &pubjson_e2e::complete_lines(file) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        match v["action"].as_str() {
+            Some("B") => {}
+            Some("C") => received
+                .commit_lsns
+                .push(pubjson_e2e::lsn(v["lsn"].as_str().expect("lsn"))),
+            Some("I") if v["table"] == "pgu" => received
+                .ids
+                .push(v["columns"][0]["value"].as_i64().expect("id") as i32),
+            _ => panic!("{slot} sent an unexpected object: {line}"),
+        }
+    }
+    assert_eq!(
+        received.commit_lsns.len(),
+        commits,
+        "transactions received from {slot}"
+    );
+    received
+}
+
+/// How many rows decoding `slot` would give now (0: its consumer has
+/// caught up).
+fn pending_rows(c: &mut Client, slot: &str) -> i64 {
+    c.query_one(
+        "select count(*) from pg_logical_slot_peek_changes($1, NULL, NULL, 'format-version', '2')",
+        &[&slot],
+    )
+    .unwrap_or_else(|e| panic!("peeking {slot}: {}", pubjson_e2e::describe_error(&e)))
+    .get(0)
+}
+
+/// The pg_upgrade report file `name` of the last run in `new`'s
+/// `pg_upgrade_output.d` (kept when pg_upgrade fails).
+fn upgrade_report(new: &ExtraCluster, name: &str) -> String {
+    fn find(dir: &Path, name: &str, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                find(&path, name, found);
+            } else if path.file_name().is_some_and(|n| n == name) {
+                found.push(path);
+            }
+        }
+    }
+    let root = PathBuf::from(new.pgdata()).join("pg_upgrade_output.d");
+    let mut found = Vec::new();
+    find(&root, name, &mut found);
+    // The run directories are named by their start time.
+    found.sort();
+    let path = found
+        .last()
+        .unwrap_or_else(|| panic!("no {name} under {}", root.display()));
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Issue 30: pg_upgrade carries a pubjson slot from 17 to 18. On 17: the
+/// extension at its oldest version, a slot, three transactions that
+/// pg_recvlogical consumes until the slot has confirmed everything, then a
+/// clean stop. `pg_upgrade --check`, then `pg_upgrade`, to a new 18
+/// cluster (initdb `--no-data-checksums`, as 17's cluster has none). On
+/// 18: the slot is there with its plugin, decoding it gives nothing of
+/// before the upgrade; update_extensions.sql (written by pg_upgrade) runs
+/// ALTER EXTENSION pubjson UPDATE, after which the extension equals a
+/// fresh CREATE EXTENSION; two new transactions reach pg_recvlogical from
+/// the slot, exactly their rows, and the statistics count exactly them.
+#[test]
+fn pg_upgrade_from_17_keeps_a_caught_up_slot() {
+    let test = current_test(module_path!());
+    let oldest = oldest_version();
+    let Some(old_bin) = upgrade_source(&test, &oldest) else {
+        return;
+    };
+    let (db, slot) = ("pubjson_pgu", "pgu_slot");
+    let work = scratch_dir("pg-upgrade");
+    let old = old_cluster(UPGRADE_OLD, &old_bin, db, &oldest, slot);
+    let mut c = old.connect(db);
+    insert_rows(&mut c, 1..=30, 10);
+    let before = consume(&old.server(), db, slot, &work.join("on17.json"), 3);
+    assert_eq!(
+        before.ids,
+        (1..=30).collect::<Vec<_>>(),
+        "rows received on 17"
+    );
+    assert_eq!(pending_rows(&mut c, slot), 0, "the consumer has caught up");
+    drop(c);
+    old.stop_server();
+
+    let new = UPGRADE_NEW.create_with(&pg_bin_dir(), &["--no-data-checksums"]);
+    let check = pg_upgrade(&old, &new, &work, &["--check"]);
+    assert!(
+        check.success,
+        "pg_upgrade --check failed:\n{}",
+        check.output
+    );
+    assert!(
+        check
+            .output
+            .contains("Checking for valid logical replication slots"),
+        "{}",
+        check.output
+    );
+    let upgrade = pg_upgrade(&old, &new, &work, &[]);
+    assert!(upgrade.success, "pg_upgrade failed:\n{}", upgrade.output);
+    for said in [
+        "Restoring logical replication slots in the new cluster",
+        "Your installation contains extensions that should be updated",
+    ] {
+        assert!(upgrade.output.contains(said), "{said}:\n{}", upgrade.output);
+    }
+    let update_script = work.join("update_extensions.sql");
+    let script = std::fs::read_to_string(&update_script)
+        .unwrap_or_else(|e| panic!("{}: {e}", update_script.display()));
+    assert_eq!(
+        script,
+        format!("\\connect {db}\nALTER EXTENSION \"pubjson\" UPDATE;\n"),
+        "update_extensions.sql"
+    );
+
+    new.start_server();
+    let server = new.server();
+    let mut c = new.connect(db);
+    let row = one_row(
+        &mut c,
+        "select plugin::text, database::text, two_phase, invalidation_reason \
+           from pg_replication_slots where slot_name = 'pgu_slot' and slot_type = 'logical'",
+    );
+    assert_eq!(row.get::<_, String>(0), "pubjson");
+    assert_eq!(row.get::<_, String>(1), db);
+    assert!(!row.get::<_, bool>(2), "two_phase");
+    assert_eq!(row.get::<_, Option<String>>(3), None, "invalidation_reason");
+    assert_eq!(
+        extension_version(&mut c),
+        oldest,
+        "pg_upgrade keeps the version"
+    );
+    assert_eq!(pending_rows(&mut c, slot), 0, "nothing of 17's WAL again");
+
+    // The extension's SQL upgrade path, as pg_upgrade's report says.
+    let psql = Command::new(pg_bin("psql"))
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            &server.host,
+            "-p",
+        ])
+        .arg(server.port.to_string())
+        .args(["-U", "postgres", "-d", "postgres", "-f"])
+        .arg(&update_script)
+        .output()
+        .expect("psql");
+    assert!(
+        psql.status.success(),
+        "psql -f update_extensions.sql: {}",
+        String::from_utf8_lossy(&psql.stderr)
+    );
+    let fresh_db = "pubjson_pgu_fresh";
+    exec(
+        &mut new.connect("postgres"),
+        &format!("create database {fresh_db}"),
+    );
+    let mut fresh = new.connect(fresh_db);
+    exec(&mut fresh, "create extension pubjson");
+    let current = extension_version(&mut fresh);
+    assert_eq!(extension_version(&mut c), current, "updated on 18");
+
+    // The consumer continues on 18: exactly the new rows.
+    insert_rows(&mut c, 31..=50, 10);
+    let after = consume(&server, db, slot, &work.join("on18.json"), 2);
+    assert_eq!(
+        after.ids,
+        (31..=50).collect::<Vec<_>>(),
+        "rows received on 18"
+    );
+    // 18's WAL continues after 17's: a consumer that deduplicates by
+    // commit LSN (docs/formats.md) takes the new transactions as new.
+    assert!(
+        after.commit_lsns[0] > *before.commit_lsns.last().expect("commits on 17"),
+        "commit LSNs on 18 {:?} after those on 17 {:?}",
+        after.commit_lsns,
+        before.commit_lsns
+    );
+    wait_true(
+        &mut c,
+        "decoding_stats() of the walsender's two transactions",
+        Duration::from_secs(30),
+        "select txns_emitted = 2 from pubjson.decoding_stats() where slot_name = $1",
+        &[&slot],
+    );
+    let stats = one_row(
+        &mut c,
+        "select d.changes_emitted, d.active, d.confirmed_flush_lsn = s.confirmed_flush_lsn, \
+                d.invalidation_reason \
+           from pubjson.decoding_stats() d join pg_replication_slots s on s.slot_name = d.slot_name \
+          where d.slot_name = 'pgu_slot'",
+    );
+    assert_eq!(stats.get::<_, i64>(0), 20, "changes_emitted");
+    assert!(!stats.get::<_, bool>(1), "active");
+    assert!(stats.get::<_, bool>(2), "confirmed_flush_lsn");
+    assert_eq!(
+        stats.get::<_, Option<String>>(3),
+        None,
+        "invalidation_reason"
+    );
+    let pending: i64 = c
+        .query_one(
+            "select count(*) from pubjson.pending_transactions() where slot_name = $1",
+            &[&slot],
+        )
+        .unwrap_or_else(|e| panic!("pending_transactions: {}", pubjson_e2e::describe_error(&e)))
+        .get(0);
+    assert_eq!(pending, 0, "nobody decodes the slot");
+
+    // The upgraded extension equals a fresh install (with the test's own
+    // objects gone).
+    drop_slot(&mut c, slot);
+    exec(&mut c, "drop table pgu");
+    let upgraded = snapshot_on(&server, db, &mut c);
+    assert!(
+        upgraded.binary_upgrade_dump.contains("decoding_stats"),
+        "pg_dump --binary-upgrade prints the member functions"
+    );
+    assert_same_snapshot(
+        &format!("{oldest} on {UPGRADE_FROM} through pg_upgrade"),
+        &snapshot_on(&server, fresh_db, &mut fresh),
+        &upgraded,
+    );
+    drop((c, fresh));
+    drop((new, old));
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Issue 30: a pubjson slot with WAL its consumer has not read (rows
+/// written after the last consume) stops `pg_upgrade --check` with
+/// PostgreSQL's message, and the list it names says which slot; once the
+/// consumer has read the rest, the check passes.
+#[test]
+fn pg_upgrade_check_refuses_a_slot_that_has_not_consumed_the_wal() {
+    let test = current_test(module_path!());
+    let oldest = oldest_version();
+    let Some(old_bin) = upgrade_source(&test, &oldest) else {
+        return;
+    };
+    let (db, slot) = ("pubjson_pgu_behind", "pgu_behind");
+    let work = scratch_dir("pg-upgrade-behind");
+    let old = old_cluster(BEHIND_OLD, &old_bin, db, &oldest, slot);
+    let mut c = old.connect(db);
+    insert_rows(&mut c, 1..=10, 10);
+    let first = consume(&old.server(), db, slot, &work.join("first.json"), 1);
+    assert_eq!(first.ids, (1..=10).collect::<Vec<_>>());
+    insert_rows(&mut c, 11..=20, 10);
+    drop(c);
+    old.stop_server();
+
+    let new = BEHIND_NEW.create_with(&pg_bin_dir(), &["--no-data-checksums"]);
+    let check = pg_upgrade(&old, &new, &work, &["--check"]);
+    assert!(
+        !check.success,
+        "pg_upgrade --check passed:\n{}",
+        check.output
+    );
+    assert!(
+        check.output.contains(
+            "Your installation contains logical replication slots that cannot be upgraded.\n\
+             You can remove invalid slots and/or consume the pending WAL for other slots,\n\
+             and then restart the upgrade."
+        ),
+        "{}",
+        check.output
+    );
+    assert_eq!(
+        upgrade_report(&new, "invalid_logical_slots.txt"),
+        format!("The slot \"{slot}\" has not consumed the WAL yet\n")
+    );
+
+    // Consumed, the slot passes.
+    old.start_server();
+    let rest = consume(&old.server(), db, slot, &work.join("rest.json"), 1);
+    assert_eq!(rest.ids, (11..=20).collect::<Vec<_>>());
+    old.stop_server();
+    let check = pg_upgrade(&old, &new, &work, &["--check"]);
+    assert!(
+        check.success,
+        "pg_upgrade --check failed:\n{}",
+        check.output
+    );
+    drop((new, old));
+    let _ = std::fs::remove_dir_all(&work);
 }
