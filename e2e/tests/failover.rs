@@ -10,16 +10,20 @@
 //! of 64 `fo.acct` rows and every fifth a delete) while `pg_recvlogical`
 //! streams format 2 from the primary. Once the standby's copy of the slot
 //! is synchronized (`synced`, not `temporary`) and has followed the
-//! consumer, the primary crashes (`pg_ctl -m immediate stop`) in the middle
-//! of the stream and the writes, and the standby is promoted. The consumer
+//! consumer, the standby stops receiving WAL (its `primary_conninfo`
+//! emptied) while the writer commits 200 more transactions; then the
+//! primary crashes (`pg_ctl -m immediate stop`) in the middle of the stream
+//! and the writes, and the standby is promoted. The consumer
 //! reconnects to the new primary with the same slot name and streams to
 //! the end while the writer goes on there.
 //!
 //! Checked:
 //! - everything the consumer received from the old primary is on the new
-//!   one (`synchronized_standby_slots` kept the walsender behind the
-//!   standby), and what the writer lost with the crash (asynchronous
-//!   replication) is a tail of its commits that the consumer never saw;
+//!   one and lies before what the standby had flushed
+//!   (`synchronized_standby_slots` kept the walsender behind the standby);
+//!   what the writer lost with the crash (asynchronous replication: at
+//!   least the 200 commits after the standby stopped receiving) is a tail
+//!   of its commits that the consumer never saw;
 //! - the new primary resumes at the synchronized `confirmed_flush_lsn`: it
 //!   delivers again exactly the transactions received from the old primary
 //!   whose commit LSN is at or after it, identical, and nothing older (the
@@ -38,13 +42,13 @@
 
 use postgres::Client;
 use pubjson_e2e::{
-    complete_lines, exec, lsn, one_row, poll, rows, scratch_dir, server_major, wait_true, Exporter,
-    Place, RecvLogical, Server,
+    complete_lines, exec, lsn, one_row, one_string, poll, rows, scratch_dir, server_major,
+    wait_true, Exporter, Place, RecvLogical, Server,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,6 +65,9 @@ const KEYS: i64 = 64;
 /// before the standby's copy of the slot must have caught up with it, and
 /// as many more before the crash.
 const BEFORE_CRASH: usize = 300;
+/// Transactions the writer commits on the old primary after the standby
+/// stopped receiving, lost with the crash.
+const BEHIND: i64 = 200;
 /// The writer's bound on the old primary (it normally stops at the crash).
 const MAX_PHASE1: i64 = 200_000;
 /// Identifiers of the transactions written on the new primary.
@@ -105,8 +112,9 @@ struct Written {
 }
 
 /// Writes transactions 1, 2, ... until a statement fails (the crash),
-/// `stop` is set or MAX_PHASE1 is reached.
-fn write_until_failure(server: Server, stop: Arc<AtomicBool>) -> Written {
+/// `stop` is set or MAX_PHASE1 is reached; `progress` is the last one
+/// acknowledged.
+fn write_until_failure(server: Server, stop: Arc<AtomicBool>, progress: Arc<AtomicI64>) -> Written {
     let mut c = server.connect(DB);
     let mut acked = Vec::new();
     for n in 1..=MAX_PHASE1 {
@@ -114,7 +122,10 @@ fn write_until_failure(server: Server, stop: Arc<AtomicBool>) -> Written {
             break;
         }
         match write_txn(&mut c, n, 1) {
-            Ok(()) => acked.push(n),
+            Ok(()) => {
+                acked.push(n);
+                progress.store(n, Ordering::Relaxed);
+            }
             Err(_) => {
                 return Written {
                     acked,
@@ -458,9 +469,10 @@ sync_replication_slots = on",
 
     // --- The write load.
     let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(AtomicI64::new(0));
     let writer = {
-        let (server, stop) = (primary.server(), Arc::clone(&stop));
-        std::thread::spawn(move || write_until_failure(server, stop))
+        let (server, stop, progress) = (primary.server(), Arc::clone(&stop), Arc::clone(&progress));
+        std::thread::spawn(move || write_until_failure(server, stop, progress))
     };
     // Stops the writer if the test fails before the crash.
     struct StopOnDrop(Arc<AtomicBool>);
@@ -513,6 +525,31 @@ sync_replication_slots = on",
         &mut recv_old,
         before_crash + BEFORE_CRASH,
         Duration::from_secs(120),
+    );
+
+    // --- The standby falls behind: its WAL receiver stops (primary_conninfo
+    // emptied) while the writer goes on. The walsender waits for the
+    // standby's slot (synchronized_standby_slots), so the consumer gets
+    // nothing the standby does not have; what is committed from now on is
+    // lost with the crash.
+    exec(&mut s, "alter system set primary_conninfo = ''");
+    exec(&mut s, "select pg_reload_conf()");
+    wait_true(
+        &mut p,
+        "the standby's WAL receiver gone",
+        Duration::from_secs(60),
+        "select not active from pg_replication_slots where slot_name = $1",
+        &[&PHYSICAL_SLOT],
+    );
+    let standby_flush = lsn(&one_string(
+        &mut s,
+        "select pg_last_wal_receive_lsn()::text",
+    ));
+    let cut = progress.load(Ordering::Relaxed);
+    poll(
+        "the writer commits past the standby",
+        Duration::from_secs(60),
+        || (progress.load(Ordering::Relaxed) >= cut + BEHIND).then_some(()),
     );
 
     // --- The crash, in the middle of the stream and of the writes.
@@ -568,6 +605,10 @@ sync_replication_slots = on",
     );
     let old = transactions(&file_old);
     let last_old = old.last().expect("transactions from the old primary");
+    assert!(
+        last_old.nextlsn <= standby_flush,
+        "the consumer received nothing past what the standby had flushed"
+    );
     assert_eq!(
         one_row(
             &mut n,
@@ -832,6 +873,11 @@ sync_replication_slots = on",
     assert!(
         lost.iter().all(|t| !received_old.contains(&t.to_string())),
         "the consumer received nothing the standby did not have"
+    );
+    assert!(
+        lost.len() as i64 >= BEHIND,
+        "the commits after the standby stopped receiving are lost: {}",
+        lost.len()
     );
 
     // --- decoding_stats() on the new primary: exactly what it sent.
