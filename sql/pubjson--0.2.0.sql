@@ -770,6 +770,8 @@ BEGIN
         -- invalidated slot retains nothing and is reported below). 17+: a
         -- standby's copies of failover slots (synced) are inactive by
         -- design and follow the primary's slot, reported on the primary.
+        -- A promoted standby keeps synced = true on them: there (out of
+        -- recovery) they are slots like any other.
         SELECT NULL::name, NULL::name, 'inactive_slot_retains_wal',
                format('slot %s (database %s, plugin %s) is inactive%s and retains %s of WAL (%s bytes); wal_status %s; safe_wal_size %s; max_slot_wal_keep_size %s',
                       quote_ident(s.slot_name), s.database, s.plugin,
@@ -792,7 +794,7 @@ BEGIN
         ) k
         WHERE s.slot_type = 'logical' AND NOT s.active AND s.restart_lsn IS NOT NULL
           AND s.wal_status IS DISTINCT FROM 'lost'
-          AND (pg_catalog.to_jsonb(s) ->> 'synced') IS DISTINCT FROM 'true'
+          AND NOT (pg_catalog.pg_is_in_recovery() AND (pg_catalog.to_jsonb(s) ->> 'synced') IS NOT DISTINCT FROM 'true')
         UNION ALL
         -- Invalidated logical slots (one row per slot): wal_status 'lost' on
         -- every version (15: WAL removed past max_slot_wal_keep_size; 16+
@@ -804,7 +806,7 @@ BEGIN
                       CASE WHEN s.active THEN format(', still in use by pid %s', s.active_pid) ELSE '' END,
                       CASE WHEN pg_catalog.current_setting('server_version_num')::int >= 180000
                            THEN 'can no longer access' ELSE 'can no longer get changes from' END),
-               CASE WHEN (pg_catalog.to_jsonb(s) ->> 'synced') = 'true'
+               CASE WHEN pg_catalog.pg_is_in_recovery() AND (pg_catalog.to_jsonb(s) ->> 'synced') IS NOT DISTINCT FROM 'true'
                     THEN 'the slot is synchronized from the primary (failover slot; 17+), so it cannot be dropped on this standby: see the slot of the same name on the primary'
                     ELSE format('the slot cannot be repaired: SELECT pg_drop_replication_slot(%L); then recreate it and resynchronize the subscriber (e.g. a new subscription with copy_data = true)', s.slot_name) END
         FROM pg_catalog.pg_replication_slots s

@@ -98,6 +98,11 @@ impl Place {
         Standby::start_of(primary, &self.root(), self.port)
     }
 
+    /// [`Standby::start_with`] `primary` here, with `settings`.
+    pub fn standby_with(self, primary: &Server, settings: &str) -> Standby {
+        Standby::start_with(primary, &self.root(), self.port, settings)
+    }
+
     /// The cluster here for one test that crashes and restarts it, held
     /// until the guard drops: such tests of a process run one at a time.
     /// The cluster is destroyed and created afresh the first time a process
@@ -267,6 +272,15 @@ impl ExtraCluster {
             .arg("restart"));
         self.server().wait_connectable(Duration::from_secs(120));
     }
+
+    /// `pg_ctl -m <mode> stop` (`immediate`: as if the server crashed);
+    /// waits until it has stopped. It stays stopped (and is removed or
+    /// kept on drop as before).
+    pub fn pg_ctl_stop(&self, mode: &str) {
+        run(as_postgres(pg_bin("pg_ctl"))
+            .args(["-D", &self.pgdata(), "-m", mode, "-w", "-t", "120"])
+            .arg("stop"));
+    }
 }
 
 impl Drop for ExtraCluster {
@@ -350,6 +364,15 @@ impl Standby {
     /// A standby of `primary`, in `root` on `port` (hot_standby_feedback
     /// off, max_standby_streaming_delay 1s).
     pub fn start_of(primary: &Server, root: &str, port: u16) -> Standby {
+        Standby::start_with(primary, root, port, "")
+    }
+
+    /// [`Self::start_of`], with `settings` (postgresql.conf lines) added
+    /// after the `primary_conninfo` that `pg_basebackup -R` wrote to
+    /// postgresql.auto.conf, so that they override it and the defaults
+    /// above (e.g. a `primary_conninfo` with `dbname`, `primary_slot_name`,
+    /// `hot_standby_feedback = on` for slot synchronization).
+    pub fn start_with(primary: &Server, root: &str, port: u16, settings: &str) -> Standby {
         let sb = Standby {
             root: root.to_string(),
             data: format!("{root}/data"),
@@ -383,6 +406,12 @@ impl Standby {
         let mut text = std::fs::read_to_string(&path).expect("read standby postgresql.conf");
         text.push_str(&conf);
         std::fs::write(&path, text).expect("write standby postgresql.conf");
+        if !settings.is_empty() {
+            let path = format!("{}/postgresql.auto.conf", sb.data);
+            let mut text = std::fs::read_to_string(&path).expect("read postgresql.auto.conf");
+            text.push_str(&format!("\n# pubjson test standby settings\n{settings}\n"));
+            std::fs::write(&path, text).expect("write postgresql.auto.conf");
+        }
         run(as_postgres(pg_bin("pg_ctl")).args([
             "-D",
             &sb.data,
@@ -402,6 +431,22 @@ impl Standby {
 
     pub fn connect(&self, db: &str) -> Client {
         self.server().connect(db)
+    }
+
+    /// `pg_ctl promote`: waits until the standby has left recovery and
+    /// accepts writes (it stays where it is and is removed on drop).
+    pub fn promote(&self) {
+        run(as_postgres(pg_bin("pg_ctl")).args(["-D", &self.data, "-w", "-t", "120", "promote"]));
+        let mut c = self
+            .server()
+            .connect_retrying("postgres", Duration::from_secs(60));
+        crate::server::wait_true(
+            &mut c,
+            "the promoted standby out of recovery",
+            Duration::from_secs(60),
+            "select not pg_is_in_recovery()",
+            &[],
+        );
     }
 
     fn teardown(&self) {

@@ -338,6 +338,16 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
     } else {
         assert!(inactive.is_nan(), "no inactive_since before 17: {inactive}");
     }
+    // Failover and synced (17+; tests/failover.rs scrapes a synced failover
+    // slot on a promoted standby).
+    for metric in ["pubjson_slot_failover", "pubjson_slot_synced"] {
+        let v = m.value(metric, &slot(IDLE_SLOT));
+        if major >= 17 {
+            assert_eq!(v, 0.0, "{metric}");
+        } else {
+            assert!(v.is_nan(), "{metric} before 17: {v}");
+        }
+    }
     assert_eq!(
         m.value(
             "pubjson_slot_state_info",
