@@ -76,7 +76,15 @@ impl Drop for Cleanup {
 /// The roles: the exporter's (pg_monitor only, search_path pinned as
 /// docs/monitoring.md says) and a replication role whose decoding
 /// sessions spill past 64kB. Roles are cluster-wide and kept between runs.
+/// One test at a time: this file's two tests run at once, and two
+/// sessions creating the same role collide on pg_authid's unique index
+/// (an advisory lock would not serialize them: they are in different
+/// databases).
 fn create_roles(c: &mut Client) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     exec(
         c,
         &format!(
