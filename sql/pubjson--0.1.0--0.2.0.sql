@@ -1154,6 +1154,11 @@ CREATE TABLE pubjson.backfill_progress (
     -- settings (DateStyle ISO, YMD; extra_float_digits 3; ... see
     -- backfill.rs), whatever the caller's.
     last_key text[],
+    -- Where this run ends: the largest key when its first chunk ran (same
+    -- settings as last_key), '{}' when the table was empty then. Rows
+    -- inserted beyond it are the stream's, so a backfill of a table that
+    -- grows at its end still ends. NULL until the first chunk.
+    end_key text[],
     -- SHA-256 of the last chunk's message (src/backfill.rs): the decoder
     -- decodes a backfill message only when its transaction recorded it here.
     digest bytea,

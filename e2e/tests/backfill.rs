@@ -440,8 +440,9 @@ fn writer(
         let verb = if rng.chance(25) { "rollback" } else { "commit" };
         exec(c, &format!("{verb} prepared '{gid}'"));
     };
-    // At most WRITER_TRANSACTIONS while the backfill runs: a table that
-    // grows faster than the backfill reads it would never be done.
+    // At most WRITER_TRANSACTIONS while the backfill runs, which bounds
+    // the test's time (the backfill itself ends at the largest key of its
+    // first chunk, whatever the writers add beyond it).
     while (!stop.load(Ordering::Relaxed) && done < WRITER_TRANSACTIONS) || done < 60 || !truncated {
         assert!(std::time::Instant::now() < deadline, "writer {seed}");
         if !truncated
@@ -1072,7 +1073,9 @@ fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
         let (replica, fs) = replica_of(&objects, table);
         assert_eq!(replica.starts, 1, "{table}");
         assert_eq!(replica.ends.len(), 1, "{table}");
-        assert!(fs >= rows, "{table}: {fs} F for {rows} rows");
+        // The moved row's new key (200001) is beyond the run's end (the
+        // largest key when it started): its U is the stream's.
+        assert!(fs >= rows - 1, "{table}: {fs} F for {rows} rows");
         assert_same(
             table,
             &replica.rows,
@@ -1441,8 +1444,9 @@ const KILLED_TABLE: &str = "create table t (id int primary key, v text, big text
             case when i % 10 = 0 then repeat(md5(i::text), 120) end
        from generate_series(1, 2000) i;";
 
-/// Writes while a killed backfill is stopped: behind it, ahead of it, a
-/// new row ahead (read by the resumed backfill: 2001 rows in all).
+/// Writes while a killed backfill is stopped: behind it, ahead of it, and
+/// a new row beyond the run's end (the stream's I: the resumed backfill
+/// still sends the 2000 rows there were when it started).
 const WHILE_STOPPED: &str = "update t set v = 'behind' where id = 5;
      update t set v = 'ahead', big = repeat('z', 3000) where id = 1500;
      insert into t values (2500, 'new', NULL);";
@@ -1533,9 +1537,9 @@ fn a_terminated_backfill_resumes_from_another_session() {
         .iter()
         .filter(|l| l.contains(r#""action":"F","#))
         .count();
-    assert_eq!(fs, 2001, "each row once");
+    assert_eq!(fs, 2000, "each row once");
     assert_eq!(consumer.replica.starts, 1);
-    assert_eq!(consumer.replica.ends, [("t".to_string(), 2001)]);
+    assert_eq!(consumer.replica.ends, [("t".to_string(), 2000)]);
     assert_same(
         "resumed after pg_terminate_backend",
         &consumer.replica.rows,
@@ -1605,7 +1609,7 @@ fn a_backfill_stopped_by_an_immediate_shutdown_resumes_after_the_restart() {
     consumer.session_from_file(&before);
     consumer.session_from_file(&after);
     assert_eq!(consumer.replica.starts, 1);
-    assert_eq!(consumer.replica.ends, [("t".to_string(), 2001)]);
+    assert_eq!(consumer.replica.ends, [("t".to_string(), 2000)]);
     assert_same(
         "resumed after an immediate shutdown",
         &consumer.replica.rows,
@@ -1617,4 +1621,64 @@ fn a_backfill_stopped_by_an_immediate_shutdown_resumes_after_the_restart() {
         started.elapsed(),
         consumer.seen
     );
+}
+
+/// A table growing at its end: the run ends at the largest key its first
+/// chunk found (`end_key`), and rows inserted beyond it reach the replica
+/// as the stream's I objects, so a backfill ends however fast its table
+/// grows. The rows are inserted while a chunk waits for a locked row in
+/// the middle: a backfill without an end would read them (F beyond 2000).
+#[test]
+fn a_backfill_of_a_table_growing_at_its_end_ends() {
+    let (dbname, mut c) = database("growing");
+    exec(
+        &mut c,
+        "create table g (id bigint generated always as identity primary key, v text);
+         insert into g (v) select 'row ' || i from generate_series(1, 2000) i;",
+    );
+    slot(&mut c, "bf_growing");
+    let mut holder = Server::main().connect(&dbname);
+    exec(
+        &mut holder,
+        "begin; select * from g where id = 1000 for update",
+    );
+    let mut b = Server::main().connect(&dbname);
+    let pid = backend_pid(&mut b);
+    let running = in_background(b, "call pubjson.backfill('g', chunk_rows => 20)");
+    wait_for_lock(&mut c, "a chunk waits for row 1000", pid);
+    exec(
+        &mut c,
+        "insert into g (v) select 'later ' || i from generate_series(1, 100) i;
+         update g set v = v || ' updated' where id = 2050",
+    );
+    exec(&mut holder, "commit");
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Ok(()), "the backfill ends");
+    let end: i64 = c
+        .query_one(
+            "select end_key[1]::bigint from pubjson.backfill_progress where relid = 'g'::regclass",
+            &[],
+        )
+        .expect("end_key")
+        .get(0);
+    assert_eq!(end, 2000, "the largest key when the first chunk ran");
+
+    let objects = get(&mut c, "bf_growing", &[]);
+    let (replica, fs) = replica_of(&objects, "g");
+    let beyond: Vec<i64> = objects
+        .iter()
+        .filter(|o| action(o) == "F")
+        .filter_map(|o| o["new"]["id"].as_i64())
+        .filter(|&id| id > end)
+        .collect();
+    assert!(beyond.is_empty(), "F objects beyond the end: {beyond:?}");
+    assert_eq!(fs, 2000, "every row present at the start, once");
+    assert_eq!(replica.ends, [("g".to_string(), 2000)]);
+    assert_same(
+        "g",
+        &replica.rows,
+        &table(&mut c, "select to_jsonb(g)::text from g"),
+    );
+    assert_eq!(replica.rows.len(), 2100);
+    drop_slot(&mut c, "bf_growing");
 }

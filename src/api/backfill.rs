@@ -456,6 +456,7 @@ mod sql {
                            chunks = CASE WHEN {fresh} THEN 0 ELSE p.chunks END, \
                            rows = CASE WHEN {fresh} THEN 0 ELSE p.rows END, \
                            last_key = CASE WHEN {fresh} THEN NULL ELSE p.last_key END, \
+                           end_key = CASE WHEN {fresh} THEN NULL ELSE p.end_key END, \
                            started = CASE WHEN {fresh} THEN pg_catalog.clock_timestamp() ELSE p.started END, \
                            root = EXCLUDED.root, root_started = EXCLUDED.root_started, \
                            digest = NULL, finished = NULL, updated = pg_catalog.now() \
@@ -563,7 +564,7 @@ mod sql {
                         .update(
                             "SELECT p.chunks, p.rows, p.last_key, \
                                     p.owner_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid(), \
-                                    p.reltype OPERATOR(pg_catalog.=) $2 \
+                                    p.reltype OPERATOR(pg_catalog.=) $2, p.end_key \
                              FROM pubjson.backfill_progress p \
                              WHERE p.relid OPERATOR(pg_catalog.=) $1 AND p.state OPERATOR(pg_catalog.=) 'running' \
                              FOR UPDATE",
@@ -578,12 +579,15 @@ mod sql {
                         row.get::<Vec<String>>(3).ok()?,
                         row.get::<bool>(4).ok()??,
                         row.get::<bool>(5).ok()?.unwrap_or(false),
+                        row.get::<Vec<String>>(6).ok()?,
                     ))
                 })
             })
         };
         let check = |relid: pg_sys::Oid, reltype: pg_sys::Oid| {
-            let Some((chunks, rows, last_key, mine, same_table)) = progress(relid, reltype) else {
+            let Some((chunks, rows, last_key, mine, same_table, end_key)) =
+                progress(relid, reltype)
+            else {
                 error(
                     PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                     format!("no backfill of relation {relid} is running"),
@@ -604,9 +608,9 @@ mod sql {
                     "Call pubjson.backfill(), which starts afresh.",
                 );
             }
-            (chunks, rows, last_key)
+            (chunks, rows, last_key, end_key)
         };
-        let (chunks, rows_done, last_key) = check(relation, reltype);
+        let (chunks, rows_done, last_key, end_key) = check(relation, reltype);
         let of_root = (root != relation).then(|| {
             if !is_partition_of(relation, root) {
                 error(
@@ -615,20 +619,24 @@ mod sql {
                     "",
                 );
             }
-            let (chunks, rows, _) = check(root, row_type(root));
+            let (chunks, rows, _, _) = check(root, row_type(root));
             (chunks, rows)
         });
 
-        let chunk = Spi::connect_mut(|client| {
+        let (chunk, end_key) = Spi::connect_mut(|client| {
             let (_, key) = key_of(client, relation);
-            read_chunk(
+            // The run's end, found by its first chunk (kept for the rest).
+            let end_key = end_key.unwrap_or_else(|| largest_key(client, relation, &key));
+            let chunk = read_chunk(
                 client,
                 relation,
                 &key,
                 last_key.as_deref(),
+                &end_key,
                 chunk_rows,
                 chunk_bytes,
-            )
+            );
+            (chunk, end_key)
         });
         let sent = chunk.message.rows() as u64;
         let rows_so_far = rows_done as u64 + sent;
@@ -653,7 +661,7 @@ mod sql {
                            chunks = chunks OPERATOR(pg_catalog.+) 1, rows = $2, \
                            last_key = coalesce($3, last_key), digest = $4, updated = pg_catalog.now(), \
                            state = CASE WHEN $5 THEN 'finished' ELSE 'running' END, \
-                           finished = CASE WHEN $5 THEN pg_catalog.now() END \
+                           finished = CASE WHEN $5 THEN pg_catalog.now() END, end_key = $6 \
                          WHERE relid OPERATOR(pg_catalog.=) $1",
                         None,
                         &[
@@ -662,6 +670,7 @@ mod sql {
                             DatumWithOid::from(chunk.boundary),
                             DatumWithOid::from(digest.as_slice()),
                             DatumWithOid::from(chunk.exhausted),
+                            DatumWithOid::from(end_key),
                         ],
                     )
                     .map(|_| ())?;
@@ -792,33 +801,104 @@ struct ChunkRead {
 /// locked until the commit but not sent. No message exceeds
 /// [`MAX_MESSAGE`]: a row that would make it larger ends the chunk before
 /// it, and a single row that large is an ERROR (54000).
+/// The pieces of a chunk's queries: the table's name, the row's alias,
+/// the key columns qualified with it, and those columns as text.
+struct KeyQuery {
+    table: String,
+    alias: &'static str,
+    qualified: Vec<String>,
+    texts: String,
+}
+
+impl KeyQuery {
+    fn new(relation: pg_sys::Oid, key: &Key) -> KeyQuery {
+        let table = Spi::get_one_with_args::<String>(
+            "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass)",
+            &[oid_arg(relation)],
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+        // The row's alias must not be a column's name (a column would
+        // win). Key columns are qualified with it everywhere: a bare name
+        // in ORDER BY would mean the output column of that name (the key's
+        // text).
+        let alias = "\"pubjson backfill row\"";
+        let qualified: Vec<String> = key.columns.iter().map(|c| format!("{alias}.{c}")).collect();
+        let texts: Vec<String> = qualified
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c}::pg_catalog.text AS key{i}"))
+            .collect();
+        KeyQuery {
+            table,
+            alias,
+            qualified,
+            texts: texts.join(", "),
+        }
+    }
+}
+
+/// The largest key of `relation` now, as text (under the chunk's fixed
+/// settings), or no columns at all when the table is empty: where a
+/// backfill run ends. Rows inserted beyond it later are in the stream (the
+/// slot predates the run), so the run ends however fast the table grows at
+/// its end.
+fn largest_key(client: &SpiClient<'_>, relation: pg_sys::Oid, key: &Key) -> Vec<String> {
+    let KeyQuery {
+        table,
+        alias,
+        qualified,
+        texts,
+    } = KeyQuery::new(relation, key);
+    let descending: Vec<String> = qualified.iter().map(|c| format!("{c} DESC")).collect();
+    let query = format!(
+        "SELECT {texts} FROM ONLY {table} AS {alias} ORDER BY {} LIMIT 1",
+        descending.join(", ")
+    );
+    client
+        .select(&query, None, &[])
+        .unwrap_or_else(|e| {
+            error(
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!("could not read the backfill's end: {e}"),
+                "",
+            )
+        })
+        .next()
+        .map(|row| {
+            (0..key.columns.len())
+                .map(|i| row.get::<String>(i + 1).ok().flatten().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn read_chunk(
     client: &mut SpiClient<'_>,
     relation: pg_sys::Oid,
     key: &Key,
     after: Option<&[String]>,
+    end: &[String],
     chunk_rows: i32,
     chunk_bytes: i64,
 ) -> ChunkRead {
-    let table = Spi::get_one_with_args::<String>(
-        "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass)",
-        &[oid_arg(relation)],
-    )
-    .ok()
-    .flatten()
-    .unwrap_or_default();
-    // The row's alias must not be a column's name (a column would win).
-    // Key columns are qualified with it everywhere: a bare name in ORDER BY
-    // would mean the output column of that name (the key's text).
-    let alias = "\"pubjson backfill row\"";
-    let qualified: Vec<String> = key.columns.iter().map(|c| format!("{alias}.{c}")).collect();
+    if end.is_empty() {
+        // The table was empty when the run's first chunk ran: what it has
+        // now came later, through the stream.
+        return ChunkRead {
+            message: ChunkBuilder::new(),
+            boundary: None,
+            exhausted: true,
+        };
+    }
+    let KeyQuery {
+        table,
+        alias,
+        qualified,
+        texts,
+    } = KeyQuery::new(relation, key);
     let columns = qualified.join(", ");
-    let texts: Vec<String> = qualified
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("{c}::pg_catalog.text AS key{i}"))
-        .collect();
-    let texts = texts.join(", ");
     // `key OP (parameters from $first)`, row-wise for a key of several
     // columns.
     let compare = |op: &str, first: usize| -> String {
@@ -837,21 +917,23 @@ fn read_chunk(
             )
         }
     };
-    let after_args: Vec<DatumWithOid> = after
-        .unwrap_or_default()
-        .iter()
-        .map(|k| DatumWithOid::from(k.as_str()))
-        .collect();
+    let key_args = |k: &[String]| -> Vec<DatumWithOid> {
+        k.iter().map(|k| DatumWithOid::from(k.as_str())).collect()
+    };
+    // Parameters: the last key ($1...), if any, then the run's end.
+    let mut bound_args = key_args(after.unwrap_or_default());
     let lower = after.map(|_| compare(">", 1));
+    let upper = compare("<=", bound_args.len() + 1);
+    bound_args.extend(key_args(end));
 
     // 1. The boundary, unlocked.
-    let mut query = format!("SELECT {texts} FROM ONLY {table} AS {alias}");
+    let mut query = format!("SELECT {texts} FROM ONLY {table} AS {alias} WHERE {upper}");
     if let Some(lower) = &lower {
-        query += &format!(" WHERE {lower}");
+        query += &format!(" AND {lower}");
     }
     query += &format!(" ORDER BY {columns} OFFSET {} LIMIT 1", chunk_rows - 1);
     let boundary: Option<Vec<String>> = client
-        .select(&query, None, &after_args)
+        .select(&query, None, &bound_args)
         .unwrap_or_else(|e| {
             error(
                 PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
@@ -866,30 +948,17 @@ fn read_chunk(
                 .collect()
         });
 
-    // 2. The range, locked, with each row's xmin and the snapshot.
+    // 2. The range, locked, with each row's xmin and the snapshot: up to
+    // the boundary, or without one up to the run's end.
+    let mut args = key_args(after.unwrap_or_default());
     let mut conditions: Vec<String> = lower.into_iter().collect();
-    if boundary.is_some() {
-        conditions.push(compare("<=", after_args.len() + 1));
-    }
-    let mut query = format!(
+    conditions.push(compare("<=", args.len() + 1));
+    args.extend(key_args(boundary.as_deref().unwrap_or(end)));
+    let query = format!(
         "SELECT {alias}, {texts}, {alias}.xmin::pg_catalog.text, \
                 (SELECT pg_catalog.pg_current_snapshot()::pg_catalog.text) \
-         FROM ONLY {table} AS {alias}"
-    );
-    if !conditions.is_empty() {
-        query += &format!(" WHERE {}", conditions.join(" AND "));
-    }
-    query += &format!(" ORDER BY {columns} FOR SHARE OF {alias}");
-    let mut args: Vec<DatumWithOid> = after
-        .unwrap_or_default()
-        .iter()
-        .map(|k| DatumWithOid::from(k.as_str()))
-        .collect();
-    args.extend(
-        boundary
-            .iter()
-            .flatten()
-            .map(|k| DatumWithOid::from(k.as_str())),
+         FROM ONLY {table} AS {alias} WHERE {} ORDER BY {columns} FOR SHARE OF {alias}",
+        conditions.join(" AND ")
     );
     let xmin_column = key.columns.len() + 2;
     let mut cursor = client.open_cursor_mut(query.as_str(), &args);
