@@ -84,6 +84,18 @@ impl Exporter {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The scrape `m` reached the server (`pg_up` is 1) and no query of it
+    /// failed (`pg_exporter_last_scrape_error` is 0; the log says which).
+    pub fn assert_up(&self, m: &Metrics) {
+        assert_eq!(m.value("pg_up", &[]), 1.0);
+        assert_eq!(
+            m.value("pg_exporter_last_scrape_error", &[]),
+            0.0,
+            "{}",
+            self.log_text()
+        );
+    }
+
     /// Fetches `/metrics` (retrying while the exporter starts up) and
     /// parses it.
     pub fn scrape(&mut self) -> Metrics {

@@ -39,8 +39,8 @@
 use crate::cluster::run;
 use crate::env::{fresh_dir, note_skip, pg_bin, pg_bin_dir, tmp_root};
 use crate::pgoutput::{
-    decode_pgoutput, read_format3, read_pubjson, read_test_decoding_rows, show_items, Change, Item,
-    Old,
+    decode_pgoutput, pair_items, read_format3, read_pubjson, read_test_decoding_rows, show_items,
+    Change, Item, Old, Paired,
 };
 use crate::{exec, Place, Server};
 use serde_json::Value;
@@ -533,25 +533,6 @@ fn without_markers(items: &[Item]) -> Vec<Item> {
         .collect()
 }
 
-/// Runs of TRUNCATE changes in relation order (plugins list them in the
-/// order they like).
-fn truncates_sorted(changes: &[Change]) -> Vec<Change> {
-    let mut out: Vec<Change> = Vec::new();
-    let mut run: Vec<Change> = Vec::new();
-    for c in changes {
-        if c.action == 'T' {
-            run.push(c.clone());
-        } else {
-            run.sort_by(|a, b| a.relation.cmp(&b.relation));
-            out.append(&mut run);
-            out.push(c.clone());
-        }
-    }
-    run.sort_by(|a, b| a.relation.cmp(&b.relation));
-    out.append(&mut run);
-    out
-}
-
 /// An old key or row without its NULLs (test_decoding leaves them out,
 /// pgoutput's key tuples have NULLs for the other columns).
 fn old_values(old: &Option<Old>) -> Option<BTreeMap<String, String>> {
@@ -621,42 +602,14 @@ pub fn compare_canonical(
     }
     let (mut txns, mut changes, mut values) = (0, 0, 0);
     for (n, pair) in a.iter().zip(&b).enumerate() {
-        let (ca, cb) = match pair {
-            (
-                Item::Txn {
-                    xid: xa,
-                    changes: ca,
-                },
-                Item::Txn {
-                    xid: xb,
-                    changes: cb,
-                },
-            ) => {
-                if xa != xb {
-                    return Err(format!(
-                        "item {n}: {a_name} has transaction {xa}, {b_name} {xb}{}",
-                        dump()
-                    ));
+        let (ca, cb) =
+            match pair_items(n, (a_name, pair.0), (b_name, pair.1)).map_err(|e| e + &dump())? {
+                Paired::Txn(_, ca, cb) => {
+                    txns += 1;
+                    (ca, cb)
                 }
-                txns += 1;
-                (truncates_sorted(ca), truncates_sorted(cb))
-            }
-            (Item::Loose(x), Item::Loose(y)) => (vec![x.clone()], vec![y.clone()]),
-            _ => {
-                return Err(format!(
-                    "item {n}: a transaction on one side, a loose change on the other{}",
-                    dump()
-                ))
-            }
-        };
-        if ca.len() != cb.len() {
-            return Err(format!(
-                "item {n}: {a_name} has {} changes, {b_name} {}{}",
-                ca.len(),
-                cb.len(),
-                dump()
-            ));
-        }
+                Paired::Loose(x, y) => (vec![x.clone()], vec![y.clone()]),
+            };
         for (k, (x, y)) in ca.iter().zip(&cb).enumerate() {
             values += compare_change(x, y, unchanged_known).map_err(|e| {
                 format!(

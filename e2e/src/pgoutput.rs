@@ -571,105 +571,183 @@ fn read_cols(v: &RawValue) -> Result<Cols, String> {
         .collect()
 }
 
-/// Reads the rows of `pg_logical_slot_peek_changes` with format-version 2
-/// (and include-xids); streamed blocks are put back together.
-pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
-    let mut items = Vec::new();
-    let mut open: Option<(u32, Vec<Change>)> = None;
-    let mut streams = Streams::default();
+/// One JSON object of a format-2 or format-3 stream, its members raw
+/// (column values stay as printed; the rest is parsed when asked for).
+struct Object<'a> {
+    /// The stream's name, the row's number and text, for errors.
+    what: &'a str,
+    n: usize,
+    row: &'a str,
+    raw: HashMap<String, Box<RawValue>>,
+}
+
+impl Object<'_> {
+    /// Error `e`, said of this row.
+    fn ctx(&self, e: String) -> String {
+        format!(
+            "{} row {} ({}): {e}",
+            self.what,
+            self.n,
+            truncate(self.row, 200)
+        )
+    }
+
+    fn field(&self, key: &str) -> Option<Value> {
+        self.raw
+            .get(key)
+            .and_then(|v| serde_json::from_str(v.get()).ok())
+    }
+
+    fn string(&self, key: &str) -> Option<String> {
+        self.field(key).and_then(|v| v.as_str().map(str::to_string))
+    }
+
+    /// The string `key`, or error `missing`.
+    fn required(&self, key: &str, missing: &str) -> Result<String, String> {
+        self.string(key).ok_or_else(|| self.ctx(missing.into()))
+    }
+
+    /// A change's `schema.table`.
+    fn relation(&self) -> Result<String, String> {
+        let schema = self.required("schema", "no schema")?;
+        let table = self.required("table", "no table")?;
+        Ok(format!("{schema}.{table}"))
+    }
+}
+
+/// What a reader of format 2 or 3 has read so far.
+#[derive(Default)]
+struct Reading {
+    items: Vec<Item>,
+    open: Option<(u32, Vec<Change>)>,
+    streams: Streams,
+}
+
+impl Reading {
+    /// `B`: transaction `xid` opens.
+    fn begin(&mut self, o: &Object, xid: u32) -> Result<(), String> {
+        if self.open.is_some() {
+            return Err(o.ctx("BEGIN inside a transaction".into()));
+        }
+        self.open = Some((xid, Vec::new()));
+        Ok(())
+    }
+
+    /// `C`: the open transaction ends; its xid and changes.
+    fn commit(&mut self, o: &Object) -> Result<(u32, Vec<Change>), String> {
+        self.open
+            .take()
+            .ok_or_else(|| o.ctx("COMMIT outside a transaction".into()))
+    }
+
+    /// A change, kept in its streamed block, its transaction or alone.
+    fn change(&mut self, o: &Object, c: Change) {
+        if let Some(c) = self.streams.take(Streams::sub(&|k| o.field(k)), c) {
+            push_change(&mut self.items, &mut self.open, c);
+        }
+    }
+}
+
+/// Reads the rows of format 2 or 3 (`what` names the stream in errors):
+/// streamed blocks and two-phase events ([`Streams`]), `T` and `M` here;
+/// any other action by `action`, which returns false for one it does not
+/// know.
+fn read_objects(
+    what: &str,
+    rows: &[String],
+    mut action: impl FnMut(&str, &Object, &mut Reading) -> Result<bool, String>,
+) -> Result<Vec<Item>, String> {
+    let mut r = Reading::default();
     for (n, row) in rows.iter().enumerate() {
-        let ctx = |e: String| format!("pubjson row {n} ({}): {e}", truncate(row, 200));
-        // Column values stay raw (numbers as printed); the rest is parsed.
-        let raw: HashMap<String, Box<RawValue>> =
-            serde_json::from_str(row).map_err(|e| ctx(e.to_string()))?;
-        let field = |key: &str| -> Option<Value> {
-            raw.get(key)
-                .and_then(|v| serde_json::from_str(v.get()).ok())
+        let mut o = Object {
+            what,
+            n,
+            row,
+            raw: HashMap::new(),
         };
-        let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
-        let action = string("action").ok_or_else(|| ctx("no action".into()))?;
-        if streams
-            .object(&action, &field, &mut items, &mut open)
-            .map_err(ctx)?
+        o.raw = serde_json::from_str(row).map_err(|e| o.ctx(e.to_string()))?;
+        let name = o.required("action", "no action")?;
+        if r.streams
+            .object(&name, &|k| o.field(k), &mut r.items, &mut r.open)
+            .map_err(|e| o.ctx(e))?
         {
             continue;
         }
-        let relation = || -> Result<String, String> {
-            let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
-            let table = string("table").ok_or_else(|| ctx("no table".into()))?;
-            Ok(format!("{schema}.{table}"))
-        };
-        match action.as_str() {
+        match name.as_str() {
+            "T" => {
+                let c = Change::bare('T', o.relation()?);
+                r.change(&o, c);
+            }
+            "M" => {
+                let transactional = o
+                    .field("transactional")
+                    .and_then(|t| t.as_bool())
+                    .ok_or_else(|| o.ctx("message without transactional".into()))?;
+                let prefix = o.required("prefix", "message without prefix")?;
+                let content = o.required("content", "message without content")?;
+                let mut c = Change::bare('M', String::new());
+                c.message = Some(Message {
+                    transactional,
+                    prefix,
+                    content: content.into_bytes(),
+                });
+                r.change(&o, c);
+            }
+            a => {
+                if !action(a, &o, &mut r)? {
+                    return Err(o.ctx(format!("unexpected action {a:?}")));
+                }
+            }
+        }
+    }
+    if let Some((xid, _)) = r.open {
+        return Err(format!("{what}: transaction {xid} has no COMMIT"));
+    }
+    Ok(r.items)
+}
+
+/// Reads the rows of `pg_logical_slot_peek_changes` with format-version 2
+/// (and include-xids); streamed blocks are put back together.
+pub fn read_pubjson(rows: &[String]) -> Result<Vec<Item>, String> {
+    read_objects("pubjson", rows, |action, o, r| {
+        let ctx = |e: String| o.ctx(e);
+        match action {
             "B" => {
-                let xid = match raw.get("xid").map(|x| x.get()) {
+                let xid = match o.raw.get("xid").map(|x| x.get()) {
                     Some(x) if x.starts_with(|c: char| c.is_ascii_digit()) => {
                         x.parse::<u32>().map_err(|e| ctx(e.to_string()))?
                     }
                     _ => return Err(ctx("BEGIN without xid (include-xids)".into())),
                 };
-                if open.is_some() {
-                    return Err(ctx("BEGIN inside a transaction".into()));
-                }
-                open = Some((xid, Vec::new()));
+                r.begin(o, xid)?;
             }
             "C" => {
-                let (xid, changes) = open
-                    .take()
-                    .ok_or_else(|| ctx("COMMIT outside a transaction".into()))?;
-                items.push(Item::Txn { xid, changes });
+                let (xid, changes) = r.commit(o)?;
+                r.items.push(Item::Txn { xid, changes });
             }
             "I" | "U" | "D" => {
-                let mut c = Change::bare(action.chars().next().unwrap_or('?'), relation()?);
-                if raw.contains_key("transformedfrom") {
+                let mut c = Change::bare(action.chars().next().unwrap_or('?'), o.relation()?);
+                if o.raw.contains_key("transformedfrom") {
                     c.transformed = Some(
-                        string("transformedfrom")
+                        o.string("transformedfrom")
                             .ok_or_else(|| ctx("transformedfrom is not a string".into()))?,
                     );
                 }
-                if let Some(cols) = raw.get("columns") {
+                if let Some(cols) = o.raw.get("columns") {
                     c.new = Some(read_cols(cols).map_err(ctx)?);
                 }
-                if let Some(id) = raw.get("identity") {
+                if let Some(id) = o.raw.get("identity") {
                     c.old = Some(Old {
                         kind: 'J',
                         cols: read_cols(id).map_err(ctx)?,
                     });
                 }
-                if let Some(c) = streams.take(Streams::sub(&field), c) {
-                    push_change(&mut items, &mut open, c);
-                }
+                r.change(o, c);
             }
-            "T" => {
-                let c = Change::bare('T', relation()?);
-                if let Some(c) = streams.take(Streams::sub(&field), c) {
-                    push_change(&mut items, &mut open, c);
-                }
-            }
-            "M" => {
-                let transactional = field("transactional")
-                    .and_then(|t| t.as_bool())
-                    .ok_or_else(|| ctx("message without transactional".into()))?;
-                let prefix =
-                    string("prefix").ok_or_else(|| ctx("message without prefix".into()))?;
-                let content =
-                    string("content").ok_or_else(|| ctx("message without content".into()))?;
-                let mut c = Change::bare('M', String::new());
-                c.message = Some(Message {
-                    transactional,
-                    prefix,
-                    content: content.as_bytes().to_vec(),
-                });
-                if let Some(c) = streams.take(Streams::sub(&field), c) {
-                    push_change(&mut items, &mut open, c);
-                }
-            }
-            a => return Err(ctx(format!("unexpected action {a:?}"))),
+            _ => return Ok(false),
         }
-    }
-    if let Some((xid, _)) = open {
-        return Err(format!("pubjson: transaction {xid} has no COMMIT"));
-    }
-    Ok(items)
+        Ok(true)
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -712,25 +790,30 @@ pub fn read_test_decoding(rows: &[String]) -> Result<HashMap<u32, Vec<char>>, St
 // test_decoding: whole rows, values kept
 // ---------------------------------------------------------------------------
 
+/// What follows an opening `quote` up to the closing one (a doubled
+/// `quote` stands for one), and the rest after it; `None` when it is not
+/// closed.
+fn unquote(rest: &str, quote: char) -> Option<(String, &str)> {
+    let mut out = String::new();
+    let mut chars = rest.char_indices();
+    while let Some((i, ch)) = chars.next() {
+        if ch != quote {
+            out.push(ch);
+        } else if rest[i + 1..].starts_with(quote) {
+            out.push(quote);
+            chars.next();
+        } else {
+            return Some((out, &rest[i + 1..]));
+        }
+    }
+    None
+}
+
 /// An identifier as `quote_identifier` prints it (`"..."` with `""`
 /// doubled, or bare up to one of `stops`); returns it and the rest.
 fn td_ident<'a>(s: &'a str, stops: &[char]) -> Result<(String, &'a str), String> {
     if let Some(rest) = s.strip_prefix('"') {
-        let mut out = String::new();
-        let mut chars = rest.char_indices();
-        while let Some((i, ch)) = chars.next() {
-            if ch == '"' {
-                if rest[i + 1..].starts_with('"') {
-                    out.push('"');
-                    chars.next();
-                } else {
-                    return Ok((out, &rest[i + 1..]));
-                }
-            } else {
-                out.push(ch);
-            }
-        }
-        Err(format!("unterminated quoted identifier in {s:?}"))
+        unquote(rest, '"').ok_or_else(|| format!("unterminated quoted identifier in {s:?}"))
     } else {
         let end = s.find(stops).unwrap_or(s.len());
         if end == 0 {
@@ -756,21 +839,9 @@ fn td_relation(s: &str) -> Result<(String, &str), String> {
 fn td_value<'a>(s: &'a str, type_name: &str) -> Result<(Option<Option<String>>, &'a str), String> {
     let token_end = |s: &str| s.find(' ').unwrap_or(s.len());
     if let Some(rest) = s.strip_prefix('\'').or_else(|| s.strip_prefix("B'")) {
-        let mut out = String::new();
-        let mut chars = rest.char_indices();
-        while let Some((i, ch)) = chars.next() {
-            if ch == '\'' {
-                if rest[i + 1..].starts_with('\'') {
-                    out.push('\'');
-                    chars.next();
-                } else {
-                    return Ok((Some(Some(out)), &rest[i + 1..]));
-                }
-            } else {
-                out.push(ch);
-            }
-        }
-        return Err(format!("unterminated literal in {s:?}"));
+        let (text, rest) =
+            unquote(rest, '\'').ok_or_else(|| format!("unterminated literal in {s:?}"))?;
+        return Ok((Some(Some(text)), rest));
     }
     let end = token_end(s);
     let token = &s[..end];
@@ -783,6 +854,17 @@ fn td_value<'a>(s: &'a str, type_name: &str) -> Result<(Option<Option<String>>, 
         _ => return Err(format!("value expected at {s:?}")),
     };
     Ok((value, &s[end..]))
+}
+
+/// The new row of an INSERT or UPDATE from `body`, a tuple or
+/// ` (no-tuple-data)` (then `c` has none).
+fn td_new_row(c: &mut Change, body: &str) -> Result<(), String> {
+    if body != " (no-tuple-data)" {
+        let (cols, unchanged, _) = td_tuple(body)?;
+        c.new = Some(cols);
+        c.unchanged = unchanged;
+    }
+    Ok(())
 }
 
 /// A tuple ` name[type]:value ...` up to its end or ` new-tuple:`; returns
@@ -842,11 +924,7 @@ fn td_table_row(row: &str) -> Result<Vec<Change>, String> {
     match action {
         "INSERT" => {
             let mut c = Change::bare('I', relations[0].clone());
-            if !no_data {
-                let (cols, unchanged, _) = td_tuple(body)?;
-                c.new = Some(cols);
-                c.unchanged = unchanged;
-            }
+            td_new_row(&mut c, body)?;
             one(c)
         }
         "UPDATE" => {
@@ -859,11 +937,7 @@ fn td_table_row(row: &str) -> Result<Vec<Change>, String> {
                     .strip_prefix("new-tuple:")
                     .ok_or_else(|| format!("new-tuple expected in {row}"))?;
             }
-            if body != " (no-tuple-data)" {
-                let (cols, unchanged, _) = td_tuple(body)?;
-                c.new = Some(cols);
-                c.unchanged = unchanged;
-            }
+            td_new_row(&mut c, body)?;
             one(c)
         }
         "DELETE" => {
@@ -1018,44 +1092,18 @@ fn f3_row(v: &RawValue, order: &[String]) -> Result<Cols, String> {
 pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
     // relid -> (schema.table, column names by attnum, identity)
     let mut rels: HashMap<u64, (String, Vec<String>, String)> = HashMap::new();
-    let mut items = Vec::new();
-    let mut open: Option<(u32, Vec<Change>)> = None;
-    let mut streams = Streams::default();
-    for (n, row) in rows.iter().enumerate() {
-        let ctx = |e: String| format!("format 3 row {n} ({}): {e}", truncate(row, 200));
-        let raw: HashMap<String, Box<RawValue>> =
-            serde_json::from_str(row).map_err(|e| ctx(e.to_string()))?;
-        let field = |key: &str| -> Option<Value> {
-            raw.get(key)
-                .and_then(|v| serde_json::from_str(v.get()).ok())
-        };
-        let string = |key: &str| field(key).and_then(|v| v.as_str().map(str::to_string));
-        let action = string("action").ok_or_else(|| ctx("no action".into()))?;
-        if streams
-            .object(&action, &field, &mut items, &mut open)
-            .map_err(ctx)?
-        {
-            continue;
-        }
-        let relation = || -> Result<String, String> {
-            let schema = string("schema").ok_or_else(|| ctx("no schema".into()))?;
-            let table = string("table").ok_or_else(|| ctx("no table".into()))?;
-            Ok(format!("{schema}.{table}"))
-        };
-        match action.as_str() {
+    read_objects("format 3", rows, |action, o, r| {
+        let ctx = |e: String| o.ctx(e);
+        let field = |key: &str| o.field(key);
+        match action {
             "B" => {
                 let xid = field("xid")
                     .and_then(|x| x.as_u64())
                     .ok_or_else(|| ctx("BEGIN without xid".into()))?;
-                if open.is_some() {
-                    return Err(ctx("BEGIN inside a transaction".into()));
-                }
-                open = Some((xid as u32, Vec::new()));
+                r.begin(o, xid as u32)?;
             }
             "C" => {
-                let (xid, changes) = open
-                    .take()
-                    .ok_or_else(|| ctx("COMMIT outside a transaction".into()))?;
+                let (xid, changes) = r.commit(o)?;
                 let count = field("changes").and_then(|c| c.as_u64());
                 if count != Some(changes.len() as u64) {
                     return Err(ctx(format!(
@@ -1063,7 +1111,7 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                         changes.len()
                     )));
                 }
-                items.push(Item::Txn { xid, changes });
+                r.items.push(Item::Txn { xid, changes });
             }
             "R" => {
                 let relid = field("relid")
@@ -1077,11 +1125,11 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                     .collect::<Option<_>>()
                     .ok_or_else(|| ctx("R column without attnum or name".into()))?;
                 columns.sort();
-                let identity = string("identity").unwrap_or_default();
+                let identity = o.string("identity").unwrap_or_default();
                 rels.insert(
                     relid,
                     (
-                        relation()?,
+                        o.relation()?,
                         columns.into_iter().map(|(_, n)| n).collect(),
                         identity,
                     ),
@@ -1094,15 +1142,15 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                 let (name, order, identity) = rels
                     .get(&relid)
                     .ok_or_else(|| ctx(format!("relation {relid} used before its R object")))?;
-                if *name != relation()? {
+                if *name != o.relation()? {
                     return Err(ctx(format!("relid {relid} is {name} in its R object")));
                 }
                 let mut c = Change::bare(action.chars().next().unwrap_or('?'), name.clone());
-                c.transformed = string("transformedfrom");
-                if let Some(new) = raw.get("new") {
+                c.transformed = o.string("transformedfrom");
+                if let Some(new) = o.raw.get("new") {
                     c.new = Some(f3_row(new, order).map_err(ctx)?);
                 }
-                if let Some(old) = raw.get("old") {
+                if let Some(old) = o.raw.get("old") {
                     c.old = Some(Old {
                         kind: if identity == "full" { 'O' } else { 'K' },
                         cols: f3_row(old, order).map_err(ctx)?,
@@ -1114,41 +1162,12 @@ pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
                         .and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect())
                         .ok_or_else(|| ctx("unchanged is not an array of names".into()))?;
                 }
-                if let Some(c) = streams.take(Streams::sub(&field), c) {
-                    push_change(&mut items, &mut open, c);
-                }
+                r.change(o, c);
             }
-            "T" => {
-                let c = Change::bare('T', relation()?);
-                if let Some(c) = streams.take(Streams::sub(&field), c) {
-                    push_change(&mut items, &mut open, c);
-                }
-            }
-            "M" => {
-                let transactional = field("transactional")
-                    .and_then(|t| t.as_bool())
-                    .ok_or_else(|| ctx("message without transactional".into()))?;
-                let prefix =
-                    string("prefix").ok_or_else(|| ctx("message without prefix".into()))?;
-                let content =
-                    string("content").ok_or_else(|| ctx("message without content".into()))?;
-                let mut c = Change::bare('M', String::new());
-                c.message = Some(Message {
-                    transactional,
-                    prefix,
-                    content: content.into_bytes(),
-                });
-                if let Some(c) = streams.take(Streams::sub(&field), c) {
-                    push_change(&mut items, &mut open, c);
-                }
-            }
-            a => return Err(ctx(format!("unexpected action {a:?}"))),
+            _ => return Ok(false),
         }
-    }
-    if let Some((xid, _)) = open {
-        return Err(format!("format 3: transaction {xid} has no COMMIT"));
-    }
-    Ok(items)
+        Ok(true)
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -1262,8 +1281,9 @@ pub fn compare_change(pg: &Change, pj: &Change) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs of consecutive TRUNCATE changes are compared as sets.
-fn normalize(changes: &[Change]) -> Vec<Change> {
+/// Runs of consecutive TRUNCATE changes in relation order, so that they
+/// compare as sets (plugins list them in the order they like).
+fn truncates_sorted(changes: &[Change]) -> Vec<Change> {
     let mut out: Vec<Change> = Vec::new();
     let mut run: Vec<Change> = Vec::new();
     for c in changes {
@@ -1355,32 +1375,8 @@ pub fn compare_streams(
         ));
     }
     for (n, (a, b)) in pg.iter().zip(pj).enumerate() {
-        match (a, b) {
-            (
-                Item::Txn {
-                    xid: xa,
-                    changes: ca,
-                },
-                Item::Txn {
-                    xid: xb,
-                    changes: cb,
-                },
-            ) => {
-                if xa != xb {
-                    return Err(format!(
-                        "item {n}: pgoutput transaction {xa}, pubjson transaction {xb}{}",
-                        dump()
-                    ));
-                }
-                let (ca, cb) = (normalize(ca), normalize(cb));
-                if ca.len() != cb.len() {
-                    return Err(format!(
-                        "transaction {xa}: pgoutput has {} changes, pubjson {}{}",
-                        ca.len(),
-                        cb.len(),
-                        dump()
-                    ));
-                }
+        match pair_items(n, ("pgoutput", a), ("pubjson", b)).map_err(|e| e + &dump())? {
+            Paired::Txn(xa, ca, cb) => {
                 for (k, (x, y)) in ca.iter().zip(&cb).enumerate() {
                     let at = format!("transaction {xa}, change {k}");
                     compare_counted(x, y, &at, &mut stats, &dump)?;
@@ -1390,24 +1386,67 @@ pub fn compare_streams(
                 }
                 if let Some(raw) = raw {
                     let none = Vec::new();
-                    check_against_raw(&cb, raw.get(xa).unwrap_or(&none))
+                    check_against_raw(&cb, raw.get(&xa).unwrap_or(&none))
                         .map_err(|e| format!("transaction {xa}: {e}{}", dump()))?;
                 }
                 stats.txns += 1;
             }
-            (Item::Loose(x), Item::Loose(y)) => {
+            Paired::Loose(x, y) => {
                 let at = format!("item {n} (outside a transaction)");
                 compare_counted(x, y, &at, &mut stats, &dump)?;
-            }
-            _ => {
-                return Err(format!(
-                    "item {n}: a transaction on one side, a change outside a transaction on the other{}",
-                    dump()
-                ))
             }
         }
     }
     Ok(stats)
+}
+
+/// Item `n` of two streams, paired ([`pair_items`]).
+pub(crate) enum Paired<'a> {
+    /// Both are transaction `xid`, with as many changes: their changes,
+    /// runs of TRUNCATE sorted ([`truncates_sorted`]).
+    Txn(u32, Vec<Change>, Vec<Change>),
+    /// Both are a change outside a transaction.
+    Loose(&'a Change, &'a Change),
+}
+
+/// Pairs item `n` of stream `a_name` with item `n` of stream `b_name`: an
+/// error when one is a transaction and the other not, or when the
+/// transactions' xids or numbers of changes differ.
+pub(crate) fn pair_items<'a>(
+    n: usize,
+    (a_name, a): (&str, &'a Item),
+    (b_name, b): (&str, &'a Item),
+) -> Result<Paired<'a>, String> {
+    match (a, b) {
+        (
+            Item::Txn {
+                xid: xa,
+                changes: ca,
+            },
+            Item::Txn {
+                xid: xb,
+                changes: cb,
+            },
+        ) => {
+            if xa != xb {
+                return Err(format!(
+                    "item {n}: {a_name} has transaction {xa}, {b_name} {xb}"
+                ));
+            }
+            if ca.len() != cb.len() {
+                return Err(format!(
+                    "item {n}: transaction {xa}: {a_name} has {} changes, {b_name} {}",
+                    ca.len(),
+                    cb.len()
+                ));
+            }
+            Ok(Paired::Txn(*xa, truncates_sorted(ca), truncates_sorted(cb)))
+        }
+        (Item::Loose(x), Item::Loose(y)) => Ok(Paired::Loose(x, y)),
+        _ => Err(format!(
+            "item {n}: a transaction on one side, a change outside a transaction on the other"
+        )),
+    }
 }
 
 /// The xids of the transactions in a stream.

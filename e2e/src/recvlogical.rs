@@ -2,10 +2,10 @@
 //! interrupted (SIGINT) or killed, and the lines it wrote.
 
 use crate::env::{pg_bin, pg_env};
-use crate::server::{wait_clients_gone, Server, RELEASE_TIMEOUT};
+use crate::server::{unique_application_name, wait_clients_gone, Server, RELEASE_TIMEOUT};
+use postgres::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running `pg_recvlogical --start`; killed on drop.
@@ -20,16 +20,6 @@ pub struct RecvLogical {
     application_name: String,
     pub file: PathBuf,
     pub stderr_file: PathBuf,
-}
-
-/// A name no other pg_recvlogical of this run has.
-fn unique_application_name() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "pubjson-e2e-recv-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 impl RecvLogical {
@@ -66,6 +56,11 @@ impl RecvLogical {
         RecvLogical::start_on(&server, database, slot, file, &opts, extra_args)
     }
 
+    /// [`RecvLogical::start_in`] with format 3 and no other option.
+    pub fn format3_in(dbname: &str, slot: &str, file: &Path) -> RecvLogical {
+        RecvLogical::start_in(dbname, slot, file, &[("format-version", Some("3"))], &[])
+    }
+
     /// Streams `slot` of `(user, dbname)` on `server` into `file` (fsync
     /// off, a status update every second), with `-o` options given as
     /// `name` or `name=value`.
@@ -79,7 +74,7 @@ impl RecvLogical {
     ) -> RecvLogical {
         let stderr_file = file.with_extension("stderr");
         let stderr = std::fs::File::create(&stderr_file).expect("create stderr file");
-        let application_name = unique_application_name();
+        let application_name = unique_application_name("recv");
         let mut cmd = command(server, (user, dbname));
         cmd.env("PGAPPNAME", &application_name)
             .args(["-S", slot])
@@ -163,6 +158,41 @@ impl RecvLogical {
                 "pg_recvlogical did not exit within {timeout:?}; stderr:\n{}",
                 self.stderr()
             )
+        })
+    }
+
+    /// Waits until it exits by itself; after `timeout` panics with
+    /// `still_runs` (what it means that it still runs) and its stderr.
+    /// Returns its exit status and stderr.
+    pub fn exit_within(&mut self, timeout: Duration, still_runs: &str) -> (ExitStatus, String) {
+        let status = self
+            .try_wait_exit(timeout)
+            .unwrap_or_else(|| panic!("{still_runs}: {}", self.stderr()));
+        (status, self.stderr())
+    }
+
+    /// Polls, while pg_recvlogical runs, until `pubjson.pending_transactions()`
+    /// read through `client` shows transaction `xid` of `slot` with at least
+    /// `at_least` changes (`what` names it on timeout); returns how many.
+    pub fn wait_pending(
+        &mut self,
+        client: &mut Client,
+        what: &str,
+        (slot, xid): (&str, &str),
+        at_least: i64,
+    ) -> i64 {
+        crate::wait::poll(what, Duration::from_secs(60), || {
+            assert!(self.running(), "pg_recvlogical exited: {}", self.stderr());
+            let r = client
+                .query(
+                    "select changes from pubjson.pending_transactions()
+                      where slot_name = $1 and xid::text = $2",
+                    &[&slot, &xid],
+                )
+                .ok()?;
+            r.first()
+                .map(|r| r.get::<_, i64>(0))
+                .filter(|&n| n >= at_least)
         })
     }
 

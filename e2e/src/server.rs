@@ -7,8 +7,22 @@ use postgres::error::DbError;
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Row, SimpleQueryMessage};
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// An application name no other client of this run has, for the `kind`
+/// of client (`recv` for pg_recvlogical, `walsender` for the protocol
+/// client): `pubjson-e2e-{kind}-{pid}-{n}`, so that a test finds that
+/// client's backend, and only it, in `pg_stat_activity`.
+pub fn unique_application_name(kind: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "pubjson-e2e-{kind}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// Where a PostgreSQL server listens (a socket directory and a port).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +63,30 @@ impl Server {
 
     pub fn try_connect(&self, dbname: &str, user: &str) -> Result<Client, postgres::Error> {
         self.config(dbname, user).connect(NoTls)
+    }
+
+    /// A writer's connection to `dbname` as `postgres` that survives server
+    /// restarts: `client` while it is open; otherwise one attempt to
+    /// connect (a new client is stored in `client` and `on_connect` called,
+    /// or a failure waits 50 ms) and `None`, so that the writer checks
+    /// whether to stop before it tries again.
+    pub fn writer_client<'a>(
+        &self,
+        client: &'a mut Option<Client>,
+        dbname: &str,
+        on_connect: impl FnOnce(),
+    ) -> Option<&'a mut Client> {
+        if client.as_ref().is_some_and(|c| !c.is_closed()) {
+            return client.as_mut();
+        }
+        match self.try_connect(dbname, "postgres") {
+            Ok(c) => {
+                on_connect();
+                *client = Some(c);
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+        None
     }
 
     /// Connects to `dbname` as `postgres`; panics when it cannot.
@@ -411,6 +449,52 @@ pub fn exec(client: &mut Client, sql: &str) {
     }
 }
 
+/// A fresh database `{prefix}{name}` with pubjson on the shared cluster
+/// (suites that give each test a database of its own): its name and a
+/// connection.
+pub fn suite_database(prefix: &str, name: &str) -> (String, Client) {
+    let dbname = format!("{prefix}{name}");
+    let client = Server::main().fresh_database_with_pubjson(&dbname);
+    (dbname, client)
+}
+
+/// Creates the logical slot `name` of pubjson, serialized with the other
+/// suites ([`crate::serialize`]).
+pub fn pubjson_slot(c: &mut Client, name: &str) {
+    let _serial = crate::serialize();
+    c.execute(
+        "select pg_create_logical_replication_slot($1, 'pubjson')",
+        &[&name],
+    )
+    .unwrap_or_else(|e| panic!("slot {name}: {}", describe_error(&e)));
+}
+
+/// Decodes `slot` (consuming) with `opts` (names and values) after a
+/// flush (a decoding call reads only flushed WAL); every row must be one
+/// JSON object.
+pub fn get_objects(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<serde_json::Value> {
+    exec(c, "select txid_current()");
+    let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
+    c.query(
+        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
+        &[&slot, &opts],
+    )
+    .unwrap_or_else(|e| panic!("get_changes: {}", describe_error(&e)))
+    .iter()
+    .map(|r| {
+        let text: String = r.get(0);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    })
+    .collect()
+}
+
+/// [`get_objects`] with format 3 and the `extra` options.
+pub fn get_format3(c: &mut Client, slot: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut opts = vec!["format-version", "3"];
+    opts.extend_from_slice(extra);
+    get_objects(c, slot, &opts)
+}
+
 /// The first column of the single row `sql` returns.
 pub fn one_string(client: &mut Client, sql: &str) -> String {
     match client.query_one(sql, &[]) {
@@ -433,6 +517,21 @@ pub fn rows(client: &mut Client, sql: &str) -> Vec<Row> {
     client
         .query(sql, &[])
         .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)))
+}
+
+/// The first column of every row `sql` returns with `params`; panics with
+/// the server's error.
+pub fn column<T: postgres::types::FromSqlOwned>(
+    client: &mut Client,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Vec<T> {
+    client
+        .query(sql, params)
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe_error(&e)))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
 }
 
 /// Polls until `sql`, one boolean, is true; a failed query counts as not

@@ -21,12 +21,11 @@
 //! ws.close();
 //! ```
 
-use crate::server::{wait_clients_gone, Server, RELEASE_TIMEOUT};
+use crate::server::{unique_application_name, wait_clients_gone, Server, RELEASE_TIMEOUT};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long connecting and starting may take on a loaded machine.
@@ -387,16 +386,6 @@ impl Write for Socket {
     }
 }
 
-/// A name no other walsender client of this run has.
-fn unique_application_name() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "pubjson-e2e-walsender-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 /// A replication connection to one database. Dropping it closes the
 /// socket without waiting; [`Walsender::close`] also waits until the
 /// server has let go of the walsender and its slot.
@@ -428,7 +417,7 @@ impl Walsender {
 
     /// Connects to `db` on `server` as `user` (trust authentication).
     pub fn try_connect(server: &Server, db: &str, user: &str) -> Result<Walsender, WalsenderError> {
-        let application_name = unique_application_name();
+        let application_name = unique_application_name("walsender");
         let mut ws = Walsender {
             socket: Socket::open(server)?,
             inbuf: Vec::new(),

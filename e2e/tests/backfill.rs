@@ -11,9 +11,12 @@
 //! serialized with the other suites.
 
 use postgres::Client;
+// Each test decodes with format 3 (`get`, consuming) from its slots of
+// pubjson (`slot`).
 use pubjson_e2e::{
-    complete_lines, describe_error, drop_slot, exec, one_row, rows, scratch_dir, serialize,
-    sqlstate, wait_true, RecvLogical, SeededRng, Server,
+    complete_lines, describe_error, drop_slot, exec, get_format3 as get, one_row,
+    pubjson_slot as slot, rows, scratch_dir, serialize, sqlstate, suite_database, wait_true,
+    RecvLogical, SeededRng, Server,
 };
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -24,36 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const WRITER_TRANSACTIONS: u64 = 150;
 
 fn database(name: &str) -> (String, Client) {
-    let dbname = format!("pubjson_bf_{name}");
-    let client = Server::main().fresh_database_with_pubjson(&dbname);
-    (dbname, client)
-}
-
-fn slot(c: &mut Client, name: &str) {
-    let _serial = serialize();
-    c.execute(
-        "select pg_create_logical_replication_slot($1, 'pubjson')",
-        &[&name],
-    )
-    .unwrap_or_else(|e| panic!("slot {name}: {}", describe_error(&e)));
-}
-
-/// Decodes with format 3 (plus `extra` options), consuming.
-fn get(c: &mut Client, slot: &str, extra: &[&str]) -> Vec<Value> {
-    exec(c, "select txid_current()");
-    let mut opts: Vec<String> = vec!["format-version".into(), "3".into()];
-    opts.extend(extra.iter().map(|s| s.to_string()));
-    c.query(
-        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
-        &[&slot, &opts],
-    )
-    .unwrap_or_else(|e| panic!("get_changes: {}", describe_error(&e)))
-    .iter()
-    .map(|r| {
-        let text: String = r.get(0);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-    })
-    .collect()
+    suite_database("pubjson_bf_", name)
 }
 
 fn action(v: &Value) -> &str {
@@ -1507,13 +1481,7 @@ fn a_terminated_backfill_resumes_from_another_session() {
     exec(&mut c, KILLED_TABLE);
     slot(&mut c, "bf_terminated");
     let file = scratch_dir("backfill-terminated").join("stream.jsonl");
-    let mut recv = RecvLogical::start_in(
-        &dbname,
-        "bf_terminated",
-        &file,
-        &[("format-version", Some("3"))],
-        &[],
-    );
+    let mut recv = RecvLogical::format3_in(&dbname, "bf_terminated", &file);
     let server = Server::main();
     let mut holder = server.connect(&dbname);
     let (pid, running) = backfill_held_mid_way(&server, &dbname, &mut holder, &mut c);

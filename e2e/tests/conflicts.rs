@@ -428,15 +428,10 @@ fn slot_invalidated_by_wal_removal() {
 
     // The consumer: its walsender was ended to release the slot; it exits
     // with PostgreSQL's error, and cannot come back.
-    let status = recv
-        .try_wait_exit(Duration::from_secs(60))
-        .unwrap_or_else(|| {
-            panic!(
-                "pg_recvlogical still runs on the invalidated slot: {}",
-                recv.stderr()
-            )
-        });
-    let stderr = recv.stderr();
+    let (status, stderr) = recv.exit_within(
+        Duration::from_secs(60),
+        "pg_recvlogical still runs on the invalidated slot",
+    );
     println!("pg_recvlogical on the invalidated slot ({status}): {stderr}");
     assert!(!status.success(), "{status}: {stderr}");
     assert!(
@@ -452,15 +447,10 @@ fn slot_invalidated_by_wal_removal() {
         &[],
     );
     let mut again = again;
-    let status = again
-        .try_wait_exit(Duration::from_secs(60))
-        .unwrap_or_else(|| {
-            panic!(
-                "pg_recvlogical streams from an invalidated slot: {}",
-                again.stderr()
-            )
-        });
-    let stderr = again.stderr();
+    let (status, stderr) = again.exit_within(
+        Duration::from_secs(60),
+        "pg_recvlogical streams from an invalidated slot",
+    );
     println!("pg_recvlogical started on the invalidated slot ({status}): {stderr}");
     let refused = if version >= 180000 {
         "can no longer access replication slot \"wal_active\""
@@ -1251,20 +1241,11 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
         .expect("lsn")
         .get(0);
     wait_replayed(&mut b, "standby replayed the open transaction", &lsn);
-    let changes: i64 = poll(
+    let changes = recv.wait_pending(
+        &mut b,
         "the open primary transaction in pending_transactions() on the standby",
-        Duration::from_secs(60),
-        || {
-            assert!(recv.running(), "pg_recvlogical exited: {}", recv.stderr());
-            let r = b
-                .query(
-                    "select changes from pubjson.pending_transactions()
-                      where slot_name = 'ls_active' and xid::text = $1",
-                    &[&open_xid],
-                )
-                .ok()?;
-            r.first().map(|r| r.get::<_, i64>(0)).filter(|&n| n >= 50)
-        },
+        ("ls_active", &open_xid),
+        50,
     );
     println!(
         "standby's pending_transactions(): primary transaction {open_xid} holds {changes} changes"
@@ -1353,15 +1334,10 @@ fn standby_logical_slot_invalidated_by_recovery_conflict() {
     );
     // The consumer of ls_active was ended by the conflict, with an error
     // that says why.
-    let status = recv
-        .try_wait_exit(Duration::from_secs(60))
-        .unwrap_or_else(|| {
-            panic!(
-                "pg_recvlogical still runs on the invalidated slot: {}",
-                recv.stderr()
-            )
-        });
-    let stderr = recv.stderr();
+    let (status, stderr) = recv.exit_within(
+        Duration::from_secs(60),
+        "pg_recvlogical still runs on the invalidated slot",
+    );
     println!("pg_recvlogical on the standby's invalidated slot ({status}): {stderr}");
     assert!(!status.success(), "{status}: {stderr}");
     assert!(

@@ -7,51 +7,17 @@
 //! serialized with the other suites; roles are named `ddl_<test>_...`.
 
 use postgres::Client;
-use pubjson_e2e::{drop_slot, scratch_dir, serialize, sqlstate, wait_commits, RecvLogical, Server};
+// Each test decodes with format 3 (`get3`, consuming) from its slots of
+// pubjson (`slot`).
+use pubjson_e2e::{
+    drop_slot, exec, get_format3 as get3, pubjson_slot as slot, scratch_dir, sqlstate,
+    suite_database, wait_commits, RecvLogical, Server,
+};
 use serde_json::Value;
 use std::time::Duration;
 
 fn database(name: &str) -> (String, Client) {
-    let dbname = format!("pubjson_ddl_{name}");
-    let client = Server::main().fresh_database_with_pubjson(&dbname);
-    (dbname, client)
-}
-
-fn exec(c: &mut Client, sql: &str) {
-    c.batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)));
-}
-
-fn slot(c: &mut Client, name: &str) {
-    let _serial = serialize();
-    c.execute(
-        "select pg_create_logical_replication_slot($1, 'pubjson')",
-        &[&name],
-    )
-    .unwrap_or_else(|e| panic!("slot {name}: {}", pubjson_e2e::describe_error(&e)));
-}
-
-/// Decodes (consuming) with `opts`; every row must be one JSON object.
-fn get(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<Value> {
-    exec(c, "select txid_current()");
-    let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-    c.query(
-        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
-        &[&slot, &opts],
-    )
-    .unwrap_or_else(|e| panic!("get_changes: {}", pubjson_e2e::describe_error(&e)))
-    .iter()
-    .map(|r| {
-        let text: String = r.get(0);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-    })
-    .collect()
-}
-
-fn get3(c: &mut Client, slot: &str, extra: &[&str]) -> Vec<Value> {
-    let mut opts = vec!["format-version", "3"];
-    opts.extend_from_slice(extra);
-    get(c, slot, &opts)
+    suite_database("pubjson_ddl_", name)
 }
 
 /// `B`, `C`, `R`, `I`... and `DDL:<tag>` per object.
@@ -513,13 +479,7 @@ fn pg_recvlogical_receives_ddl() {
     slot(&mut c, "ddl_recv");
     let dir = scratch_dir("ddl_recv");
     let file = dir.join("out.jsonl");
-    let mut recv = RecvLogical::start_in(
-        &dbname,
-        "ddl_recv",
-        &file,
-        &[("format-version", Some("3"))],
-        &[],
-    );
+    let mut recv = RecvLogical::format3_in(&dbname, "ddl_recv", &file);
     exec(
         &mut c,
         "create table r (id int primary key); insert into r values (1);

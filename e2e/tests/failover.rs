@@ -714,13 +714,7 @@ sync_replication_slots = on",
         "--- exporter on the new primary\n{}",
         m.lines("pubjson_slot")
     );
-    assert_eq!(m.value("pg_up", &[]), 1.0);
-    assert_eq!(
-        m.value("pg_exporter_last_scrape_error", &[]),
-        0.0,
-        "{}",
-        exporter.log_text()
-    );
+    exporter.assert_up(&m);
     let slot_labels = [
         ("slot_name", SLOT),
         ("slot_type", "logical"),

@@ -10,22 +10,15 @@
 use postgres::Client;
 use pubjson_e2e::pgoutput::{decode_pgoutput, read_format3, Item};
 use pubjson_e2e::{
-    complete_lines, drop_slot, poll, rows, scratch_dir, serialize, server_major, wait_commits,
-    RecvLogical, Server,
+    column, complete_lines, drop_slot, exec, poll, rows, scratch_dir, serialize, server_major,
+    suite_database, wait_commits, RecvLogical,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 fn database(name: &str) -> (String, Client) {
-    let dbname = format!("pubjson_f3_{name}");
-    let client = Server::main().fresh_database_with_pubjson(&dbname);
-    (dbname, client)
-}
-
-fn exec(c: &mut Client, sql: &str) {
-    c.batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {}", pubjson_e2e::describe_error(&e)));
+    suite_database("pubjson_f3_", name)
 }
 
 fn slot(c: &mut Client, name: &str, plugin: &str, two_phase: bool) {
@@ -326,15 +319,11 @@ fn publications_decide_rows_and_columns_as_pgoutput_does() {
          delete from p where id = 1;",
     );
     exec(&mut c, "select txid_current()");
-    let pgo: Vec<Vec<u8>> = c
-        .query(
-            "select data from pg_logical_slot_peek_binary_changes('f3_pub_pgo', NULL, NULL, 'proto_version', '1', 'publication_names', 'pf,pp')",
-            &[],
-        )
-        .expect("pgoutput")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let pgo: Vec<Vec<u8>> = column(
+        &mut c,
+        "select data from pg_logical_slot_peek_binary_changes('f3_pub_pgo', NULL, NULL, 'proto_version', '1', 'publication_names', 'pf,pp')",
+        &[],
+    );
     let want = pgoutput_rows(&decode_pgoutput(&pgo).expect("decode pgoutput"));
     let objects = get(&mut c, "f3_pub_pj", &[("publication_names", "pf,pp")]);
     let got = format3_rows(&objects);
@@ -556,13 +545,7 @@ fn pg_recvlogical_streams_format_3() {
     slot(&mut c, "f3_recv", "pubjson", false);
     let dir = scratch_dir("format3_recv");
     let file = dir.join("out.jsonl");
-    let mut recv = RecvLogical::start_in(
-        &dbname,
-        "f3_recv",
-        &file,
-        &[("format-version", Some("3"))],
-        &[],
-    );
+    let mut recv = RecvLogical::format3_in(&dbname, "f3_recv", &file);
     exec(
         &mut c,
         "insert into t values (1, '{\"a\": [1, {\"b\": null}]}', '0044-03-15 BC');
@@ -647,30 +630,22 @@ fn pg_recvlogical_output_is_the_same_batched_or_not() {
     assert_eq!(files[0], files[1], "batch-bytes 300 against 0");
     assert_eq!(files[0], files[2], "the default against 0");
     // The SQL functions: one object per row (their default), the same lines.
-    let rows: Vec<String> = c
-        .query(
-            "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
+    let rows: Vec<String> = column(
+        &mut c,
+        "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
                'format-version', '3')",
-            &[&end],
-        )
-        .expect("peek")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        &[&end],
+    );
     assert!(rows.iter().all(|r| !r.contains('\n')));
     assert_eq!(rows.join("\n") + "\n", files[0]);
     // Batched SQL rows hold several lines, end at C (or a message outside
     // a transaction), and their lines are the same objects.
-    let batched: Vec<String> = c
-        .query(
-            "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
+    let batched: Vec<String> = column(
+        &mut c,
+        "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
                'format-version', '3', 'batch-bytes', '4096')",
-            &[&end],
-        )
-        .expect("peek batched")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+        &[&end],
+    );
     assert!(batched.len() < rows.len() / 10, "{} rows", batched.len());
     assert_eq!(batched.join("\n"), rows.join("\n"));
     for row in &batched {
@@ -815,13 +790,7 @@ fn intervals_do_not_depend_on_interval_style() {
         let dir = scratch_dir(&format!("format3_interval_{style}"));
         let file = dir.join("out.jsonl");
         let conninfo = format!("dbname={dbname} options='-c intervalstyle={style}'");
-        let mut recv = RecvLogical::start_in(
-            &conninfo,
-            "f3_interval",
-            &file,
-            &[("format-version", Some("3"))],
-            &[],
-        );
+        let mut recv = RecvLogical::format3_in(&conninfo, "f3_interval", &file);
         let lines = poll("pg_recvlogical output", Duration::from_secs(30), || {
             let lines = complete_lines(&file);
             let commits = lines.iter().filter(|l| l.contains(r#""action":"C""#));

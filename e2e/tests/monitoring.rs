@@ -73,6 +73,15 @@ impl Drop for Cleanup {
     }
 }
 
+/// A fresh database `name` with pubjson, the roles created
+/// ([`create_roles`]), and the server's major version.
+fn fresh_database_with_roles(server: &Server, name: &str) -> (Client, u32) {
+    let mut c = server.fresh_database_with_pubjson(name);
+    let major = server_major(&mut c);
+    create_roles(&mut c);
+    (c, major)
+}
+
 /// The roles: the exporter's (pg_monitor only, search_path pinned as
 /// docs/monitoring.md says) and a replication role whose decoding
 /// sessions spill past 64kB. Roles are cluster-wide and kept between runs.
@@ -123,9 +132,7 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
 
     // Publisher database: a published table, a batch table, and hostile
     // operators in public that a scrape must never call.
-    let mut publ = server.fresh_database_with_pubjson(PUB_DB);
-    let major = server_major(&mut publ);
-    create_roles(&mut publ);
+    let (mut publ, major) = fresh_database_with_roles(&server, PUB_DB);
     exec(
         &mut publ,
         "create table replicated (id int primary key, v text);
@@ -216,21 +223,12 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
     // A decoder reads flushed WAL only: a commit elsewhere flushes it.
     exec(&mut publ, "select pg_current_xact_id()");
     let opened = Instant::now();
-    poll(
+    // At least: see the check of the scrape below.
+    rl.wait_pending(
+        &mut publ,
         "the batch in pending_transactions()",
-        Duration::from_secs(60),
-        || {
-            assert!(rl.running(), "pg_recvlogical exited: {}", rl.stderr());
-            let r = publ
-                .query(
-                    "select changes from pubjson.pending_transactions()
-                      where slot_name = $1 and xid::text = $2",
-                    &[&DECODED_SLOT, &xid],
-                )
-                .ok()?;
-            // At least: see the check of the scrape below.
-            (r.first()?.get::<_, i64>(0) >= ROWS).then_some(())
-        },
+        (DECODED_SLOT, &xid),
+        ROWS,
     );
 
     // Scrape, with SQL's view of the idle slot's WAL just before and after.
@@ -252,13 +250,7 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
     println!("{}", m.lines("pubjson_"));
 
     // The exporter ran every query without error.
-    assert_eq!(m.value("pg_up", &[]), 1.0);
-    assert_eq!(
-        m.value("pg_exporter_last_scrape_error", &[]),
-        0.0,
-        "{}",
-        exporter.log_text()
-    );
+    exporter.assert_up(&m);
     assert_eq!(m.value("pg_exporter_user_queries_load_error", &[]), 0.0);
     let log = exporter.log_text();
     assert!(
@@ -446,9 +438,7 @@ fn exporter_scrapes_held_back_transaction_idle_slot_and_disabled_subscription() 
 #[test]
 fn exporter_scrapes_backfill_progress() {
     let server = Server::main();
-    let mut c = server.fresh_database_with_pubjson(BACKFILL_DB);
-    let major = server_major(&mut c);
-    create_roles(&mut c);
+    let (mut c, major) = fresh_database_with_roles(&server, BACKFILL_DB);
     exec(
         &mut c,
         "create table bf (id int primary key, v text);
@@ -484,13 +474,7 @@ fn exporter_scrapes_backfill_progress() {
     let mut exporter = Exporter::start(&server, EXPORTER_ROLE, BACKFILL_DB, major, &[], "backfill");
     let m = exporter.scrape();
     println!("{}", m.lines("pubjson_backfill"));
-    assert_eq!(m.value("pg_up", &[]), 1.0);
-    assert_eq!(
-        m.value("pg_exporter_last_scrape_error", &[]),
-        0.0,
-        "{}",
-        exporter.log_text()
-    );
+    exporter.assert_up(&m);
     let table = [("datname", BACKFILL_DB), ("relation", "public.bf")];
     assert_eq!(m.value("pubjson_backfill_running", &table), 1.0);
     assert_eq!(m.value("pubjson_backfill_stopped", &table), 0.0);

@@ -51,7 +51,7 @@
 
 use postgres::Client;
 use pubjson_e2e::reliability::*;
-use pubjson_e2e::{db_err, drop_slot, exec, lsn, one_string, soak, RecvLogical, SeededRng};
+use pubjson_e2e::{column, db_err, drop_slot, exec, lsn, one_string, soak, RecvLogical, SeededRng};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -110,18 +110,10 @@ fn writer(db: &'static str, stop: Arc<AtomicBool>, log: Arc<Mutex<WriterLog>>) {
     let mut next_id: i64 = 1;
     let mut client: Option<Client> = None;
     while !stop.load(Ordering::Relaxed) {
-        let c = match client.as_mut() {
-            Some(c) if !c.is_closed() => c,
-            _ => {
-                match try_connect(db, "postgres") {
-                    Ok(c) => {
-                        log.lock().unwrap().reconnects += 1;
-                        client = Some(c);
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                }
-                continue;
-            }
+        let Some(c) = server().writer_client(&mut client, db, || {
+            log.lock().unwrap().reconnects += 1;
+        }) else {
+            continue;
         };
         let mut take = |n: usize| -> Vec<i64> {
             let v: Vec<i64> = (next_id..next_id + n as i64).collect();
@@ -518,19 +510,11 @@ fn crash_and_restart_while_streaming() {
     let endpos = one_string(&mut c, "select pg_current_wal_lsn()::text");
     wait_slot_inactive(SLOT, Duration::from_secs(60));
     let mut last = start_recv(&mut files, &["-E", &endpos]);
-    let status = last
-        .try_wait_exit(Duration::from_secs(120))
-        .unwrap_or_else(|| {
-            panic!(
-                "pg_recvlogical -E {endpos} did not finish: {}",
-                last.stderr()
-            )
-        });
-    assert!(
-        status.success(),
-        "pg_recvlogical -E failed: {}",
-        last.stderr()
+    let (status, stderr) = last.exit_within(
+        Duration::from_secs(120),
+        &format!("pg_recvlogical -E {endpos} did not finish"),
     );
+    assert!(status.success(), "pg_recvlogical -E failed: {stderr}");
 
     // Replay every file as the consumer would.
     let mut applied: BTreeMap<u64, Txn> = BTreeMap::new();
@@ -1246,16 +1230,12 @@ fn errors_leave_slot_and_caches_sane() {
     );
     exec(&mut w, "insert into u values (6, 'u6')");
     let pub_opts = [("format-version", "2"), ("publication_names", "pf")];
-    let rows: Vec<String> = c
-        .query(
-            "select data from pg_logical_slot_get_changes('s_err', $1::text::pg_lsn, null, \
-             'format-version', '2', 'publication_names', 'pf')",
-            &[&lsn1],
-        )
-        .expect("decode up to the first transaction")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let rows: Vec<String> = column(
+        &mut c,
+        "select data from pg_logical_slot_get_changes('s_err', $1::text::pg_lsn, null, \
+         'format-version', '2', 'publication_names', 'pf')",
+        &[&lsn1],
+    );
     assert_eq!(inserted_ids(&rows), vec![1], "{rows:?}");
     let at = confirmed(&mut c, "s_err");
     let mut errors = Vec::new();

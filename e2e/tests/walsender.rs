@@ -148,6 +148,27 @@ fn batch_variants(c: &mut Client, slot: &str, test: &str) -> Vec<Option<&'static
     }
 }
 
+/// `options` with `batch-bytes` set to `batch` (left out when `None`),
+/// and what the checks take as the bound on a message's objects: the
+/// batch, 0 when the plugin does not batch (`variants` is only the
+/// default), none for the default of a plugin that batches.
+fn with_batch<'a>(
+    options: &[(&'a str, &'a str)],
+    batch: Option<&'a str>,
+    variants: &[Option<&str>],
+) -> (Vec<(&'a str, &'a str)>, Option<usize>) {
+    let mut opts = options.to_vec();
+    if let Some(b) = batch {
+        opts.push(("batch-bytes", b));
+    }
+    let bound = match batch {
+        Some(b) => Some(b.parse().unwrap()),
+        None if variants.len() == 1 => Some(0),
+        None => None,
+    };
+    (opts, bound)
+}
+
 // ===========================================================================
 // The protocol client and pg_recvlogical read the same objects
 // ===========================================================================
@@ -335,16 +356,7 @@ fn same_objects_as_pg_recvlogical() {
         if !variants.contains(&batch) {
             continue;
         }
-        let mut opts = options.to_vec();
-        if let Some(b) = batch {
-            opts.push(("batch-bytes", b));
-        }
-        // What the checks take as the bound: 0 when the plugin does not batch.
-        let bound = match batch {
-            Some(b) => Some(b.parse().unwrap()),
-            None if variants.len() == 1 => Some(0),
-            None => None,
-        };
+        let (opts, bound) = with_batch(&options, batch, &variants);
         let mut ws = Walsender::connect(&server, OBJECTS_DB);
         ws.start(slot, &opts, 0)
             .unwrap_or_else(|e| panic!("START_REPLICATION {slot}: {e}"));
@@ -440,18 +452,10 @@ fn writer(server: Server, db: &'static str, stop: Arc<AtomicBool>, log: Arc<Mute
     let mut next_id: i64 = 1;
     let mut client: Option<Client> = None;
     while !stop.load(Ordering::Relaxed) {
-        let c = match client.as_mut() {
-            Some(c) if !c.is_closed() => c,
-            _ => {
-                match server.try_connect(db, "postgres") {
-                    Ok(c) => {
-                        client = Some(c);
-                        log.lock().unwrap().connections += 1;
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
-                }
-                continue;
-            }
+        let Some(c) = server.writer_client(&mut client, db, || {
+            log.lock().unwrap().connections += 1;
+        }) else {
+            continue;
         };
         let n = 200 + rng.below(1800) as i64;
         let (first, last) = (next_id, next_id + n - 1);
@@ -539,6 +543,22 @@ struct Consumer {
 }
 
 impl Consumer {
+    /// Processes all objects of message `m` (split along `bound`), counted.
+    fn take(&mut self, m: &XLogData, bound: Option<usize>) {
+        let objects = split_message(m, bound);
+        self.messages += 1;
+        self.multi += (objects.len() > 1) as usize;
+        self.process(&objects);
+    }
+
+    /// [`Consumer::take`], then confirms `m` to the walsender, which
+    /// advances the consumer's position.
+    fn take_confirmed(&mut self, ws: &mut Walsender, m: &XLogData, bound: Option<usize>) {
+        self.take(m, bound);
+        ws.confirm(m.lsn).unwrap_or_else(|e| panic!("confirm: {e}"));
+        self.position = self.position.max(m.lsn);
+    }
+
     fn process(&mut self, objects: &[(String, Value)]) {
         self.objects += objects.len();
         for (line, o) in objects {
@@ -704,16 +724,7 @@ fn reconnect_under_fault(fault: Fault) {
     let options_of = |session: usize| -> (Vec<(&str, &str)>, Option<usize>) {
         let cycle = [None, Some("300"), Some("0")];
         let batch = cycle[session % 3].filter(|_| variants.len() > 1);
-        let mut opts = vec![("format-version", "3")];
-        if let Some(b) = batch {
-            opts.push(("batch-bytes", b));
-        }
-        let bound = match batch {
-            Some(b) => Some(b.parse().unwrap()),
-            None if variants.len() == 1 => Some(0),
-            None => None,
-        };
-        (opts, bound)
+        with_batch(&[("format-version", "3")], batch, &variants)
     };
     let mut consumer = Consumer::default();
     let mut sessions = 0;
@@ -734,12 +745,7 @@ fn reconnect_under_fault(fault: Fault) {
         let t0 = Instant::now();
         loop {
             let m = next(&mut ws, &format!("round {round}"));
-            let objects = split_message(&m, bound);
-            consumer.messages += 1;
-            consumer.multi += (objects.len() > 1) as usize;
-            consumer.process(&objects);
-            ws.confirm(m.lsn).unwrap_or_else(|e| panic!("confirm: {e}"));
-            consumer.position = consumer.position.max(m.lsn);
+            consumer.take_confirmed(&mut ws, &m, bound);
             if consumer.applied.len() >= applied_before + 3 && consumer.mid_transaction() {
                 break;
             }
@@ -758,10 +764,7 @@ fn reconnect_under_fault(fault: Fault) {
             let applied = consumer.applied.len();
             while consumer.applied.len() == applied {
                 let m = next(&mut ws, &format!("round {round}"));
-                let objects = split_message(&m, bound);
-                consumer.messages += 1;
-                consumer.multi += (objects.len() > 1) as usize;
-                consumer.process(&objects);
+                consumer.take(&m, bound);
             }
             unconfirmed_commits += 1;
             let m = next(&mut ws, &format!("round {round}"));
@@ -830,12 +833,7 @@ fn reconnect_under_fault(fault: Fault) {
     };
     while !consumer.rows.contains_key(&-1) {
         let m = next(&mut ws, "the end");
-        let objects = split_message(&m, bound);
-        consumer.messages += 1;
-        consumer.multi += (objects.len() > 1) as usize;
-        consumer.process(&objects);
-        ws.confirm(m.lsn).unwrap_or_else(|e| panic!("confirm: {e}"));
-        consumer.position = consumer.position.max(m.lsn);
+        consumer.take_confirmed(&mut ws, &m, bound);
     }
     ws.close();
 
