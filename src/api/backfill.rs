@@ -856,12 +856,24 @@ fn largest_key(client: &SpiClient<'_>, relation: pg_sys::Oid, key: &Key) -> Vec<
         "SELECT {texts} FROM ONLY {table} AS {alias} ORDER BY {} LIMIT 1",
         descending.join(", ")
     );
+    first_key(client, &query, &[], key, "end").unwrap_or_default()
+}
+
+/// The key texts of the first row `query` returns (its first columns), or
+/// `None` when it returns none; `what` names it in the ERROR.
+fn first_key(
+    client: &SpiClient<'_>,
+    query: &str,
+    args: &[DatumWithOid],
+    key: &Key,
+    what: &str,
+) -> Option<Vec<String>> {
     client
-        .select(&query, None, &[])
+        .select(query, None, args)
         .unwrap_or_else(|e| {
             error(
                 PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                format!("could not read the backfill's end: {e}"),
+                format!("could not read the backfill's {what}: {e}"),
                 "",
             )
         })
@@ -871,7 +883,6 @@ fn largest_key(client: &SpiClient<'_>, relation: pg_sys::Oid, key: &Key) -> Vec<
                 .map(|i| row.get::<String>(i + 1).ok().flatten().unwrap_or_default())
                 .collect()
         })
-        .unwrap_or_default()
 }
 
 fn read_chunk(
@@ -932,21 +943,7 @@ fn read_chunk(
         query += &format!(" AND {lower}");
     }
     query += &format!(" ORDER BY {columns} OFFSET {} LIMIT 1", chunk_rows - 1);
-    let boundary: Option<Vec<String>> = client
-        .select(&query, None, &bound_args)
-        .unwrap_or_else(|e| {
-            error(
-                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                format!("could not read the backfill's boundary: {e}"),
-                "",
-            )
-        })
-        .next()
-        .map(|row| {
-            (0..key.columns.len())
-                .map(|i| row.get::<String>(i + 1).ok().flatten().unwrap_or_default())
-                .collect()
-        });
+    let boundary = first_key(client, &query, &bound_args, key, "boundary");
 
     // 2. The range, locked, with each row's xmin and the snapshot: up to
     // the boundary, or without one up to the run's end.
