@@ -50,6 +50,21 @@ impl Text {
         self.len += s.len();
     }
 
+    /// Appends the text to `out`: the whole buffer is copied (a fixed-size
+    /// copy is a few vector moves, a variable-length one a memcpy call),
+    /// then `out` is cut back to the text.
+    fn append_to(&self, out: &mut Vec<u8>) {
+        let end = out.len() + self.len;
+        out.extend_from_slice(&self.bytes);
+        out.truncate(end);
+    }
+
+    /// Four digits (`v` < 10000).
+    fn four(&mut self, v: u32) {
+        let d = |v: u32| b'0' + (v % 10) as u8;
+        self.push_slice(&[d(v / 1000), d(v / 100), d(v / 10), d(v)]);
+    }
+
     /// Two digits (`v` < 100).
     fn two(&mut self, v: u32) {
         self.push(b'0' + (v / 10) as u8);
@@ -162,7 +177,7 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
     if year <= 0 {
         text.push_slice(b" BC");
     }
-    out.extend_from_slice(&text.bytes[..text.len]);
+    text.append_to(out);
     true
 }
 
@@ -171,7 +186,7 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
 /// expanded years, as ECMAScript writes them: `-004713`, `+012345`).
 fn push_iso8601_year(text: &mut Text, year: i64) {
     if (0..=9999).contains(&year) {
-        text.year(year as u64);
+        text.four(year as u32);
         return;
     }
     text.push(if year < 0 { b'-' } else { b'+' });
@@ -226,13 +241,51 @@ pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
         bytes: [0; 40],
         len: 0,
     };
-    push_iso8601_ymd(&mut text, date);
-    text.push(b'T');
-    text.two((time / USECS_PER_HOUR) as u32);
-    text.push(b':');
-    text.two((time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32);
-    text.push(b':');
-    text.two((time % USECS_PER_MINUTE / USECS_PER_SEC) as u32);
+    let (hour, minute, second) = (
+        (time / USECS_PER_HOUR) as u32,
+        (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32,
+        (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32,
+    );
+    let (year, month, day) = j2date(date);
+    if (0..=9999).contains(&year) {
+        // The usual four-digit year: every position is known, one store.
+        let y = year as u32;
+        let d = |v: u32| b'0' + (v % 10) as u8;
+        text.bytes[..19].copy_from_slice(&[
+            d(y / 1000),
+            d(y / 100),
+            d(y / 10),
+            d(y),
+            b'-',
+            d(month / 10),
+            d(month),
+            b'-',
+            d(day / 10),
+            d(day),
+            b'T',
+            d(hour / 10),
+            d(hour),
+            b':',
+            d(minute / 10),
+            d(minute),
+            b':',
+            d(second / 10),
+            d(second),
+        ]);
+        text.len = 19;
+    } else {
+        push_iso8601_year(&mut text, year);
+        text.push(b'-');
+        text.two(month);
+        text.push(b'-');
+        text.two(day);
+        text.push(b'T');
+        text.two(hour);
+        text.push(b':');
+        text.two(minute);
+        text.push(b':');
+        text.two(second);
+    }
     let fsec = (time % USECS_PER_SEC) as u32;
     if fsec != 0 {
         text.push(b'.');
@@ -252,7 +305,7 @@ pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
     if utc {
         text.push(b'Z');
     }
-    out.extend_from_slice(&text.bytes[..text.len]);
+    text.append_to(out);
     true
 }
 
@@ -280,7 +333,7 @@ pub fn push_iso8601_date(out: &mut Vec<u8>, days: i32) -> bool {
         len: 0,
     };
     push_iso8601_ymd(&mut text, jd);
-    out.extend_from_slice(&text.bytes[..text.len]);
+    text.append_to(out);
     true
 }
 
@@ -457,6 +510,42 @@ mod tests {
                 want.push_str(" BC");
             }
             prop_assert_eq!(iso(days * USECS_PER_DAY + time, true), want);
+        }
+
+        /// ISO 8601 over the same range: astronomical years, four digits
+        /// from 0000 to 9999, a sign and at least six digits otherwise.
+        #[test]
+        fn random_iso8601_timestamps_match_a_plain_formatter(
+            days in (0i64..106_000_000).prop_map(|d| d - POSTGRES_EPOCH_JDATE),
+            time in 0..USECS_PER_DAY,
+            whole_seconds in proptest::bool::weighted(1.0 / 3.0),
+            utc in any::<bool>(),
+        ) {
+            let time = if whole_seconds {
+                time / 1_000_000 * 1_000_000
+            } else {
+                time
+            };
+            let (year, month, day) = j2date(days + POSTGRES_EPOCH_JDATE);
+            let year = if (0..=9999).contains(&year) {
+                format!("{year:04}")
+            } else {
+                format!("{year:+07}")
+            };
+            let mut want = format!(
+                "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+                time / USECS_PER_HOUR,
+                time % USECS_PER_HOUR / USECS_PER_MINUTE,
+                time % USECS_PER_MINUTE / USECS_PER_SEC
+            );
+            if time % USECS_PER_SEC != 0 {
+                let frac = format!(".{:06}", time % USECS_PER_SEC);
+                want.push_str(frac.trim_end_matches('0'));
+            }
+            if utc {
+                want.push('Z');
+            }
+            prop_assert_eq!(iso8601(days * USECS_PER_DAY + time, utc), want);
         }
     }
 

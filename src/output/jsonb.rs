@@ -77,6 +77,41 @@ pub fn jsonb_json_string(body: &[u8], out: &mut Vec<u8>) -> bool {
     ok
 }
 
+/// Whether a jsonb document is the JSON `null` or an object with a member
+/// named `key` at its root, read from the root's header and keys alone
+/// (jsonb stores keys unescaped, so `"\u0024json"` is `$json` there). A
+/// document this module cannot read is neither. This is what format 3's
+/// wrapping of reserved documents asks, without scanning the written text.
+pub fn jsonb_is_null_or_has_root_key(body: &[u8], key: &[u8]) -> bool {
+    let Some(header) = read_u32(body, 0) else {
+        return false;
+    };
+    let count = (header & JB_CMASK) as usize;
+    if header & JB_FSCALAR != 0 {
+        return count == 1
+            && read_u32(body, 4).is_some_and(|e| e & JENTRY_TYPEMASK == JENTRY_ISNULL);
+    }
+    if header & JB_FOBJECT == 0 {
+        return false;
+    }
+    // Keys come first in the data, in the order of their entries.
+    let data = 4 + count * 2 * 4;
+    let mut start = 0;
+    for i in 0..count {
+        let Some(entry) = read_u32(body, 4 + i * 4) else {
+            return false;
+        };
+        let end = end_of(entry, start);
+        if end.checked_sub(start) == Some(key.len())
+            && body.get(data + start..data + end) == Some(key)
+        {
+            return true;
+        }
+        start = end;
+    }
+    false
+}
+
 /// Whether the text is written as it is or escaped into a JSON string.
 /// Only strings differ: the rest of jsonb_out's text (brackets, `, `, `: `,
 /// numbers, true/false/null) is ASCII that JSON strings keep as it is.
@@ -91,17 +126,20 @@ enum Mode {
 }
 
 impl Mode {
-    fn element_separator(self) -> &'static [u8] {
+    /// Appends what separates two elements (each arm a constant-length
+    /// copy, not a call to memcpy).
+    fn push_element_separator(self, out: &mut Vec<u8>) {
         match self {
-            Mode::Compact => b",",
-            Mode::Text | Mode::InJsonString => b", ",
+            Mode::Compact => out.push(b','),
+            Mode::Text | Mode::InJsonString => out.extend_from_slice(b", "),
         }
     }
 
-    fn key_separator(self) -> &'static [u8] {
+    /// Appends what separates a key from its value.
+    fn push_key_separator(self, out: &mut Vec<u8>) {
         match self {
-            Mode::Compact => b":",
-            Mode::Text | Mode::InJsonString => b": ",
+            Mode::Compact => out.push(b':'),
+            Mode::Text | Mode::InJsonString => out.extend_from_slice(b": "),
         }
     }
 }
@@ -145,7 +183,7 @@ fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()
         let mut key_start = 0;
         for i in 0..count {
             if i > 0 {
-                out.extend_from_slice(mode.element_separator());
+                mode.push_element_separator(out);
             }
             let key = entry(i)?;
             // jsonb's keys are strings; other bytes are not a jsonb
@@ -155,7 +193,7 @@ fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()
             }
             let key_end = end_of(key, key_start);
             scalar_or_container(key, data, key_start, key_end, depth, mode, out)?;
-            out.extend_from_slice(mode.key_separator());
+            mode.push_key_separator(out);
             let value = entry(count + i)?;
             let value_end = end_of(value, value_start);
             scalar_or_container(value, data, value_start, value_end, depth, mode, out)?;
@@ -174,7 +212,7 @@ fn container(c: &[u8], depth: usize, mode: Mode, out: &mut Vec<u8>) -> Option<()
         let mut start = 0;
         for i in 0..count {
             if i > 0 {
-                out.extend_from_slice(mode.element_separator());
+                mode.push_element_separator(out);
             }
             let e = entry(i)?;
             let end = end_of(e, start);
@@ -571,6 +609,74 @@ pub(crate) mod tests {
                 prop_assert_eq!(got.as_deref(), Some(want.as_str()), "{:?}", v);
             }
         }
+    }
+
+    /// A document whose root is `null` or has a `$json` member, or neither,
+    /// and that with the key `$json` sometimes at the root, sometimes deeper.
+    fn maybe_reserved() -> impl Strategy<Value = V> {
+        (any_value(), any::<bool>(), 0usize..3).prop_map(|(v, nest, at)| {
+            let reserved = (b"$json".to_vec(), V::Null);
+            match v {
+                V::Obj(mut pairs) if at < 2 => {
+                    let at = at.min(pairs.len());
+                    pairs.insert(at, reserved);
+                    let obj = V::Obj(pairs);
+                    if nest {
+                        V::Obj(vec![(b"a".to_vec(), obj)])
+                    } else {
+                        obj
+                    }
+                }
+                other => other,
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// The binary check agrees with the check of the written document.
+        #[test]
+        fn root_key_check_agrees_with_the_written_document(v in maybe_reserved()) {
+            for every in [1, 3, 32] {
+                let mut buf = Vec::new();
+                encode(&v, &mut buf, every);
+                let mut doc = Vec::new();
+                prop_assert!(jsonb_compact(&buf, &mut doc));
+                let written = crate::output::v3::value::is_reserved_document(&doc, b'\\');
+                prop_assert_eq!(jsonb_is_null_or_has_root_key(&buf, b"$json"), written, "{:?}", v);
+            }
+        }
+    }
+
+    #[test]
+    fn root_key_check_reads_only_the_root() {
+        let check = |v: &V| {
+            let mut buf = Vec::new();
+            encode(v, &mut buf, 32);
+            jsonb_is_null_or_has_root_key(&buf, b"$json")
+        };
+        let member = |k: &[u8], v: V| (k.to_vec(), v);
+        assert!(check(&V::Null));
+        assert!(check(&V::Obj(vec![member(b"$json", num("0"))])));
+        assert!(check(&V::Obj(vec![
+            member(b"a", V::Null),
+            member(b"$json", V::Null)
+        ])));
+        assert!(!check(&V::Arr(vec![V::Null])));
+        assert!(!check(&V::Str(b"$json".to_vec())));
+        assert!(!check(&V::Str(b"null".to_vec())));
+        assert!(!check(&V::Obj(vec![member(b"$jso", V::Null)])));
+        assert!(!check(&V::Obj(vec![member(b"$jsonx", V::Null)])));
+        assert!(!check(&V::Obj(vec![member(
+            b"a",
+            V::Obj(vec![member(b"$json", V::Null)])
+        )])));
+        // A value (not a key) that reads `$json`.
+        assert!(!check(&V::Obj(vec![member(b"a", V::Str(b"$json".to_vec()))])));
+        // Bytes that are no jsonb.
+        assert!(!jsonb_is_null_or_has_root_key(&[], b"$json"));
+        assert!(!jsonb_is_null_or_has_root_key(&(JB_FOBJECT | 3).to_ne_bytes(), b"$json"));
     }
 
     #[test]

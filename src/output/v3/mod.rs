@@ -41,14 +41,15 @@ use crate::output::format::{
 };
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
+use crate::text::pieces::Pieces;
 
 /// What format 3 renders once per relation (see [`RelationRender`]).
 #[derive(Default)]
 pub struct V3Render {
     /// `"name":` per column, in column order.
-    keys: OnceCell<Vec<Vec<u8>>>,
-    /// `,"relid":N,"schema":"s","table":"t"`.
-    head: OnceCell<Vec<u8>>,
+    keys: OnceCell<Pieces>,
+    /// `,"relid":N,"schema":"s","table":"t"` (one piece).
+    head: OnceCell<Pieces>,
     /// The R object for the published columns it was made for.
     description: RefCell<Option<(Vec<bool>, Vec<u8>)>>,
     /// The session's consumer has this relation's current R object.
@@ -66,7 +67,8 @@ pub struct Format3 {
     described: HashMap<u32, Vec<u8>>,
     /// Scratch: published columns of the current change.
     visible: Vec<bool>,
-    /// Scratch: where each column's value is in the output (new, old).
+    /// Scratch: where each column's value is in the output (new, old),
+    /// for an UPDATE whose old row is complete; empty otherwise.
     spans: Vec<(Span, Span)>,
     /// Scratch: the R object of the current change.
     r_object: Vec<u8>,
@@ -256,12 +258,15 @@ impl Format3 {
         render: &V3Render,
         row: &dyn TupleValues,
     ) {
-        self.visible.clear();
-        self.visible
-            .extend(rel.columns.iter().map(|c| row.is_visible(c)));
         let mut description = render.description.borrow_mut();
-        let current = matches!(&*description, Some((mask, _)) if *mask == self.visible);
+        // Asked per column without collecting: nearly always the same.
+        let current = matches!(&*description, Some((mask, _))
+            if mask.len() == rel.columns.len()
+                && rel.columns.iter().zip(mask).all(|(c, &shown)| row.is_visible(c) == shown));
         if !current {
+            self.visible.clear();
+            self.visible
+                .extend(rel.columns.iter().map(|c| row.is_visible(c)));
             self.r_object.clear();
             relation_object(&mut self.r_object, rel, &self.visible);
             *description = Some((self.visible.clone(), std::mem::take(&mut self.r_object)));
@@ -290,7 +295,7 @@ impl Format3 {
         &mut self,
         out: &mut Vec<u8>,
         rel: &RelationMeta,
-        keys: &[Vec<u8>],
+        keys: &Pieces,
         new: Option<&(dyn TupleValues + 'n)>,
         old: Option<&(dyn TupleValues + 'o)>,
         old_complete: bool,
@@ -334,7 +339,7 @@ impl Format3 {
         &mut self,
         out: &mut Vec<u8>,
         rel: &RelationMeta,
-        keys: &[Vec<u8>],
+        keys: &Pieces,
         row: &(dyn TupleValues + 'r),
         complete_from: Option<&(dyn TupleValues + 'o)>,
         part: RowPart,
@@ -343,7 +348,7 @@ impl Format3 {
     ) -> Result<(), EncodeError> {
         out.push(b'{');
         let mut first = true;
-        for (i, (col, key)) in rel.columns.iter().zip(keys).enumerate() {
+        for (i, col) in rel.columns.iter().enumerate() {
             if !in_part(rel, col, part) {
                 continue;
             }
@@ -363,7 +368,7 @@ impl Format3 {
                 out.push(b',');
             }
             first = false;
-            out.extend_from_slice(key);
+            keys.push(out, i);
             let start = out.len();
             let style = value::Style {
                 numbers_as_strings: self.numbers_as_strings,
@@ -374,11 +379,14 @@ impl Format3 {
                 (Source::OldRow, Some(old)) => value::push_column(out, old, col, style),
                 _ => value::push_column(out, row, col, style),
             }
-            let span = Some((start, out.len()));
-            if is_new {
-                self.spans[i].0 = span;
-            } else {
-                self.spans[i].1 = span;
+            // Kept only for an UPDATE's `changed` list (see `change`).
+            if let Some(spans) = self.spans.get_mut(i) {
+                let span = Some((start, out.len()));
+                if is_new {
+                    spans.0 = span;
+                } else {
+                    spans.1 = span;
+                }
             }
         }
         out.push(b'}');
@@ -502,18 +510,25 @@ impl OutputFormat for Format3 {
             self.announce(sink, rel, render, row);
         }
         let keys = render.keys.get_or_init(|| {
-            rel.columns
+            let keys: Vec<Vec<u8>> = rel
+                .columns
                 .iter()
-                .map(|c| {
-                    let mut key = c.name_json.clone();
-                    key.push(b':');
-                    key
-                })
-                .collect()
+                .map(|c| [&c.name_json[..], b":"].concat())
+                .collect();
+            Pieces::new(keys.iter().map(|k| &k[..]))
         });
-        let head = render.head.get_or_init(|| relation_head(rel));
+        let head = render
+            .head
+            .get_or_init(|| Pieces::new([&relation_head(rel)[..]]));
+        // The old row is complete under REPLICA IDENTITY FULL: it completes
+        // unchanged TOAST values and tells which columns changed (compared
+        // through the values' spans, kept for that case alone).
+        let old_complete = rel.identity == ReplicaIdentity::Full && old.is_some();
+        let list_changed = header.kind == ChangeKind::Update && old_complete && new.is_some();
         self.spans.clear();
-        self.spans.resize(rel.columns.len(), (None, None));
+        if list_changed {
+            self.spans.resize(rel.columns.len(), (None, None));
+        }
 
         let mut out = std::mem::take(sink.buf());
         // Objects of the batch before this one stay if it fails.
@@ -532,10 +547,7 @@ impl OutputFormat for Format3 {
             out.push(letter(original));
             out.push(b'"');
         }
-        out.extend_from_slice(head);
-        // The old row is complete under REPLICA IDENTITY FULL: it completes
-        // unchanged TOAST values and tells which columns changed.
-        let old_complete = rel.identity == ReplicaIdentity::Full && old.is_some();
+        head.push(&mut out, 0);
         let mut unchanged = Vec::new();
         let result = self.rows(&mut out, rel, keys, new, old, old_complete, &mut unchanged);
         if let Err(e) = result {
@@ -546,9 +558,7 @@ impl OutputFormat for Format3 {
         if !unchanged.is_empty() {
             column_list(&mut out, b"unchanged", rel, &unchanged);
         }
-        if let (ChangeKind::Update, true, Some(new), Some(old)) =
-            (header.kind, old_complete, new, old)
-        {
+        if let (true, Some(new), Some(old)) = (list_changed, new, old) {
             let changed: Vec<usize> = self
                 .spans
                 .iter()

@@ -138,6 +138,8 @@ fn json_null_and_wrapper_objects_are_wrapped() {
         r#"["$json",{"b":"$json"}]"#,
         r#"{"$jso\n":1}"#,
         r#"{"$JSON":1}"#,
+        r#"{"$jsonx":1}"#,
+        r#"{"$js":1,"json":2}"#,
         r#"{"x":"\"$json\""}"#,
         r#""null""#,
         "0",

@@ -30,7 +30,7 @@
 
 use crate::model::{ArrayValues, ColumnMeta, TupleValues, Value};
 use crate::output::datetime::{push_iso8601_date, push_iso8601_interval, push_iso8601_timestamp};
-use crate::output::jsonb::jsonb_compact;
+use crate::output::jsonb::{jsonb_compact, jsonb_is_null_or_has_root_key};
 use crate::output::numeric::{numeric_text, NumericKind};
 use crate::text::encoding::VALUE_BACKSLASH;
 use crate::text::json::{push_int, push_json_string};
@@ -82,17 +82,14 @@ pub fn push_value(out: &mut Vec<u8>, value: Value<'_>, style: Style) -> Result<(
         Value::Int(v) => push_int(out, v, numbers_as_strings),
         Value::Float(text) => push_number_text(out, text, numbers_as_strings),
         Value::Numeric(body) => {
+            // Written bare, then quoted in the rarer cases that need it.
             let start = out.len();
-            out.push(b'"');
             match numeric_text(body, out) {
-                None => {
-                    out.truncate(start);
-                    return Err(NeedsText);
-                }
-                Some(NumericKind::Special) => out.push(b'"'),
-                Some(NumericKind::Finite) if numbers_as_strings => out.push(b'"'),
-                Some(NumericKind::Finite) => {
-                    out.remove(start);
+                None => return Err(NeedsText),
+                Some(NumericKind::Finite) if !numbers_as_strings => {}
+                Some(_) => {
+                    out.insert(start, b'"');
+                    out.push(b'"');
                 }
             }
         }
@@ -114,7 +111,10 @@ pub fn push_value(out: &mut Vec<u8>, value: Value<'_>, style: Style) -> Result<(
             if !jsonb_compact(body, out) {
                 return Err(NeedsText);
             }
-            wrap_reserved_document(out, start, b'\\');
+            // The binary form answers without a scan of the written text.
+            if jsonb_is_null_or_has_root_key(body, WRAPPER_KEY) {
+                wrap_document(out, start);
+            }
         }
         Value::Bytea(bytes) => push_base64(out, bytes),
         Value::Timestamp(ts) | Value::TimestampTz(ts) => {
@@ -262,13 +262,17 @@ pub const WRAPPER_KEY: &[u8] = b"$json";
 /// other document is written as it is. `backslash` is what the document's
 /// backslashes were written as.
 pub fn wrap_reserved_document(out: &mut Vec<u8>, start: usize, backslash: u8) {
-    if !is_reserved_document(&out[start..], backslash) {
-        return;
+    if is_reserved_document(&out[start..], backslash) {
+        wrap_document(out, start);
     }
-    let mut prefix = b"{\"".to_vec();
-    prefix.extend_from_slice(WRAPPER_KEY);
-    prefix.extend_from_slice(b"\":");
-    out.splice(start..start, prefix);
+}
+
+/// What opens a wrapped document: `{"` [`WRAPPER_KEY`] `":`.
+const WRAPPER_OPEN: &[u8] = b"{\"$json\":";
+
+/// Wraps the document written at `out[start..]` as `{"$json":document}`.
+fn wrap_document(out: &mut Vec<u8>, start: usize) {
+    out.splice(start..start, WRAPPER_OPEN.iter().copied());
     out.push(b'}');
 }
 
@@ -322,15 +326,19 @@ pub fn is_reserved_document(doc: &[u8], backslash: u8) -> bool {
 /// Whether a member name's string content (between the quotes, escapes
 /// as they are) means [`WRAPPER_KEY`].
 fn is_wrapper_key(raw: &[u8], backslash: u8) -> bool {
-    let mut name = Vec::with_capacity(WRAPPER_KEY.len());
+    // Compared character by character as the escapes are read: no copy.
+    let mut matched = 0;
     let mut i = 0;
     while i < raw.len() {
-        if name.len() >= WRAPPER_KEY.len() {
+        if matched >= WRAPPER_KEY.len() {
             return false;
         }
         let b = raw[i];
         if b != backslash {
-            name.push(b);
+            if b != WRAPPER_KEY[matched] {
+                return false;
+            }
+            matched += 1;
             i += 1;
             continue;
         }
@@ -365,9 +373,12 @@ fn is_wrapper_key(raw: &[u8], backslash: u8) -> bool {
             }
             None => return false,
         };
-        name.push(c);
+        if c != WRAPPER_KEY[matched] {
+            return false;
+        }
+        matched += 1;
     }
-    name == WRAPPER_KEY
+    matched == WRAPPER_KEY.len()
 }
 
 /// Replaces every backslash of a JSON document by

@@ -64,6 +64,16 @@ impl V1Key {
     }
 }
 
+/// Appends pretty-print whitespace (`ht`, `nl`, `sp`): empty without
+/// pretty-print, the default, where the test spares a copy call per
+/// separator.
+#[inline]
+fn push_ws(out: &mut Vec<u8>, ws: &[u8]) {
+    if !ws.is_empty() {
+        out.extend_from_slice(ws);
+    }
+}
+
 /// Format 1 for one decoding session's options.
 pub struct Format1 {
     opts: Options,
@@ -92,7 +102,7 @@ impl Format1 {
 
     fn tabs(&self, out: &mut Vec<u8>, n: usize) {
         for _ in 0..n {
-            out.extend_from_slice(self.ht);
+            push_ws(out, self.ht);
         }
     }
 
@@ -102,39 +112,39 @@ impl Format1 {
         out.push(b'"');
         out.extend_from_slice(key);
         out.extend_from_slice(b"\":");
-        out.extend_from_slice(self.sp);
+        push_ws(out, self.sp);
     }
 
     /// The opening of a format-1 transaction document, up to `"change":[`.
     pub fn v1_begin(&self, out: &mut Vec<u8>, txn: &TxnInfo) {
         let o = &self.opts;
         out.push(b'{');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         if o.include_xids {
             self.v1_key(out, 1, b"xid");
             push_u64(out, txn.xid as u64);
             out.push(b',');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         if o.include_lsn {
             self.v1_key(out, 1, b"nextlsn");
             out.push(b'"');
             push_lsn(out, txn.end_lsn);
             out.extend_from_slice(b"\",");
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         if o.include_timestamp {
             self.v1_key(out, 1, b"timestamp");
             out.push(b'"');
             out.extend_from_slice(&txn.timestamp);
             out.extend_from_slice(b"\",");
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         if o.include_origin {
             self.v1_key(out, 1, b"origin");
             push_u64(out, txn.origin as u64);
             out.push(b',');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         self.v1_key(out, 1, b"change");
         out.push(b'[');
@@ -143,25 +153,25 @@ impl Format1 {
     /// The closing of a format-1 transaction document.
     pub fn v1_commit(&self, out: &mut Vec<u8>) {
         if !self.opts.write_in_chunks {
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
-        out.extend_from_slice(self.ht);
+        push_ws(out, self.ht);
         out.push(b']');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         out.push(b'}');
     }
 
     /// Starts one element of the `change` array; `nr_changes` counts it already.
     fn v1_element_start(&self, out: &mut Vec<u8>, nr_changes: u64) {
         if !self.opts.write_in_chunks {
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         self.tabs(out, 2);
         if nr_changes > 1 {
             out.push(b',');
         }
         out.push(b'{');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
     }
 
     /// Checks wal2json's reasons to skip a format-1 change.
@@ -208,30 +218,30 @@ impl Format1 {
         out.push(b'"');
         out.extend_from_slice(kind_name(kind));
         out.extend_from_slice(b"\",");
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         if let Some(original) = header.transformed_from {
             self.v1_key(out, 3, b"transformedfrom");
             out.push(b'"');
             out.extend_from_slice(kind_name(original));
             out.extend_from_slice(b"\",");
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         if let Some(xid) = header.stream_xid {
             self.v1_key(out, 3, b"xid");
             push_u64(out, xid as u64);
             out.push(b',');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         if o.include_schemas {
             self.v1_key(out, 3, b"schema");
             out.extend_from_slice(&rel.schema_json);
             out.push(b',');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         self.v1_key(out, 3, b"table");
         out.extend_from_slice(&rel.table_json);
         out.push(b',');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
 
         let with_pk = o.include_pk && rel.has_primary_key;
         match kind {
@@ -337,7 +347,7 @@ impl Format1 {
         let separator = |out: &mut Vec<u8>, first: &mut bool| {
             if !*first {
                 out.push(b',');
-                out.extend_from_slice(self.sp);
+                push_ws(out, self.sp);
             }
             *first = false;
         };
@@ -365,13 +375,13 @@ impl Format1 {
         }
         out.push(b']');
         if replident {
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
             self.tabs(out, 3);
             out.push(b'}');
         } else if addcomma {
             out.push(b',');
         }
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         Ok(())
     }
 
@@ -390,7 +400,7 @@ impl Format1 {
         let separator = |out: &mut Vec<u8>, first: &mut bool| {
             if !*first {
                 out.push(b',');
-                out.extend_from_slice(self.sp);
+                push_ws(out, self.sp);
             }
             *first = false;
         };
@@ -407,13 +417,13 @@ impl Format1 {
                 item(out, col);
             }
             out.extend_from_slice(b"],");
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         };
 
         if replident {
             self.v1_key(out, 3, b"oldkeys");
             out.push(b'{');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         array(out, depth, key(b"columnnames", b"keynames"), &|out, c| {
             out.extend_from_slice(&c.name_json)
@@ -446,7 +456,7 @@ impl Format1 {
                     // wal2json fills this array only while printing types.
                     self.v1_key(out, 3, b"columnoptionals");
                     out.extend_from_slice(b"[],");
-                    out.extend_from_slice(self.nl);
+                    push_ws(out, self.nl);
                 }
             }
             if o.include_default {
@@ -463,7 +473,7 @@ impl Format1 {
         let o = &self.opts;
         self.v1_key(out, 3, b"pk");
         out.push(b'{');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         let mut types = Vec::new();
         self.v1_key(out, 4, b"pknames");
         out.push(b'[');
@@ -477,29 +487,29 @@ impl Format1 {
         {
             if !first {
                 out.push(b',');
-                out.extend_from_slice(self.sp);
+                push_ws(out, self.sp);
             }
             out.extend_from_slice(&col.name_json);
             if o.include_types {
                 if !first {
                     types.push(b',');
-                    types.extend_from_slice(self.sp);
+                    push_ws(&mut types, self.sp);
                 }
                 types.extend_from_slice(&col.type_json);
             }
             first = false;
         }
         out.extend_from_slice(b"],");
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         out.extend_from_slice(&types);
         out.push(b']');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         self.tabs(out, 3);
         out.push(b'}');
         if addcomma {
             out.push(b',');
         }
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
     }
 
     /// A logical decoding message in format 1. Transactional messages are an
@@ -515,47 +525,47 @@ impl Format1 {
         content: &[u8],
     ) {
         if transactional && !self.opts.write_in_chunks {
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         if !transactional {
             out.push(b'{');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
             self.v1_key(out, 1, b"change");
             out.push(b'[');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         self.tabs(out, 2);
         if transactional && nr_changes > 1 {
             out.push(b',');
         }
         out.push(b'{');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         self.v1_key(out, 3, b"kind");
         out.extend_from_slice(b"\"message\",");
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         self.v1_key(out, 3, b"transactional");
         out.extend_from_slice(if transactional { b"true," } else { b"false," });
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         if let Some(xid) = stream_xid {
             self.v1_key(out, 3, b"xid");
             push_u64(out, xid as u64);
             out.push(b',');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
         }
         self.v1_key(out, 3, b"prefix");
         push_json_string(out, prefix);
         out.push(b',');
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         self.v1_key(out, 3, b"content");
         push_json_string(out, content);
-        out.extend_from_slice(self.nl);
+        push_ws(out, self.nl);
         self.tabs(out, 2);
         out.push(b'}');
         if !transactional {
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
             self.tabs(out, 1);
             out.push(b']');
-            out.extend_from_slice(self.nl);
+            push_ws(out, self.nl);
             out.push(b'}');
         }
     }
