@@ -72,7 +72,20 @@ pub use server::{
     Server, Slots, RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
-pub use walsender::{lsn_text, Walsender, WalsenderError, XLogData};
+pub use walsender::{lsn_text, Walsender, WalsenderError, WalsenderFault, XLogData};
+
+/// The first ten keys of `map` that `other` does not have, for failure
+/// messages comparing a replica with its table.
+pub fn keys_not_in<K: Ord + Clone, V, W>(
+    map: &std::collections::BTreeMap<K, V>,
+    other: &std::collections::BTreeMap<K, W>,
+) -> Vec<K> {
+    map.keys()
+        .filter(|k| !other.contains_key(k))
+        .take(10)
+        .cloned()
+        .collect()
+}
 
 /// Shortens long text for failure messages.
 pub fn truncate(s: &str, max: usize) -> String {

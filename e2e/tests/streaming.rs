@@ -1158,27 +1158,7 @@ fn prepared_transaction_streamed_again_after_a_new_session() {
 // ---------------------------------------------------------------------------
 
 use pubjson_e2e::reliability as rel;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// `pg_terminate_backend` of the walsender: the server keeps running.
-    TerminateWalsender,
-    /// SIGKILL of the walsender: the postmaster restarts every backend,
-    /// as after a crash.
-    KillWalsender,
-    /// `pg_ctl restart -m immediate`: stop without a checkpoint, then start.
-    ImmediateRestart,
-}
-
-impl Fault {
-    fn name(self) -> &'static str {
-        match self {
-            Fault::TerminateWalsender => "terminate",
-            Fault::KillWalsender => "kill",
-            Fault::ImmediateRestart => "immediate",
-        }
-    }
-}
+use pubjson_e2e::WalsenderFault as Fault;
 
 /// The slot's walsender pid and whether `confirmed_flush_lsn` >= `lsn`.
 fn slot_state(slot: &str, lsn: &str) -> Option<(Option<i32>, bool)> {
@@ -1446,16 +1426,8 @@ fn reconnect_mid_stream(fault: Fault) {
         started.elapsed().as_secs_f64()
     );
     if model != expected {
-        let extra: Vec<_> = model
-            .keys()
-            .filter(|k| !expected.contains_key(k))
-            .take(10)
-            .collect();
-        let missing: Vec<_> = expected
-            .keys()
-            .filter(|k| !model.contains_key(k))
-            .take(10)
-            .collect();
+        let extra = pubjson_e2e::keys_not_in(&model, &expected);
+        let missing = pubjson_e2e::keys_not_in(&expected, &model);
         panic!(
             "replay after {fault:?} differs from the table: extra {extra:?}, missing {missing:?}"
         );
@@ -1492,17 +1464,4 @@ fn reconnect_mid_stream(fault: Fault) {
     drop_slot(&mut c, &slot);
 }
 
-#[test]
-fn reconnect_after_walsender_terminated() {
-    reconnect_mid_stream(Fault::TerminateWalsender);
-}
-
-#[test]
-fn reconnect_after_walsender_killed() {
-    reconnect_mid_stream(Fault::KillWalsender);
-}
-
-#[test]
-fn reconnect_after_immediate_restart() {
-    reconnect_mid_stream(Fault::ImmediateRestart);
-}
+pubjson_e2e::walsender_fault_tests!(reconnect_mid_stream);
