@@ -66,8 +66,8 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, wait_commits, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    column, db_err, describe_backend, describe_error, drop_slot, exec, get_format3, get_objects,
-    one_row, one_string, pubjson_slot, rows, server_major, sqlstate, suite_database,
+    alter_system, column, db_err, describe_backend, describe_error, drop_slot, exec, get_format3,
+    get_objects, one_row, one_string, pubjson_slot, rows, server_major, sqlstate, suite_database,
     try_drop_slots, wait_clients_gone, wait_replayed, wait_slot_released, wait_true, Conn, DbErr,
     Server, Slots, RELEASE_TIMEOUT,
 };

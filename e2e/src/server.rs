@@ -449,6 +449,13 @@ pub fn exec(client: &mut Client, sql: &str) {
     }
 }
 
+/// `ALTER SYSTEM SET {setting}`, then `pg_reload_conf()`: the server takes
+/// the setting soon after (a test waits for its effect).
+pub fn alter_system(client: &mut Client, setting: &str) {
+    exec(client, &format!("alter system set {setting}"));
+    exec(client, "select pg_reload_conf()");
+}
+
 /// A fresh database `{prefix}{name}` with pubjson on the shared cluster
 /// (suites that give each test a database of its own): its name and a
 /// connection.
