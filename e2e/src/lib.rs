@@ -66,13 +66,26 @@ pub use exporter::{Exporter, Metrics};
 pub use recvlogical::{complete_lines, wait_commits, RecvLogical};
 pub use rng::SeededRng;
 pub use server::{
-    column, db_err, describe_backend, describe_error, drop_slot, exec, get_format3, get_objects,
-    one_row, one_string, pubjson_slot, rows, server_major, sqlstate, suite_database,
+    alter_system, column, db_err, describe_backend, describe_error, drop_slot, exec, get_format3,
+    get_objects, one_row, one_string, pubjson_slot, rows, server_major, sqlstate, suite_database,
     try_drop_slots, wait_clients_gone, wait_replayed, wait_slot_released, wait_true, Conn, DbErr,
     Server, Slots, RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
-pub use walsender::{lsn_text, Walsender, WalsenderError, XLogData};
+pub use walsender::{lsn_text, Walsender, WalsenderError, WalsenderFault, XLogData};
+
+/// The first ten keys of `map` that `other` does not have, for failure
+/// messages comparing a replica with its table.
+pub fn keys_not_in<K: Ord + Clone, V, W>(
+    map: &std::collections::BTreeMap<K, V>,
+    other: &std::collections::BTreeMap<K, W>,
+) -> Vec<K> {
+    map.keys()
+        .filter(|k| !other.contains_key(k))
+        .take(10)
+        .cloned()
+        .collect()
+}
 
 /// Shortens long text for failure messages.
 pub fn truncate(s: &str, max: usize) -> String {

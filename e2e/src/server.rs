@@ -32,6 +32,24 @@ pub struct Server {
 }
 
 impl Server {
+    /// Runs this tree's client program `program` (pg_dump, psql, ...) on
+    /// database `db` of this server as `postgres`, with `args`; fails with
+    /// its stderr unless it succeeds. Gives its output.
+    pub fn run_client(&self, program: &str, db: &str, args: &[&str]) -> String {
+        let port = self.port.to_string();
+        let out = std::process::Command::new(crate::env::pg_bin(program))
+            .args(["-h", &self.host, "-p", &port, "-U", "postgres", "-d", db])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {db} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap_or_else(|e| panic!("{program}'s output: {e}"))
+    }
+
     /// The shared test cluster (`PGHOST`, `PGPORT`).
     pub fn main() -> Server {
         let env = pg_env();
@@ -447,6 +465,13 @@ pub fn exec(client: &mut Client, sql: &str) {
             crate::truncate(sql, 2000)
         );
     }
+}
+
+/// `ALTER SYSTEM SET {setting}`, then `pg_reload_conf()`: the server takes
+/// the setting soon after (a test waits for its effect).
+pub fn alter_system(client: &mut Client, setting: &str) {
+    exec(client, &format!("alter system set {setting}"));
+    exec(client, "select pg_reload_conf()");
 }
 
 /// A fresh database `{prefix}{name}` with pubjson on the shared cluster

@@ -31,6 +31,55 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How long connecting and starting may take on a loaded machine.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A fault the suites inject into a walsender streaming to a consumer
+/// (tests/streaming.rs through pg_recvlogical, tests/walsender.rs through
+/// [`Walsender`]), each followed by a reconnect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalsenderFault {
+    /// `pg_terminate_backend` of the walsender: the server keeps running.
+    TerminateWalsender,
+    /// SIGKILL of the walsender: the postmaster restarts every backend,
+    /// as after a crash.
+    KillWalsender,
+    /// `pg_ctl restart -m immediate`: stop without a checkpoint, then start.
+    ImmediateRestart,
+}
+
+impl WalsenderFault {
+    /// A short name, for names of databases and files.
+    pub fn name(self) -> &'static str {
+        match self {
+            WalsenderFault::TerminateWalsender => "terminate",
+            WalsenderFault::KillWalsender => "kill",
+            WalsenderFault::ImmediateRestart => "immediate",
+        }
+    }
+}
+
+/// The tests of a suite that reconnects after each [`WalsenderFault`]:
+/// `reconnect_after_walsender_terminated`, `reconnect_after_walsender_killed`
+/// and `reconnect_after_immediate_restart`, each calling the suite's
+/// `$run(fault)`.
+#[macro_export]
+macro_rules! walsender_fault_tests {
+    ($run:ident) => {
+        #[test]
+        fn reconnect_after_walsender_terminated() {
+            $run($crate::WalsenderFault::TerminateWalsender);
+        }
+
+        #[test]
+        fn reconnect_after_walsender_killed() {
+            $run($crate::WalsenderFault::KillWalsender);
+        }
+
+        #[test]
+        fn reconnect_after_immediate_restart() {
+            $run($crate::WalsenderFault::ImmediateRestart);
+        }
+    };
+}
+
 /// An error of the replication connection.
 #[derive(Debug)]
 pub enum WalsenderError {

@@ -113,9 +113,9 @@ fn assert_same(
     );
 }
 
-/// The table's rows as format 3 writes them.
-fn table(c: &mut Client, sql: &str) -> BTreeMap<i64, Map<String, Value>> {
-    rows(c, sql)
+/// The rows of the table `name` as format 3 writes them.
+fn table(c: &mut Client, name: &str) -> BTreeMap<i64, Map<String, Value>> {
+    rows(c, &format!("select to_jsonb(x)::text from {name} x"))
         .iter()
         .map(|r| {
             let row: Value = serde_json::from_str(&r.get::<_, String>(0)).expect("row json");
@@ -129,13 +129,12 @@ fn table(c: &mut Client, sql: &str) -> BTreeMap<i64, Map<String, Value>> {
 
 #[test]
 fn the_documented_example() {
-    let (_, mut c) = database("example");
-    exec(
-        &mut c,
+    let (_, mut c) = database_with_slot(
+        "example",
         "create table orders (id int primary key, item text, qty int);
          insert into orders select i, 'item ' || i, i * 10 from generate_series(1, 5) i;",
+        "bf_example",
     );
-    slot(&mut c, "bf_example");
     exec(&mut c, "call pubjson.backfill('orders', chunk_rows => 2)");
     let objects = get(&mut c, "bf_example", &[]);
     let actions: Vec<&str> = objects.iter().map(action).collect();
@@ -472,17 +471,8 @@ fn writer(
                      prepare transaction '{gid}'",
                     id + 5000
                 );
-                match c.batch_execute(&sql) {
-                    Ok(()) => prepared.push_back(gid),
-                    Err(e) => {
-                        let state = sqlstate(&e);
-                        assert!(
-                            ["23505", "55P03", "40P01"].contains(&state.as_str()),
-                            "{sql}: {}",
-                            describe_error(&e)
-                        );
-                        let _ = c.batch_execute("rollback");
-                    }
+                if run_or_roll_back(&mut c, &sql) {
+                    prepared.push_back(gid);
                 }
                 String::new()
             }
@@ -498,17 +488,7 @@ fn writer(
             }
         };
         if !sql.is_empty() {
-            if let Err(e) = c.batch_execute(&sql) {
-                // A key update can collide with a concurrent insert; a lock
-                // held by a prepared transaction (or a deadlock) times out.
-                let state = sqlstate(&e);
-                assert!(
-                    ["23505", "55P03", "40P01"].contains(&state.as_str()),
-                    "{sql}: {}",
-                    describe_error(&e)
-                );
-                let _ = c.batch_execute("rollback");
-            }
+            run_or_roll_back(&mut c, &sql);
         }
         if prepared.len() > 2 || (!prepared.is_empty() && rng.chance(30)) {
             let gid = prepared.pop_front().expect("gid");
@@ -520,6 +500,24 @@ fn writer(
         finish(&mut c, &gid, &mut rng);
     }
     done
+}
+
+/// Runs a writer's `sql`; whether it succeeded. A key update can collide
+/// with a concurrent insert (23505); a lock held by a prepared transaction
+/// times out (55P03), or a deadlock (40P01): then the transaction is
+/// rolled back. Any other error fails.
+fn run_or_roll_back(c: &mut Client, sql: &str) -> bool {
+    let Err(e) = c.batch_execute(sql) else {
+        return true;
+    };
+    let state = sqlstate(&e);
+    assert!(
+        ["23505", "55P03", "40P01"].contains(&state.as_str()),
+        "{sql}: {}",
+        describe_error(&e)
+    );
+    let _ = c.batch_execute("rollback");
+    false
 }
 
 /// The issue's convergence check: four writers of every kind above while
@@ -572,11 +570,7 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
     let (stop, truncated) = (AtomicBool::new(false), AtomicBool::new(false));
     // Row 1500 is held until writer 1's TRUNCATE waits (or is done): the
     // backfill, stopped there, runs still when the TRUNCATE is done.
-    let mut holder = Server::main().connect(&dbname);
-    exec(
-        &mut holder,
-        "begin; select from t where id = 1500 for update",
-    );
+    let mut holder = holding(&dbname, "begin; select from t where id = 1500 for update");
     let written = std::thread::scope(|s| {
         let writers: Vec<_> = (1..=4)
             .map(|seed| {
@@ -622,7 +616,7 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
         one_row(&mut c, "select count(*) from pg_prepared_xacts").get::<_, i64>(0),
         0
     );
-    let expected = table(&mut c, "select to_jsonb(t)::text from t");
+    let expected = table(&mut c, "t");
     let check = |what: &str, consumer: &Consumer, kinds: &[&str]| {
         assert_eq!(consumer.replica.starts, 1, "{what}");
         assert_eq!(consumer.replica.ends.len(), 1, "{what}");
@@ -662,15 +656,7 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
         &["P", "CP", "RP", "T", "A", "streamed C"],
     );
 
-    // A transactional message, then a non-transactional one decoded after
-    // the first one's commit: its C is in the file once the second is.
-    exec(
-        &mut c,
-        "select pg_logical_emit_message(true, 'bf-test', 'the end');
-         select pg_logical_emit_message(false, 'bf-test', 'the very end')",
-    );
-    recv.wait_received("the very end", TIMEOUT);
-    recv.stop();
+    end_of_stream(&mut c, &mut recv);
     let mut streaming = Consumer::default();
     streaming.session_from_file(&file);
     check(
@@ -689,260 +675,40 @@ fn a_replica_from_the_stream_alone_converges_while_writers_write() {
     );
 }
 
-#[test]
-fn a_cancelled_backfill_resumes_and_a_second_one_is_refused() {
-    let (dbname, mut c) = database("resume");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text);
-         insert into t select i, 'v' || i from generate_series(1, 300) i;",
-    );
-    slot(&mut c, "bf_resume");
-    // A writer holds row 150: the backfill waits at the chunk that reads it.
-    let mut holder = Server::main().connect(&dbname);
-    exec(
-        &mut holder,
-        "begin; select * from t where id = 150 for update",
-    );
-    let mut b = Server::main().connect(&dbname);
-    let backfill_pid: i32 = one_row(&mut b, "select pg_backend_pid()").get(0);
-    let running = std::thread::spawn(move || {
-        b.batch_execute("call pubjson.backfill('t', chunk_rows => 20)")
-            .map_err(|e| sqlstate(&e))
-    });
-    wait_true(
-        &mut c,
-        "the backfill waits for the held row",
-        TIMEOUT,
-        "select exists (select from pg_stat_activity where pid = $1 and wait_event_type = 'Lock')",
-        &[&backfill_pid],
-    );
-    // Another session is refused while this one runs.
-    let mut second = Server::main().connect(&dbname);
-    let refused = second
-        .batch_execute("call pubjson.backfill('t')")
-        .expect_err("a second backfill");
-    assert_eq!(sqlstate(&refused), "55006", "{}", describe_error(&refused));
-    exec(&mut c, &format!("select pg_cancel_backend({backfill_pid})"));
-    let outcome = running.join().expect("backfill thread");
-    assert_eq!(outcome, Err("57014".to_string()));
-    exec(
-        &mut holder,
-        "update t set v = 'while stopped' where id = 150; commit",
-    );
-    let stopped = one_row(
-        &mut c,
-        "select state, chunks, stopped, last_key::text from pubjson.backfills",
-    );
-    assert_eq!(stopped.get::<_, String>(0), "running");
-    assert_eq!(stopped.get::<_, i64>(1), 7, "chunks up to the held row");
-    assert!(stopped.get::<_, bool>(2));
-    assert_eq!(stopped.get::<_, String>(3), "{140}");
-    // Resumed from the last key: no second start, nothing lost.
-    exec(&mut second, "call pubjson.backfill('t', chunk_rows => 20)");
-    let objects = get(&mut c, "bf_resume", &[]);
-    let (replica, fs) = replica_of(&objects, "t");
-    assert_eq!(replica.starts, 1);
-    assert_eq!(replica.ends, [("t".to_string(), 300)]);
-    assert_eq!(fs, 300, "each row once");
-    assert_same(
-        "resumed",
-        &replica.rows,
-        &table(&mut c, "select to_jsonb(t)::text from t"),
-    );
-    drop_slot(&mut c, "bf_resume");
+/// `create table {name} (id int primary key, v text)` with the rows 1 to
+/// `n` (`v` is `'v' || id`).
+fn numbered_table(name: &str, n: u32) -> String {
+    format!(
+        "create table {name} (id int primary key, v text);
+         insert into {name} select i, 'v' || i from generate_series(1, {n}) i;"
+    )
 }
 
-#[test]
-fn a_message_pubjson_did_not_write_is_ignored() {
-    let (dbname, mut c) = database("forged");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text);
-         insert into t values (1, 'real');
-         drop role if exists pubjson_bf_forger;
-         create role pubjson_bf_forger login;
-         grant select, update on t to pubjson_bf_forger;",
-    );
-    slot(&mut c, "bf_forged");
-    exec(&mut c, "call pubjson.backfill('t')");
-    let real = get(&mut c, "bf_forged", &[]);
-    assert_eq!(real.iter().filter(|o| action(o) == "F").count(), 1);
-    // Well-formed bytes of the layout (a row of t's row type is not even
-    // needed to be refused), garbage, and a message written in the same
-    // transaction as a real chunk: none is decoded.
-    let relid: u32 = one_row(&mut c, "select 't'::regclass::oid").get(0);
-    let mut forged = b"PJB2".to_vec();
-    forged.extend_from_slice(&relid.to_le_bytes());
-    forged.push(3);
-    forged.extend_from_slice(&1u64.to_le_bytes());
-    forged.extend_from_slice(&relid.to_le_bytes());
-    forged.extend_from_slice(&1u32.to_le_bytes());
-    forged.extend_from_slice(&4u32.to_le_bytes());
-    forged.extend_from_slice(b"junk");
-    let mut forger = Server::main().connect_as(&dbname, "pubjson_bf_forger");
-    for content in [forged.clone(), b"PJB2".to_vec(), b"anything".to_vec()] {
-        forger
-            .execute(
-                "select pg_logical_emit_message(true, 'pubjson.backfill', $1::bytea)",
-                &[&content],
-            )
-            .unwrap_or_else(|e| panic!("{}", describe_error(&e)));
-    }
-    let objects = get(&mut c, "bf_forged", &[]);
-    assert!(
-        objects
-            .iter()
-            .all(|o| !matches!(action(o), "F" | "FS" | "FE")),
-        "{objects:#?}"
-    );
-    drop(forger);
-    exec(
-        &mut c,
-        "drop owned by pubjson_bf_forger; drop role pubjson_bf_forger",
-    );
-    drop_slot(&mut c, "bf_forged");
-}
-
-#[test]
-fn publications_decide_which_rows_each_slot_gets() {
-    let (_, mut c) = database("publications");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text, secret text);
-         insert into t select i, 'v' || i, 's' || i from generate_series(1, 10) i;
-         create table other (id int primary key);
-         insert into other values (1);
-         create publication bf_even for table t (id, v) where (id % 2 = 0);
-         create publication bf_all for table t;
-         create publication bf_other for table other;",
-    );
-    slot(&mut c, "bf_pub_even");
-    slot(&mut c, "bf_pub_all");
-    slot(&mut c, "bf_pub_other");
-    exec(&mut c, "call pubjson.backfill('t')");
-    let f = |objects: &[Value]| -> Vec<Value> {
-        objects
-            .iter()
-            .filter(|o| action(o) == "F")
-            .map(|o| o["new"].clone())
-            .collect()
-    };
-    let even = get(&mut c, "bf_pub_even", &["publication_names", "bf_even"]);
-    let expected: Vec<Value> = (1..=10)
-        .filter(|i| i % 2 == 0)
-        .map(|i| serde_json::json!({"id": i, "v": format!("v{i}")}))
-        .collect();
-    assert_eq!(f(&even), expected);
-    assert_eq!(
-        f(&get(&mut c, "bf_pub_all", &["publication_names", "bf_all"])).len(),
-        10
-    );
-    let other = get(&mut c, "bf_pub_other", &["publication_names", "bf_other"]);
-    assert!(
-        other
-            .iter()
-            .all(|o| !matches!(action(o), "F" | "FS" | "FE")),
-        "{other:#?}"
-    );
-    for s in ["bf_pub_even", "bf_pub_all", "bf_pub_other"] {
-        drop_slot(&mut c, s);
-    }
-}
-
-#[test]
-fn partitions_are_backfilled_one_by_one_and_published_via_the_root() {
-    let (_, mut c) = database("partitions");
-    exec(
-        &mut c,
+/// `create table m (id int primary key, v text)` partitioned by range of
+/// `id` in m1 (1 to 99) and m2 (100 to 199), with every `step`th row of 1
+/// to 199 (`v` is `'v' || id`).
+fn partitioned_m(step: u32) -> String {
+    format!(
         "create table m (id int primary key, v text) partition by range (id);
          create table m1 partition of m for values from (1) to (100);
          create table m2 partition of m for values from (100) to (200);
-         insert into m select i, 'v' || i from generate_series(1, 199, 7) i;
-         create publication bf_root for table m with (publish_via_partition_root = true);",
-    );
-    slot(&mut c, "bf_parts");
-    exec(&mut c, "call pubjson.backfill('m')");
-    let objects = get(&mut c, "bf_parts", &["publication_names", "bf_root"]);
-    let tables: Vec<&str> = objects
-        .iter()
-        .filter(|o| action(o) == "F")
-        .map(|o| o["table"].as_str().expect("table"))
-        .collect();
-    assert_eq!(tables.len(), 29);
-    assert!(tables.iter().all(|t| *t == "m"), "{tables:?}");
-    // One start and one end, naming the table the backfill was asked for,
-    // counting the rows of both partitions.
-    let markers: Vec<(&str, &str, Option<u64>)> = objects
-        .iter()
-        .filter(|o| matches!(action(o), "FS" | "FE"))
-        .map(|o| {
-            (
-                action(o),
-                o["table"].as_str().expect("table"),
-                o["rows"].as_u64(),
-            )
-        })
-        .collect();
-    assert_eq!(markers, [("FS", "m", None), ("FE", "m", Some(29))]);
-    drop_slot(&mut c, "bf_parts");
+         insert into m select i, 'v' || i from generate_series(1, 199, {step}) i;"
+    )
 }
 
-#[test]
-fn bad_calls_are_refused_with_their_sqlstate() {
-    let (dbname, mut c) = database("errors");
-    exec(
-        &mut c,
-        "create table nokey (v text);
-         create table t (id int primary key);
-         create view vw as select 1 as id;
-         create unlogged table u (id int primary key);
-         drop role if exists pubjson_bf_reader;
-         create role pubjson_bf_reader login;
-         grant usage on schema pubjson to pubjson_bf_reader;
-         grant select on t to pubjson_bf_reader;",
-    );
-    let refused = |c: &mut Client, sql: &str, code: &str| {
-        let e = c.batch_execute(sql).expect_err(sql);
-        assert_eq!(sqlstate(&e), code, "{sql}: {}", describe_error(&e));
-    };
-    refused(&mut c, "call pubjson.backfill('nokey')", "55000");
-    refused(&mut c, "call pubjson.backfill('vw')", "42809");
-    refused(&mut c, "call pubjson.backfill('u')", "55000");
-    refused(&mut c, "call pubjson.backfill('pg_class')", "42809");
-    refused(&mut c, "call pubjson.backfill('missing')", "42P01");
-    refused(
-        &mut c,
-        "call pubjson.backfill('t', chunk_rows => 0)",
-        "22023",
-    );
-    refused(
-        &mut c,
-        "call pubjson.backfill('t', chunk_bytes => 10)",
-        "22023",
-    );
-    refused(&mut c, "call pubjson.backfill(NULL)", "22004");
-    // Chunks commit: not inside a transaction block.
-    refused(&mut c, "begin; call pubjson.backfill('t')", "2D000");
-    exec(&mut c, "rollback");
-    // FOR SHARE needs UPDATE on a column as well as SELECT; then an
-    // ordinary role backfills (with USAGE on schema pubjson).
-    let mut reader = Server::main().connect_as(&dbname, "pubjson_bf_reader");
-    refused(&mut reader, "call pubjson.backfill('t')", "42501");
-    exec(&mut c, "grant update (id) on t to pubjson_bf_reader");
-    exec(&mut reader, "call pubjson.backfill('t')");
-    // Nothing of a refused call stays behind as running.
-    let left: i64 = one_row(
-        &mut c,
-        "select count(*) from pubjson.backfills where state = 'running'",
-    )
-    .get(0);
-    assert_eq!(left, 0);
-    drop(reader);
-    exec(
-        &mut c,
-        "drop owned by pubjson_bf_reader; drop role pubjson_bf_reader",
-    );
+/// The test's database `name` (see `database`) after `sql`.
+fn database_with(name: &str, sql: &str) -> (String, Client) {
+    let (dbname, mut c) = database(name);
+    exec(&mut c, sql);
+    (dbname, c)
+}
+
+/// The test's database `name` (see `database`) after `sql`, with the slot
+/// `slot_name` of pubjson.
+fn database_with_slot(name: &str, sql: &str, slot_name: &str) -> (String, Client) {
+    let (dbname, mut c) = database_with(name, sql);
+    slot(&mut c, slot_name);
+    (dbname, c)
 }
 
 /// A statement running in a session on a thread of its own.
@@ -972,6 +738,54 @@ fn wait_for_lock(c: &mut Client, what: &str, pid: i32) {
     );
 }
 
+/// A session of `dbname` of its own after `sql` (a transaction it keeps
+/// open, holding rows).
+fn holding(dbname: &str, sql: &str) -> Client {
+    let mut holder = Server::main().connect(dbname);
+    exec(&mut holder, sql);
+    holder
+}
+
+/// A call waiting for a row another session holds.
+struct Held {
+    /// The session holding the row, in its transaction.
+    holder: Client,
+    /// The backend running the call.
+    pid: i32,
+    running: Background,
+}
+
+/// Runs `hold` (a transaction it keeps open, holding rows) in a session
+/// of `dbname` of its own, then `call` in another one on a thread of its
+/// own, and returns once the call waits for a lock (`what` says which).
+fn held_call(c: &mut Client, dbname: &str, hold: &str, call: &str, what: &str) -> Held {
+    let holder = holding(dbname, hold);
+    let mut b = Server::main().connect(dbname);
+    let pid = backend_pid(&mut b);
+    let running = in_background(b, call);
+    wait_for_lock(c, what, pid);
+    Held {
+        holder,
+        pid,
+        running,
+    }
+}
+
+/// Cancels the statement of backend `pid`, which `running` runs: it fails
+/// with 57014. Gives its session back.
+fn cancel(c: &mut Client, pid: i32, running: Background) -> Client {
+    exec(c, &format!("select pg_cancel_backend({pid})"));
+    let (session, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Err("57014".to_string()));
+    session
+}
+
+/// `running` ends without an error (`what` names it).
+fn succeeds(running: Background, what: &str) {
+    let (_, outcome) = running.join().expect("backfill thread");
+    assert_eq!(outcome, Ok(()), "{what}");
+}
+
 /// The replica of `table` (keyed by `id`) from `objects`, and the
 /// number of its F objects.
 fn replica_of(objects: &[Value], table: &str) -> (Replica, usize) {
@@ -989,6 +803,259 @@ fn replica_of(objects: &[Value], table: &str) -> (Replica, usize) {
     (replica, fs)
 }
 
+/// A consumer's replica of the table `name` after one backfill of its
+/// `rows` rows: one start, one end counting them, and the table's rows.
+fn assert_converged(c: &mut Client, what: &str, replica: &Replica, name: &str, rows: u64) {
+    assert_eq!(replica.starts, 1, "{what}");
+    assert_eq!(replica.ends, [(name.to_string(), rows)], "{what}");
+    assert_same(what, &replica.rows, &table(c, name));
+}
+
+/// What `slot` has now of the backfill of the table `name`: each of its
+/// `rows` rows sent once, and a replica equal to the table.
+fn assert_backfilled_once(c: &mut Client, what: &str, slot: &str, name: &str, rows: u64) {
+    let objects = get(c, slot, &[]);
+    let (replica, fs) = replica_of(&objects, name);
+    assert_eq!(fs, rows as usize, "each row once");
+    assert_converged(c, what, &replica, name, rows);
+}
+
+/// The ids of the F objects among `objects`, in their order.
+fn f_ids<'a>(objects: impl IntoIterator<Item = &'a Value>) -> Vec<i64> {
+    objects
+        .into_iter()
+        .filter(|o| action(o) == "F")
+        .map(|o| o["new"]["id"].as_i64().expect("id"))
+        .collect()
+}
+
+/// The FS and FE objects among `objects`: action, table and rows.
+fn markers(objects: &[Value]) -> Vec<(&str, &str, Option<u64>)> {
+    objects
+        .iter()
+        .filter(|o| matches!(action(o), "FS" | "FE"))
+        .map(|o| {
+            (
+                action(o),
+                o["table"].as_str().expect("table"),
+                o["rows"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+/// Nothing of a backfill (F, FS or FE) is among `objects`.
+fn assert_no_backfill(objects: &[Value]) {
+    assert!(
+        objects
+            .iter()
+            .all(|o| !matches!(action(o), "F" | "FS" | "FE")),
+        "{objects:#?}"
+    );
+}
+
+/// Closes `session` (of `role`) and drops the role and what it owns.
+fn drop_role(c: &mut Client, session: Client, role: &str) {
+    drop(session);
+    exec(c, &format!("drop owned by {role}; drop role {role}"));
+}
+
+#[test]
+fn a_cancelled_backfill_resumes_and_a_second_one_is_refused() {
+    let (dbname, mut c) = database_with_slot("resume", &numbered_table("t", 300), "bf_resume");
+    // A writer holds row 150: the backfill waits at the chunk that reads it.
+    let mut held = held_call(
+        &mut c,
+        &dbname,
+        "begin; select * from t where id = 150 for update",
+        "call pubjson.backfill('t', chunk_rows => 20)",
+        "the backfill waits for the held row",
+    );
+    // Another session is refused while this one runs.
+    let mut second = Server::main().connect(&dbname);
+    let refused = second
+        .batch_execute("call pubjson.backfill('t')")
+        .expect_err("a second backfill");
+    assert_eq!(sqlstate(&refused), "55006", "{}", describe_error(&refused));
+    cancel(&mut c, held.pid, held.running);
+    exec(
+        &mut held.holder,
+        "update t set v = 'while stopped' where id = 150; commit",
+    );
+    let stopped = one_row(
+        &mut c,
+        "select state, chunks, stopped, last_key::text from pubjson.backfills",
+    );
+    assert_eq!(stopped.get::<_, String>(0), "running");
+    assert_eq!(stopped.get::<_, i64>(1), 7, "chunks up to the held row");
+    assert!(stopped.get::<_, bool>(2));
+    assert_eq!(stopped.get::<_, String>(3), "{140}");
+    // Resumed from the last key: no second start, nothing lost.
+    exec(&mut second, "call pubjson.backfill('t', chunk_rows => 20)");
+    assert_backfilled_once(&mut c, "resumed", "bf_resume", "t", 300);
+    drop_slot(&mut c, "bf_resume");
+}
+
+#[test]
+fn a_message_pubjson_did_not_write_is_ignored() {
+    let (dbname, mut c) = database_with_slot(
+        "forged",
+        "create table t (id int primary key, v text);
+         insert into t values (1, 'real');
+         drop role if exists pubjson_bf_forger;
+         create role pubjson_bf_forger login;
+         grant select, update on t to pubjson_bf_forger;",
+        "bf_forged",
+    );
+    exec(&mut c, "call pubjson.backfill('t')");
+    let real = get(&mut c, "bf_forged", &[]);
+    assert_eq!(real.iter().filter(|o| action(o) == "F").count(), 1);
+    // Well-formed bytes of the layout (a row of t's row type is not even
+    // needed to be refused), garbage, and a message written in the same
+    // transaction as a real chunk: none is decoded.
+    let relid: u32 = one_row(&mut c, "select 't'::regclass::oid").get(0);
+    let mut forged = b"PJB2".to_vec();
+    forged.extend_from_slice(&relid.to_le_bytes());
+    forged.push(3);
+    forged.extend_from_slice(&1u64.to_le_bytes());
+    forged.extend_from_slice(&relid.to_le_bytes());
+    forged.extend_from_slice(&1u32.to_le_bytes());
+    forged.extend_from_slice(&4u32.to_le_bytes());
+    forged.extend_from_slice(b"junk");
+    let mut forger = Server::main().connect_as(&dbname, "pubjson_bf_forger");
+    for content in [forged.clone(), b"PJB2".to_vec(), b"anything".to_vec()] {
+        forger
+            .execute(
+                "select pg_logical_emit_message(true, 'pubjson.backfill', $1::bytea)",
+                &[&content],
+            )
+            .unwrap_or_else(|e| panic!("{}", describe_error(&e)));
+    }
+    assert_no_backfill(&get(&mut c, "bf_forged", &[]));
+    drop_role(&mut c, forger, "pubjson_bf_forger");
+    drop_slot(&mut c, "bf_forged");
+}
+
+#[test]
+fn publications_decide_which_rows_each_slot_gets() {
+    let (_, mut c) = database_with(
+        "publications",
+        "create table t (id int primary key, v text, secret text);
+         insert into t select i, 'v' || i, 's' || i from generate_series(1, 10) i;
+         create table other (id int primary key);
+         insert into other values (1);
+         create publication bf_even for table t (id, v) where (id % 2 = 0);
+         create publication bf_all for table t;
+         create publication bf_other for table other;",
+    );
+    slot(&mut c, "bf_pub_even");
+    slot(&mut c, "bf_pub_all");
+    slot(&mut c, "bf_pub_other");
+    exec(&mut c, "call pubjson.backfill('t')");
+    let f = |objects: &[Value]| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| action(o) == "F")
+            .map(|o| o["new"].clone())
+            .collect()
+    };
+    let even = get(&mut c, "bf_pub_even", &["publication_names", "bf_even"]);
+    let expected: Vec<Value> = (1..=10)
+        .filter(|i| i % 2 == 0)
+        .map(|i| serde_json::json!({"id": i, "v": format!("v{i}")}))
+        .collect();
+    assert_eq!(f(&even), expected);
+    assert_eq!(
+        f(&get(&mut c, "bf_pub_all", &["publication_names", "bf_all"])).len(),
+        10
+    );
+    assert_no_backfill(&get(
+        &mut c,
+        "bf_pub_other",
+        &["publication_names", "bf_other"],
+    ));
+    for s in ["bf_pub_even", "bf_pub_all", "bf_pub_other"] {
+        drop_slot(&mut c, s);
+    }
+}
+
+#[test]
+fn partitions_are_backfilled_one_by_one_and_published_via_the_root() {
+    let (_, mut c) = database_with_slot(
+        "partitions",
+        &format!(
+            "{}
+             create publication bf_root for table m with (publish_via_partition_root = true);",
+            partitioned_m(7)
+        ),
+        "bf_parts",
+    );
+    exec(&mut c, "call pubjson.backfill('m')");
+    let objects = get(&mut c, "bf_parts", &["publication_names", "bf_root"]);
+    let tables: Vec<&str> = objects
+        .iter()
+        .filter(|o| action(o) == "F")
+        .map(|o| o["table"].as_str().expect("table"))
+        .collect();
+    assert_eq!(tables.len(), 29);
+    assert!(tables.iter().all(|t| *t == "m"), "{tables:?}");
+    // One start and one end, naming the table the backfill was asked for,
+    // counting the rows of both partitions.
+    assert_eq!(
+        markers(&objects),
+        [("FS", "m", None), ("FE", "m", Some(29))]
+    );
+    drop_slot(&mut c, "bf_parts");
+}
+
+#[test]
+fn bad_calls_are_refused_with_their_sqlstate() {
+    let (dbname, mut c) = database_with(
+        "errors",
+        "create table nokey (v text);
+         create table t (id int primary key);
+         create view vw as select 1 as id;
+         create unlogged table u (id int primary key);
+         drop role if exists pubjson_bf_reader;
+         create role pubjson_bf_reader login;
+         grant usage on schema pubjson to pubjson_bf_reader;
+         grant select on t to pubjson_bf_reader;",
+    );
+    let refused = |c: &mut Client, sql: &str, code: &str| {
+        let e = c.batch_execute(sql).expect_err(sql);
+        assert_eq!(sqlstate(&e), code, "{sql}: {}", describe_error(&e));
+    };
+    for (sql, code) in [
+        ("call pubjson.backfill('nokey')", "55000"),
+        ("call pubjson.backfill('vw')", "42809"),
+        ("call pubjson.backfill('u')", "55000"),
+        ("call pubjson.backfill('pg_class')", "42809"),
+        ("call pubjson.backfill('missing')", "42P01"),
+        ("call pubjson.backfill('t', chunk_rows => 0)", "22023"),
+        ("call pubjson.backfill('t', chunk_bytes => 10)", "22023"),
+        ("call pubjson.backfill(NULL)", "22004"),
+    ] {
+        refused(&mut c, sql, code);
+    }
+    // Chunks commit: not inside a transaction block.
+    refused(&mut c, "begin; call pubjson.backfill('t')", "2D000");
+    exec(&mut c, "rollback");
+    // FOR SHARE needs UPDATE on a column as well as SELECT; then an
+    // ordinary role backfills (with USAGE on schema pubjson).
+    let mut reader = Server::main().connect_as(&dbname, "pubjson_bf_reader");
+    refused(&mut reader, "call pubjson.backfill('t')", "42501");
+    exec(&mut c, "grant update (id) on t to pubjson_bf_reader");
+    exec(&mut reader, "call pubjson.backfill('t')");
+    // Nothing of a refused call stays behind as running.
+    let left: i64 = one_row(
+        &mut c,
+        "select count(*) from pubjson.backfills where state = 'running'",
+    )
+    .get(0);
+    assert_eq!(left, 0);
+    drop_role(&mut c, reader, "pubjson_bf_reader");
+}
+
 /// D1: a chunk's end never comes from a row a writer changed while the
 /// chunk waited for it. Under READ COMMITTED, PostgreSQL returns such a row
 /// in its newest version, with its new key (20 -> 200001), where the old
@@ -999,48 +1066,46 @@ fn replica_of(objects: &[Value], table: &str) -> (Replica, usize) {
 /// snapshot (its transaction id at or after the snapshot's xmax).
 #[test]
 fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
-    let (dbname, mut c) = database("moved");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text);
-         insert into t select i, 'v' || i from generate_series(1, 100) i;
-         create table w (id int primary key, v text);
-         insert into w select i, repeat('x', 600) from generate_series(1, 50) i;
-         create table x (like w including all);
-         insert into x select * from w;",
+    let (dbname, mut c) = database_with_slot(
+        "moved",
+        &format!(
+            "{}
+             create table w (id int primary key, v text);
+             insert into w select i, repeat('x', 600) from generate_series(1, 50) i;
+             create table x (like w including all);
+             insert into x select * from w;",
+            numbered_table("t", 100)
+        ),
+        "bf_moved",
     );
-    slot(&mut c, "bf_moved");
     for (table, held, call) in [
         ("t", 20, "call pubjson.backfill('t', chunk_rows => 20)"),
         // Rows of about 640 bytes: the second one reaches 1024.
         ("w", 2, "call pubjson.backfill('w', chunk_bytes => 1024)"),
     ] {
-        let mut holder = Server::main().connect(&dbname);
-        exec(
-            &mut holder,
+        let mut held = held_call(
+            &mut c,
+            &dbname,
             &format!("begin; update {table} set id = 200001 where id = {held}"),
+            call,
+            "the chunk waits for the moved row",
         );
-        let mut b = Server::main().connect(&dbname);
-        let pid = backend_pid(&mut b);
-        let running = in_background(b, call);
-        wait_for_lock(&mut c, "the chunk waits for the moved row", pid);
-        exec(&mut holder, "commit");
-        let (_, outcome) = running.join().expect("backfill thread");
-        assert_eq!(outcome, Ok(()), "{table}");
+        exec(&mut held.holder, "commit");
+        succeeds(held.running, table);
     }
     // A writer that begins after the chunk's snapshot (the chunk waits at
     // row 1) moves the row that reaches the bytes: its version is not the
     // snapshot's either.
-    let mut first = Server::main().connect(&dbname);
-    exec(&mut first, "begin; select * from x where id = 1 for update");
-    let mut b = Server::main().connect(&dbname);
-    let pid = backend_pid(&mut b);
-    let running = in_background(b, "call pubjson.backfill('x', chunk_bytes => 1024)");
-    wait_for_lock(&mut c, "the chunk waits for row 1", pid);
+    let mut first = held_call(
+        &mut c,
+        &dbname,
+        "begin; select * from x where id = 1 for update",
+        "call pubjson.backfill('x', chunk_bytes => 1024)",
+        "the chunk waits for row 1",
+    );
     exec(&mut c, "update x set id = 200001 where id = 2");
-    exec(&mut first, "commit");
-    let (_, outcome) = running.join().expect("backfill thread");
-    assert_eq!(outcome, Ok(()), "x");
+    exec(&mut first.holder, "commit");
+    succeeds(first.running, "x");
 
     let objects = get(&mut c, "bf_moved", &[]);
     for (table, rows) in [("t", 100), ("w", 50), ("x", 50)] {
@@ -1050,11 +1115,7 @@ fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
         // The moved row's new key (200001) is beyond the run's end (the
         // largest key when it started): its U is the stream's.
         assert!(fs >= rows - 1, "{table}: {fs} F for {rows} rows");
-        assert_same(
-            table,
-            &replica.rows,
-            &self::table(&mut c, &format!("select to_jsonb(x)::text from {table} x")),
-        );
+        assert_same(table, &replica.rows, &self::table(&mut c, table));
     }
     drop_slot(&mut c, "bf_moved");
 }
@@ -1064,30 +1125,20 @@ fn a_key_moved_while_a_chunk_waits_skips_no_rows() {
 /// one) resumes it at once.
 #[test]
 fn a_cancelled_backfill_resumes_at_once_in_any_session() {
-    let (dbname, mut c) = database("cancel");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text);
-         insert into t select i, 'v' || i from generate_series(1, 300) i;",
-    );
-    slot(&mut c, "bf_cancel");
+    let (dbname, mut c) = database_with_slot("cancel", &numbered_table("t", 300), "bf_cancel");
     let mut b = Server::main().connect(&dbname);
     let pid = backend_pid(&mut b);
     let mut other = Server::main().connect(&dbname);
     // Cancelled twice, each time while a chunk waits for a held row: the
     // same session resumes the first time, another one the second time.
     for (held, resumer) in [(100, "same"), (200, "other")] {
-        let mut holder = Server::main().connect(&dbname);
-        exec(
-            &mut holder,
+        let mut holder = holding(
+            &dbname,
             &format!("begin; select * from t where id = {held} for update"),
         );
         let running = in_background(b, "call pubjson.backfill('t', chunk_rows => 20)");
         wait_for_lock(&mut c, "the backfill waits for the held row", pid);
-        exec(&mut c, &format!("select pg_cancel_backend({pid})"));
-        let (session, outcome) = running.join().expect("backfill thread");
-        b = session;
-        assert_eq!(outcome, Err("57014".to_string()));
+        b = cancel(&mut c, pid, running);
         exec(&mut holder, "commit");
         // Still connected, and no longer running it.
         assert_eq!(backend_pid(&mut b), pid);
@@ -1103,16 +1154,7 @@ fn a_cancelled_backfill_resumes_at_once_in_any_session() {
         }
         exec(&mut other, "call pubjson.backfill('t', chunk_rows => 20)");
     }
-    let objects = get(&mut c, "bf_cancel", &[]);
-    let (replica, fs) = replica_of(&objects, "t");
-    assert_eq!(replica.starts, 1);
-    assert_eq!(replica.ends, [("t".to_string(), 300)]);
-    assert_eq!(fs, 300, "each row once");
-    assert_same(
-        "resumed",
-        &replica.rows,
-        &table(&mut c, "select to_jsonb(t)::text from t"),
-    );
+    assert_backfilled_once(&mut c, "resumed", "bf_cancel", "t", 300);
     drop_slot(&mut c, "bf_cancel");
 }
 
@@ -1120,13 +1162,7 @@ fn a_cancelled_backfill_resumes_at_once_in_any_session() {
 /// starts again, with a new FS.
 #[test]
 fn restart_discards_a_stopped_backfill() {
-    let (_, mut c) = database("restart");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text);
-         insert into t select i, 'v' || i from generate_series(1, 30) i;",
-    );
-    slot(&mut c, "bf_restart");
+    let (_, mut c) = database_with_slot("restart", &numbered_table("t", 30), "bf_restart");
     // A backfill stopped after its first chunk (this session's statements
     // ended: nothing runs it).
     exec(
@@ -1158,41 +1194,34 @@ fn restart_discards_a_stopped_backfill() {
 /// resumes in another with other settings, each row sent once.
 #[test]
 fn the_resume_key_does_not_depend_on_session_settings() {
-    let (dbname, mut c) = database("settings");
-    exec(
-        &mut c,
+    let (dbname, mut c) = database_with_slot(
+        "settings",
         "create table ts (k timestamptz primary key, id int);
          insert into ts select timestamptz '2026-03-04 10:00:00.123456+00' + i * interval '1 day 1 hour', i
            from generate_series(1, 30) i;
          create table fl (k float8 primary key, id int);
          insert into fl select i * 0.1::float8, i from generate_series(1, 30) i;",
+        "bf_settings",
     );
-    slot(&mut c, "bf_settings");
     // Stopped after a first chunk under some settings, resumed under
     // others (in the same session: it owns the backfill either way).
     let mut a = Server::main().connect(&dbname);
-    exec(
-        &mut a,
+    for sql in [
         "set datestyle = 'SQL, DMY'; set timezone = 'Asia/Kolkata'; set extra_float_digits = 0;
          set intervalstyle = 'sql_standard';
          select pubjson._backfill_start('ts'::regclass::oid, 7, 1048576, false, 'ts'::regclass::oid);
          select pubjson._backfill_chunk('ts'::regclass::oid, 'ts'::regclass::oid, 7, 1048576, true);
          select pubjson._backfill_start('fl'::regclass::oid, 3, 1048576, false, 'fl'::regclass::oid);
          select pubjson._backfill_chunk('fl'::regclass::oid, 'fl'::regclass::oid, 3, 1048576, true);",
-    );
-    exec(
-        &mut a,
         "set datestyle = 'ISO, MDY'; set timezone = 'America/New_York'; set extra_float_digits = 1",
-    );
-    exec(&mut a, "call pubjson.backfill('ts', chunk_rows => 7)");
-    exec(&mut a, "call pubjson.backfill('fl', chunk_rows => 3)");
+        "call pubjson.backfill('ts', chunk_rows => 7)",
+        "call pubjson.backfill('fl', chunk_rows => 3)",
+    ] {
+        exec(&mut a, sql);
+    }
     let objects = get(&mut c, "bf_settings", &[]);
     for table in ["ts", "fl"] {
-        let ids: Vec<i64> = objects
-            .iter()
-            .filter(|o| action(o) == "F" && o["table"] == table)
-            .map(|o| o["new"]["id"].as_i64().expect("id"))
-            .collect();
+        let ids = f_ids(objects.iter().filter(|o| o["table"] == table));
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(sorted, (1..=30).collect::<Vec<i64>>(), "{table}: {ids:?}");
@@ -1211,30 +1240,27 @@ fn the_resume_key_does_not_depend_on_session_settings() {
 /// moving the row, as the test cannot make PostgreSQL reuse an OID).
 #[test]
 fn a_dropped_tables_progress_is_not_resumed_by_a_new_table() {
-    let (_, mut c) = database("reused");
-    exec(
-        &mut c,
-        "create table gone (id int primary key);
-         insert into gone select generate_series(1, 20);
-         select pubjson._backfill_start('gone'::regclass::oid, 5, 1048576, false, 'gone'::regclass::oid);
-         select pubjson._backfill_chunk('gone'::regclass::oid, 'gone'::regclass::oid, 5, 1048576, true);
-         create temporary table gone_oid as select 'gone'::regclass::oid as oid;
-         drop table gone;
-         create table fresh (id int primary key, v text);
-         insert into fresh select i, 'v' || i from generate_series(1, 20) i;",
+    let (_, mut c) = database_with_slot(
+        "reused",
+        &format!(
+            "create table gone (id int primary key);
+             insert into gone select generate_series(1, 20);
+             select pubjson._backfill_start('gone'::regclass::oid, 5, 1048576, false, 'gone'::regclass::oid);
+             select pubjson._backfill_chunk('gone'::regclass::oid, 'gone'::regclass::oid, 5, 1048576, true);
+             create temporary table gone_oid as select 'gone'::regclass::oid as oid;
+             drop table gone;
+             {}",
+            numbered_table("fresh", 20)
+        ),
+        "bf_reused",
     );
-    slot(&mut c, "bf_reused");
     exec(
         &mut c,
         "update pubjson.backfill_progress set relid = 'fresh'::regclass
           where relid = (select oid from gone_oid)",
     );
     exec(&mut c, "call pubjson.backfill('fresh')");
-    let objects = get(&mut c, "bf_reused", &[]);
-    let (replica, fs) = replica_of(&objects, "fresh");
-    assert_eq!(replica.starts, 1);
-    assert_eq!(fs, 20);
-    assert_eq!(replica.ends, [("fresh".to_string(), 20)]);
+    assert_backfilled_once(&mut c, "fresh", "bf_reused", "fresh", 20);
     drop_slot(&mut c, "bf_reused");
 }
 
@@ -1242,9 +1268,8 @@ fn a_dropped_tables_progress_is_not_resumed_by_a_new_table() {
 /// show: refused (42501) before anything starts, not a partial copy.
 #[test]
 fn row_level_security_is_refused() {
-    let (dbname, mut c) = database("rls");
-    exec(
-        &mut c,
+    let (dbname, mut c) = database_with(
+        "rls",
         "create table t (id int primary key, owner text);
          insert into t select i, case when i % 2 = 0 then 'pubjson_bf_rls' else 'other' end
            from generate_series(1, 10) i;
@@ -1266,34 +1291,22 @@ fn row_level_security_is_refused() {
     assert_eq!(left, 0);
     // The owner (here a superuser) is not under its policies.
     exec(&mut c, "call pubjson.backfill('t')");
-    drop(reader);
-    exec(
-        &mut c,
-        "drop owned by pubjson_bf_rls; drop role pubjson_bf_rls",
-    );
+    drop_role(&mut c, reader, "pubjson_bf_rls");
 }
 
 /// A chunk that fails with lock_timeout, or as a deadlock's victim, is
 /// tried again and the backfill completes.
 #[test]
 fn lock_timeouts_and_deadlocks_are_retried() {
-    let (dbname, mut c) = database("retry");
-    exec(
-        &mut c,
-        "create table t (id int primary key, v text);
-         insert into t select i, 'v' || i from generate_series(1, 40) i;
-         create table d (id int primary key, v text);
-         insert into d select i, 'v' || i from generate_series(1, 10) i;",
+    let (dbname, mut c) = database_with_slot(
+        "retry",
+        &format!("{}{}", numbered_table("t", 40), numbered_table("d", 10)),
+        "bf_retry",
     );
-    slot(&mut c, "bf_retry");
 
     // lock_timeout: the row is released after the chunk timed out once
     // (its lock is asked for a second time, a later wait).
-    let mut holder = Server::main().connect(&dbname);
-    exec(
-        &mut holder,
-        "begin; select * from t where id = 5 for update",
-    );
+    let mut holder = holding(&dbname, "begin; select * from t where id = 5 for update");
     let mut b = Server::main().connect(&dbname);
     let pid = backend_pid(&mut b);
     exec(&mut b, "set lock_timeout = '100ms'");
@@ -1309,8 +1322,7 @@ fn lock_timeouts_and_deadlocks_are_retried() {
         now.filter(|w| *w != first)
     });
     exec(&mut holder, "commit");
-    let (_, outcome) = running.join().expect("backfill thread");
-    assert_eq!(outcome, Ok(()));
+    succeeds(running, "t");
 
     // A deadlock whose victim is the chunk: it holds rows 1-4 and waits for
     // row 5, whose writer then waits for row 2.
@@ -1326,18 +1338,13 @@ fn lock_timeouts_and_deadlocks_are_retried() {
     let writer = in_background(holder, "update d set v = 'waited' where id = 2; commit");
     let (_, written) = writer.join().expect("writer thread");
     assert_eq!(written, Ok(()), "the writer is not the victim");
-    let (_, outcome) = running.join().expect("backfill thread");
-    assert_eq!(outcome, Ok(()));
+    succeeds(running, "d");
 
     let objects = get(&mut c, "bf_retry", &[]);
     for (name, rows) in [("t", 40), ("d", 10)] {
         let (replica, _) = replica_of(&objects, name);
         assert_eq!(replica.ends, [(name.to_string(), rows)], "{name}");
-        assert_same(
-            name,
-            &replica.rows,
-            &table(&mut c, &format!("select to_jsonb(x)::text from {name} x")),
-        );
+        assert_same(name, &replica.rows, &table(&mut c, name));
     }
     drop_slot(&mut c, "bf_retry");
 }
@@ -1347,50 +1354,26 @@ fn lock_timeouts_and_deadlocks_are_retried() {
 /// end) name the partitioned table and count the rows of both.
 #[test]
 fn a_partitioned_backfill_resumes_in_the_partition_it_stopped_in() {
-    let (dbname, mut c) = database("partresume");
-    exec(
+    let (dbname, mut c) = database_with_slot("partresume", &partitioned_m(1), "bf_partresume");
+    let mut held = held_call(
         &mut c,
-        "create table m (id int primary key, v text) partition by range (id);
-         create table m1 partition of m for values from (1) to (100);
-         create table m2 partition of m for values from (100) to (200);
-         insert into m select i, 'v' || i from generate_series(1, 199) i;",
-    );
-    slot(&mut c, "bf_partresume");
-    let mut holder = Server::main().connect(&dbname);
-    exec(
-        &mut holder,
+        &dbname,
         "begin; select * from m where id = 150 for update",
+        "call pubjson.backfill('m', chunk_rows => 10)",
+        "the backfill waits in the second partition",
     );
-    let mut b = Server::main().connect(&dbname);
-    let pid = backend_pid(&mut b);
-    let running = in_background(b, "call pubjson.backfill('m', chunk_rows => 10)");
-    wait_for_lock(&mut c, "the backfill waits in the second partition", pid);
-    exec(&mut c, &format!("select pg_cancel_backend({pid})"));
-    let (_, outcome) = running.join().expect("backfill thread");
-    assert_eq!(outcome, Err("57014".to_string()));
-    exec(&mut holder, "commit");
+    cancel(&mut c, held.pid, held.running);
+    exec(&mut held.holder, "commit");
     let mut other = Server::main().connect(&dbname);
     exec(&mut other, "call pubjson.backfill('m', chunk_rows => 10)");
     let objects = get(&mut c, "bf_partresume", &[]);
-    let mut ids: Vec<i64> = objects
-        .iter()
-        .filter(|o| action(o) == "F")
-        .map(|o| o["new"]["id"].as_i64().expect("id"))
-        .collect();
+    let mut ids = f_ids(&objects);
     ids.sort();
     assert_eq!(ids, (1..=199).collect::<Vec<i64>>(), "each row once");
-    let markers: Vec<(&str, &str, Option<u64>)> = objects
-        .iter()
-        .filter(|o| matches!(action(o), "FS" | "FE"))
-        .map(|o| {
-            (
-                action(o),
-                o["table"].as_str().expect("table"),
-                o["rows"].as_u64(),
-            )
-        })
-        .collect();
-    assert_eq!(markers, [("FS", "m", None), ("FE", "m", Some(199))]);
+    assert_eq!(
+        markers(&objects),
+        [("FS", "m", None), ("FE", "m", Some(199))]
+    );
     let progress = rows(
         &mut c,
         "select relation::text, state, rows from pubjson.backfills order by 1",
@@ -1459,7 +1442,9 @@ fn wait_stopped(c: &mut Client) {
     );
 }
 
-/// The pg_recvlogical consumer's end: a message it waits for.
+/// The pg_recvlogical consumer's end: a transactional message, then a
+/// non-transactional one decoded after the first one's commit (its C is in
+/// the file once the second is), which it waits for.
 fn end_of_stream(c: &mut Client, recv: &mut RecvLogical) {
     exec(
         c,
@@ -1477,9 +1462,7 @@ fn end_of_stream(c: &mut Client, recv: &mut RecvLogical) {
 #[test]
 fn a_terminated_backfill_resumes_from_another_session() {
     let started = std::time::Instant::now();
-    let (dbname, mut c) = database("terminated");
-    exec(&mut c, KILLED_TABLE);
-    slot(&mut c, "bf_terminated");
+    let (dbname, mut c) = database_with_slot("terminated", KILLED_TABLE, "bf_terminated");
     let file = scratch_dir("backfill-terminated").join("stream.jsonl");
     let mut recv = RecvLogical::format3_in(&dbname, "bf_terminated", &file);
     let server = Server::main();
@@ -1506,12 +1489,12 @@ fn a_terminated_backfill_resumes_from_another_session() {
         .filter(|l| l.contains(r#""action":"F","#))
         .count();
     assert_eq!(fs, 2000, "each row once");
-    assert_eq!(consumer.replica.starts, 1);
-    assert_eq!(consumer.replica.ends, [("t".to_string(), 2000)]);
-    assert_same(
+    assert_converged(
+        &mut c,
         "resumed after pg_terminate_backend",
-        &consumer.replica.rows,
-        &table(&mut c, "select to_jsonb(t)::text from t"),
+        &consumer.replica,
+        "t",
+        2000,
     );
     drop_slot(&mut c, "bf_terminated");
     eprintln!("terminated and resumed: {:?}", started.elapsed());
@@ -1540,15 +1523,17 @@ fn a_backfill_stopped_by_an_immediate_shutdown_resumes_after_the_restart() {
     );
     let dir = scratch_dir("backfill-crashed");
     let (before, after) = (dir.join("before.jsonl"), dir.join("after.jsonl"));
-    let format3 = ["format-version=3"];
-    let mut recv = RecvLogical::start_on(
-        &server,
-        ("postgres", dbname),
-        "bf_crashed",
-        &before,
-        &format3,
-        &[],
-    );
+    let recv_into = |file: &std::path::Path| {
+        RecvLogical::start_on(
+            &server,
+            ("postgres", dbname),
+            "bf_crashed",
+            file,
+            &["format-version=3"],
+            &[],
+        )
+    };
+    let mut recv = recv_into(&before);
     let mut holder = server.connect(dbname);
     let (_, running) = backfill_held_mid_way(&server, dbname, &mut holder, &mut c);
     // The consumer has rows of the backfill when the server goes.
@@ -1562,26 +1547,19 @@ fn a_backfill_stopped_by_an_immediate_shutdown_resumes_after_the_restart() {
     let mut c = server.connect(dbname);
     wait_stopped(&mut c);
     exec(&mut c, WHILE_STOPPED);
-    let mut recv = RecvLogical::start_on(
-        &server,
-        ("postgres", dbname),
-        "bf_crashed",
-        &after,
-        &format3,
-        &[],
-    );
+    let mut recv = recv_into(&after);
     exec(&mut c, "call pubjson.backfill('t', chunk_rows => 50)");
     end_of_stream(&mut c, &mut recv);
 
     let mut consumer = Consumer::default();
     consumer.session_from_file(&before);
     consumer.session_from_file(&after);
-    assert_eq!(consumer.replica.starts, 1);
-    assert_eq!(consumer.replica.ends, [("t".to_string(), 2000)]);
-    assert_same(
+    assert_converged(
+        &mut c,
         "resumed after an immediate shutdown",
-        &consumer.replica.rows,
-        &table(&mut c, "select to_jsonb(t)::text from t"),
+        &consumer.replica,
+        "t",
+        2000,
     );
     drop_slot(&mut c, "bf_crashed");
     eprintln!(
@@ -1598,30 +1576,26 @@ fn a_backfill_stopped_by_an_immediate_shutdown_resumes_after_the_restart() {
 /// the middle: a backfill without an end would read them (F beyond 2000).
 #[test]
 fn a_backfill_of_a_table_growing_at_its_end_ends() {
-    let (dbname, mut c) = database("growing");
-    exec(
-        &mut c,
+    let (dbname, mut c) = database_with_slot(
+        "growing",
         "create table g (id bigint generated always as identity primary key, v text);
          insert into g (v) select 'row ' || i from generate_series(1, 2000) i;",
+        "bf_growing",
     );
-    slot(&mut c, "bf_growing");
-    let mut holder = Server::main().connect(&dbname);
-    exec(
-        &mut holder,
+    let mut held = held_call(
+        &mut c,
+        &dbname,
         "begin; select * from g where id = 1000 for update",
+        "call pubjson.backfill('g', chunk_rows => 20)",
+        "a chunk waits for row 1000",
     );
-    let mut b = Server::main().connect(&dbname);
-    let pid = backend_pid(&mut b);
-    let running = in_background(b, "call pubjson.backfill('g', chunk_rows => 20)");
-    wait_for_lock(&mut c, "a chunk waits for row 1000", pid);
     exec(
         &mut c,
         "insert into g (v) select 'later ' || i from generate_series(1, 100) i;
          update g set v = v || ' updated' where id = 2050",
     );
-    exec(&mut holder, "commit");
-    let (_, outcome) = running.join().expect("backfill thread");
-    assert_eq!(outcome, Ok(()), "the backfill ends");
+    exec(&mut held.holder, "commit");
+    succeeds(held.running, "the backfill ends");
     let end: i64 = c
         .query_one(
             "select end_key[1]::bigint from pubjson.backfill_progress where relid = 'g'::regclass",
@@ -1633,20 +1607,10 @@ fn a_backfill_of_a_table_growing_at_its_end_ends() {
 
     let objects = get(&mut c, "bf_growing", &[]);
     let (replica, fs) = replica_of(&objects, "g");
-    let beyond: Vec<i64> = objects
-        .iter()
-        .filter(|o| action(o) == "F")
-        .filter_map(|o| o["new"]["id"].as_i64())
-        .filter(|&id| id > end)
-        .collect();
+    let beyond: Vec<i64> = f_ids(&objects).into_iter().filter(|&id| id > end).collect();
     assert!(beyond.is_empty(), "F objects beyond the end: {beyond:?}");
     assert_eq!(fs, 2000, "every row present at the start, once");
-    assert_eq!(replica.ends, [("g".to_string(), 2000)]);
-    assert_same(
-        "g",
-        &replica.rows,
-        &table(&mut c, "select to_jsonb(g)::text from g"),
-    );
+    assert_converged(&mut c, "g", &replica, "g", 2000);
     assert_eq!(replica.rows.len(), 2100);
     drop_slot(&mut c, "bf_growing");
 }

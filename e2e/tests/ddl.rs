@@ -186,10 +186,11 @@ fn command_classes_in_commit_order() {
         "create table t (id int primary key, a text)"
     );
     assert_eq!(create["role"], "postgres");
-    assert_eq!(create["objects"][0]["type"], "table");
-    assert_eq!(create["objects"][0]["schema"], "public");
-    assert_eq!(create["objects"][0]["identity"], "public.t");
-    let oid = create["objects"][0]["oid"].as_u64().expect("oid");
+    let table = &create["objects"][0];
+    assert_eq!(table["type"], "table");
+    assert_eq!(table["schema"], "public");
+    assert_eq!(table["identity"], "public.t");
+    let oid = table["oid"].as_u64().expect("oid");
     assert_eq!(
         create["objects"][1]["type"], "index",
         "the primary key's index"
@@ -808,25 +809,19 @@ fn apply_r(
 /// order and its primary key's columns; sorted by table.
 fn normalized_schema(db: &str) -> Vec<String> {
     let server = Server::main();
-    let out = std::process::Command::new(pubjson_e2e::pg_bin("pg_dump"))
-        .args([
+    let text = server.run_client(
+        "pg_dump",
+        db,
+        &[
             "--schema-only",
             "--no-owner",
             "--no-privileges",
-            "-h",
-            &server.host,
-            "-p",
-        ])
-        .arg(server.port.to_string())
-        .args(["-U", "postgres", "-d", db, "-n", "public", "-n", "other"])
-        .output()
-        .expect("running pg_dump");
-    assert!(
-        out.status.success(),
-        "pg_dump {db}: {}",
-        String::from_utf8_lossy(&out.stderr)
+            "-n",
+            "public",
+            "-n",
+            "other",
+        ],
     );
-    let text = String::from_utf8(out.stdout).expect("UTF-8");
     let mut tables: std::collections::BTreeMap<String, (Vec<String>, String)> = Default::default();
     let mut current: Option<String> = None;
     let mut altered: Option<String> = None;

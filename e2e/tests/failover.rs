@@ -42,8 +42,8 @@
 
 use postgres::Client;
 use pubjson_e2e::{
-    complete_lines, exec, lsn, one_row, one_string, poll, rows, scratch_dir, server_major,
-    wait_true, Exporter, Place, RecvLogical, Server,
+    alter_system, complete_lines, exec, lsn, one_row, one_string, poll, rows, scratch_dir,
+    server_major, wait_true, Exporter, Place, RecvLogical, Server,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -435,11 +435,10 @@ sync_replication_slots = on",
     // Set only on the primary, after the base backup: the standby must not
     // carry it into its own promotion (it names a slot only the old
     // primary has).
-    exec(
+    alter_system(
         &mut p,
-        &format!("alter system set synchronized_standby_slots = '{PHYSICAL_SLOT}'"),
+        &format!("synchronized_standby_slots = '{PHYSICAL_SLOT}'"),
     );
-    exec(&mut p, "select pg_reload_conf()");
     wait_true(
         &mut p,
         "synchronized_standby_slots in effect",
@@ -532,8 +531,7 @@ sync_replication_slots = on",
     // standby's slot (synchronized_standby_slots), so the consumer gets
     // nothing the standby does not have; what is committed from now on is
     // lost with the crash.
-    exec(&mut s, "alter system set primary_conninfo = ''");
-    exec(&mut s, "select pg_reload_conf()");
+    alter_system(&mut s, "primary_conninfo = ''");
     wait_true(
         &mut p,
         "the standby's WAL receiver gone",

@@ -123,6 +123,15 @@ fn replica_identities() {
     );
 }
 
+/// The differential check of a test: `schema` (in the test schema `name`,
+/// see `TestDb::with_slot_pair`), the `workload`, then what both plugins
+/// wrote compared (`tables`: see `TestDb::compare_matrix_and_pk`).
+fn compare_after(name: &str, schema: &str, workload: &[&str], tables: &str) {
+    let (mut db, slots) = TestDb::with_slot_pair(name, schema);
+    db.run(workload);
+    db.compare_matrix_and_pk(&slots, tables);
+}
+
 /// An expression giving a new value to column `col` of the tables above.
 fn new_value(col: &str) -> String {
     match col {
@@ -134,7 +143,10 @@ fn new_value(col: &str) -> String {
 #[test]
 fn toast() {
     require_wal2json!();
-    let (mut db, slots) = TestDb::with_slot_pair(
+    // > 100 kB of hex digits: stored out of line.
+    let big = "(select string_agg(md5(i::text), '') from generate_series(1, 4000) i)";
+    let big2 = "(select string_agg(md5((i * 7)::text), ' ') from generate_series(1, 3000) i)";
+    compare_after(
         "toast",
         "
         create table e2e_toast.t (id int primary key, small int, big text, other text);
@@ -144,65 +156,65 @@ fn toast() {
         alter table e2e_toast.ext alter column big set storage external;
         alter table e2e_toast.ext alter column b set storage external;
         ",
+        &[
+            &format!("insert into e2e_toast.t values (1, 1, {big}, 'o'), (2, 2, {big2}, {big})"),
+            &format!("insert into e2e_toast.full_t values (1, 1, {big})"),
+            &format!(
+                "insert into e2e_toast.ext values (1, 1, {big}, convert_to({big2}, 'UTF8')), (2, 2, 'short', null)"
+            ),
+            // Unchanged TOAST columns are omitted from the new tuple.
+            "update e2e_toast.t set small = small + 10",
+            "update e2e_toast.full_t set small = small + 10",
+            "update e2e_toast.ext set small = small + 10",
+            // The key changes too: the old key is logged, big is still unchanged.
+            "update e2e_toast.t set id = id + 100, small = 0 where id = 1",
+            // The toasted column itself changes.
+            &format!("update e2e_toast.t set big = {big2} where id = 2"),
+            &format!("update e2e_toast.full_t set big = left({big}, 5000)"),
+            "update e2e_toast.ext set big = big || 'x', b = null where id = 1",
+            // Deleting rows with toasted values.
+            "delete from e2e_toast.t where id = 101",
+            "delete from e2e_toast.full_t",
+            "delete from e2e_toast.ext where id = 1",
+        ],
+        "e2e_toast.t,e2e_toast.ext",
     );
-    // > 100 kB of hex digits: stored out of line.
-    let big = "(select string_agg(md5(i::text), '') from generate_series(1, 4000) i)";
-    let big2 = "(select string_agg(md5((i * 7)::text), ' ') from generate_series(1, 3000) i)";
-    db.run(&[
-        &format!("insert into e2e_toast.t values (1, 1, {big}, 'o'), (2, 2, {big2}, {big})"),
-        &format!("insert into e2e_toast.full_t values (1, 1, {big})"),
-        &format!(
-            "insert into e2e_toast.ext values (1, 1, {big}, convert_to({big2}, 'UTF8')), (2, 2, 'short', null)"
-        ),
-        // Unchanged TOAST columns are omitted from the new tuple.
-        "update e2e_toast.t set small = small + 10",
-        "update e2e_toast.full_t set small = small + 10",
-        "update e2e_toast.ext set small = small + 10",
-        // The key changes too: the old key is logged, big is still unchanged.
-        "update e2e_toast.t set id = id + 100, small = 0 where id = 1",
-        // The toasted column itself changes.
-        &format!("update e2e_toast.t set big = {big2} where id = 2"),
-        &format!("update e2e_toast.full_t set big = left({big}, 5000)"),
-        "update e2e_toast.ext set big = big || 'x', b = null where id = 1",
-        // Deleting rows with toasted values.
-        "delete from e2e_toast.t where id = 101",
-        "delete from e2e_toast.full_t",
-        "delete from e2e_toast.ext where id = 1",
-    ]);
-    db.compare_matrix_and_pk(&slots, "e2e_toast.t,e2e_toast.ext");
 }
 
 #[test]
 fn truncate() {
     require_wal2json!();
-    let (mut db, slots) = TestDb::with_slot_pair("truncate", "
+    compare_after(
+        "truncate",
+        "
         create table e2e_truncate.a (id int primary key, v text);
         create table e2e_truncate.b (id int primary key, a_id int references e2e_truncate.a (id));
         create table e2e_truncate.c (id serial primary key);
         create table e2e_truncate.part (id int, k int, primary key (id, k)) partition by range (k);
         create table e2e_truncate.part_1 partition of e2e_truncate.part for values from (0) to (10);
         create table e2e_truncate.part_2 partition of e2e_truncate.part for values from (10) to (20);
-        ");
-    db.run(&[
-        "insert into e2e_truncate.a values (1, 'x'), (2, 'y')",
-        "insert into e2e_truncate.b values (1, 1)",
-        "insert into e2e_truncate.c default values",
-        "insert into e2e_truncate.part values (1, 1), (2, 15)",
-        // Moves the row to the other partition: a DELETE and an INSERT.
-        "update e2e_truncate.part set k = 12 where id = 1",
-        "update e2e_truncate.part set id = 20 where id = 2",
-        "truncate e2e_truncate.c",
-        "truncate e2e_truncate.a, e2e_truncate.b",
-        "insert into e2e_truncate.a values (3, 'z')",
-        "insert into e2e_truncate.b values (3, 3)",
-        "truncate e2e_truncate.a cascade",
-        "truncate e2e_truncate.c restart identity",
-        "truncate e2e_truncate.part",
-        "truncate only e2e_truncate.part_2",
-        "begin; insert into e2e_truncate.c default values; truncate e2e_truncate.c; insert into e2e_truncate.c default values; commit",
-        "truncate e2e_truncate.a, e2e_truncate.b, e2e_truncate.c",
-    ]);
-    db.compare_matrix_and_pk(&slots, "e2e_truncate.*");
+        ",
+        &[
+            "insert into e2e_truncate.a values (1, 'x'), (2, 'y')",
+            "insert into e2e_truncate.b values (1, 1)",
+            "insert into e2e_truncate.c default values",
+            "insert into e2e_truncate.part values (1, 1), (2, 15)",
+            // Moves the row to the other partition: a DELETE and an INSERT.
+            "update e2e_truncate.part set k = 12 where id = 1",
+            "update e2e_truncate.part set id = 20 where id = 2",
+            "truncate e2e_truncate.c",
+            "truncate e2e_truncate.a, e2e_truncate.b",
+            "insert into e2e_truncate.a values (3, 'z')",
+            "insert into e2e_truncate.b values (3, 3)",
+            "truncate e2e_truncate.a cascade",
+            "truncate e2e_truncate.c restart identity",
+            "truncate e2e_truncate.part",
+            "truncate only e2e_truncate.part_2",
+            "begin; insert into e2e_truncate.c default values; truncate e2e_truncate.c; insert into e2e_truncate.c default values; commit",
+            "truncate e2e_truncate.a, e2e_truncate.b, e2e_truncate.c",
+        ],
+        "e2e_truncate.*",
+    );
 }
 
 /// Old tuples written before ALTER TABLE: columns added since (with a
@@ -211,7 +223,9 @@ fn truncate() {
 #[test]
 fn columns_added_and_dropped_before_the_change() {
     require_wal2json!();
-    let (mut db, slots) = TestDb::with_slot_pair("altered", "
+    compare_after(
+        "altered",
+        "
         create table e2e_altered.full_t (id int, gone text, v text);
         alter table e2e_altered.full_t replica identity full;
         create table e2e_altered.pk_t (id int primary key, gone text, v text);
@@ -221,20 +235,21 @@ fn columns_added_and_dropped_before_the_change() {
         alter table e2e_altered.pk_t drop column gone;
         alter table e2e_altered.full_t add column fast int default 5, add column fast_text text default 'dflt', add column plain int;
         alter table e2e_altered.pk_t add column fast int default 5, add column plain int;
-        ");
-    db.run(&[
-        // Rows stored before the ALTERs.
-        "update e2e_altered.full_t set v = 'a2' where id = 1",
-        "delete from e2e_altered.full_t where id = 2",
-        "update e2e_altered.pk_t set v = 'a2' where id = 1",
-        "update e2e_altered.pk_t set id = 30 where id = 3",
-        "delete from e2e_altered.pk_t where id = 2",
-        // Rows stored after.
-        "insert into e2e_altered.full_t (id, v) values (4, 'd')",
-        "delete from e2e_altered.full_t where id = 4",
-        "alter table e2e_altered.full_t alter column fast set default 6",
-        "insert into e2e_altered.full_t (id, v) values (5, 'e')",
-        "delete from e2e_altered.full_t",
-    ]);
-    db.compare_matrix_and_pk(&slots, "e2e_altered.pk_t");
+        ",
+        &[
+            // Rows stored before the ALTERs.
+            "update e2e_altered.full_t set v = 'a2' where id = 1",
+            "delete from e2e_altered.full_t where id = 2",
+            "update e2e_altered.pk_t set v = 'a2' where id = 1",
+            "update e2e_altered.pk_t set id = 30 where id = 3",
+            "delete from e2e_altered.pk_t where id = 2",
+            // Rows stored after.
+            "insert into e2e_altered.full_t (id, v) values (4, 'd')",
+            "delete from e2e_altered.full_t where id = 4",
+            "alter table e2e_altered.full_t alter column fast set default 6",
+            "insert into e2e_altered.full_t (id, v) values (5, 'e')",
+            "delete from e2e_altered.full_t",
+        ],
+        "e2e_altered.pk_t",
+    );
 }

@@ -19,7 +19,9 @@
 //! absent: `tests/monitoring.rs` checks that.)
 
 use postgres::Client;
-use pubjson_e2e::{exec, one_string, poll, server_major, Exporter, ExtraCluster, Metrics, Standby};
+use pubjson_e2e::{
+    alter_system, exec, one_string, poll, server_major, Exporter, ExtraCluster, Metrics, Standby,
+};
 use std::time::{Duration, Instant};
 
 const PRIMARY_PORT: u16 = 54347;
@@ -177,14 +179,10 @@ fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
         STANDBY_PORT,
     );
     let mut s = sb.connect(DB);
-    exec(
+    alter_system(
         &mut s,
-        &format!(
-            "alter system set max_standby_streaming_delay = '{}s'",
-            DELAY_S as i64
-        ),
+        &format!("max_standby_streaming_delay = '{}s'", DELAY_S as i64),
     );
-    exec(&mut s, "select pg_reload_conf()");
     poll(
         "the standby caught up with the new delay",
         Duration::from_secs(30),
@@ -349,8 +347,7 @@ fn exporter_scrapes_standby_replay_wait_and_query_at_risk() {
     assert_eq!(n, 0, "the truncate was replayed");
 
     // A delay of -1: replay would wait forever, there is no budget.
-    exec(&mut s, "alter system set max_standby_streaming_delay = -1");
-    exec(&mut s, "select pg_reload_conf()");
+    alter_system(&mut s, "max_standby_streaming_delay = -1");
     let m = poll(
         "a scrape with the delay -1",
         Duration::from_secs(10),

@@ -593,19 +593,34 @@ fn aborted_transactions_are_streamed(db: &mut TestDb) -> bool {
     db.server_major() < 18
 }
 
-fn peek(db: &mut TestDb, slot: &str, options: &str) -> Vec<String> {
-    let upto = db.upto_lsn.clone().expect("flush_wal first");
-    db.exec("set logical_decoding_work_mem = '64kB'");
+/// The data of `pg_logical_slot_{how}_changes` (`how`: get or peek) on
+/// `slot` up to `upto`, with `options`.
+fn changes(db: &mut TestDb, how: &str, slot: &str, upto: &str, options: &str) -> Vec<String> {
     let sql = format!(
-        "select data from pg_logical_slot_peek_changes('{slot}', '{upto}', NULL, {options})"
+        "select data from pg_logical_slot_{how}_changes('{slot}', '{upto}', NULL, {options})"
     );
     let rows = db
         .conn
         .client
         .query(&sql, &[])
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    db.exec("reset logical_decoding_work_mem");
     rows.iter().map(|r| r.get::<_, String>(0)).collect()
+}
+
+/// `f` under `logical_decoding_work_mem = '64kB'` (reset after it): the
+/// large transactions are streamed.
+fn with_small_work_mem<T>(db: &mut TestDb, f: impl FnOnce(&mut TestDb) -> T) -> T {
+    db.exec("set logical_decoding_work_mem = '64kB'");
+    let result = f(db);
+    db.exec("reset logical_decoding_work_mem");
+    result
+}
+
+/// The changes up to the last flush (`flush_wal`), peeked with `options`
+/// and a small `logical_decoding_work_mem`.
+fn peek(db: &mut TestDb, slot: &str, options: &str) -> Vec<String> {
+    let upto = db.upto_lsn.clone().expect("flush_wal first");
+    with_small_work_mem(db, |db| changes(db, "peek", slot, &upto, options))
 }
 
 fn create_slot(db: &mut TestDb, name: &str, two_phase: bool) -> SlotGuard {
@@ -617,6 +632,100 @@ fn create_slot(db: &mut TestDb, name: &str, two_phase: bool) -> SlotGuard {
     }
 }
 
+/// A test database `name` with its slot (`two_phase`): the database, the
+/// names of its table `t` (not created) and of the slot, and the slot's
+/// guard.
+fn database_with_slot(name: &str, two_phase: bool) -> (TestDb, String, String, SlotGuard) {
+    let mut db = TestDb::new(name);
+    let table = format!("{}.t", db.schema);
+    let slot = format!("{}_slot", db.schema);
+    let guard = create_slot(&mut db, &slot, two_phase);
+    (db, table, slot, guard)
+}
+
+/// A test database `name` with its table `t` (`create_table`): the
+/// database and the table's name.
+fn database_with_table(name: &str) -> (TestDb, String) {
+    let mut db = TestDb::new(name);
+    let table = format!("{}.t", db.schema);
+    create_table(&mut db, &table);
+    (db, table)
+}
+
+/// Creates the tests' table (`id`, `v`, `big`) named `table`.
+fn create_table(db: &mut TestDb, table: &str) {
+    db.exec(&format!(
+        "create table {table} (id int primary key, v text, big text)"
+    ));
+}
+
+/// The replay's PREPAREs, COMMIT PREPAREDs and ROLLBACK PREPAREDs.
+fn assert_two_phase(stats: &ReplayStats, expected: (usize, usize, usize)) {
+    assert_eq!(
+        (
+            stats.prepares,
+            stats.commit_prepared,
+            stats.rollback_prepared
+        ),
+        expected,
+        "{stats:?}"
+    );
+}
+
+/// Runs pg_recvlogical on `slot` up to `end` into `file`, with format 2
+/// and `opts`; `small_work_mem`: with a `logical_decoding_work_mem` of 64kB
+/// (a walsender takes it from its startup options), which streams.
+fn recv_until(slot: &str, end: &str, file: &std::path::Path, small_work_mem: bool, opts: &[&str]) {
+    let mut cmd = command_for_test_db();
+    if small_work_mem {
+        cmd.env("PGOPTIONS", "-c logical_decoding_work_mem=64kB");
+    }
+    cmd.args(["-S", slot, "--start", "--no-loop", "-E", end, "-f"])
+        .arg(file)
+        .args(["-o", "format-version=2"]);
+    for opt in opts {
+        cmd.args(["-o", opt]);
+    }
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("run pg_recvlogical");
+    assert!(status.success(), "pg_recvlogical failed: {status}");
+}
+
+/// A new model with `lines` replayed into it by `replay`, and the
+/// replay's counts.
+fn replayed(
+    lines: &[String],
+    replay: fn(&[String], &mut Model) -> ReplayStats,
+) -> (Model, ReplayStats) {
+    let mut model = Model::new();
+    let stats = replay(lines, &mut model);
+    (model, stats)
+}
+
+/// `peek` with `options`, replayed by `replay` into a new model: the
+/// lines, the model and the replay's counts.
+fn peek_replayed(
+    db: &mut TestDb,
+    slot: &str,
+    options: &str,
+    replay: fn(&[String], &mut Model) -> ReplayStats,
+) -> (Vec<String>, Model, ReplayStats) {
+    let lines = peek(db, slot, options);
+    let (model, stats) = replayed(&lines, replay);
+    (lines, model, stats)
+}
+
+/// A new model with `sessions` replayed into it (see `replay_v2_sessions`),
+/// and the replay's counts.
+fn replayed_sessions(sessions: &[&[String]], seen: Sessions) -> (Model, ReplayStats) {
+    let mut model = Model::new();
+    let stats = replay_v2_sessions(sessions, &mut model, seen);
+    (model, stats)
+}
+
 fn second_session() -> postgres::Client {
     pubjson_e2e::connect().client
 }
@@ -624,29 +733,34 @@ fn second_session() -> postgres::Client {
 /// A test database with a slot, then the big-transaction workload in it:
 /// the database, the slot, its guard and the table's final contents.
 fn streamed_workload(name: &str) -> (TestDb, String, SlotGuard, Model) {
-    let mut db = TestDb::new(name);
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let guard = create_slot(&mut db, &slot, false);
+    let (mut db, table, slot, guard) = database_with_slot(name, false);
     let mut second = second_session();
     workload(&mut db, &table, &mut second);
     let expected = table_model(&mut db, &table);
     (db, slot, guard, expected)
 }
 
-#[test]
-fn streamed_format_2_replays_to_the_committed_data() {
-    let (mut db, slot, _guard, expected) = streamed_workload("stream_v2");
-
-    let lines = peek(&mut db, &slot, "'format-version', '2', 'streaming', 'on'");
-    let mut model = Model::new();
-    let stats = replay_v2(&lines, &mut model);
-    println!("format 2 streamed: {} lines, {stats:?}", lines.len());
+/// `streamed_workload(name)` peeked in format `version` with streaming on
+/// and replayed: stream blocks, a subtransaction abort and a transaction
+/// abort streamed, and the table's data. Gives the database, the slot, its
+/// guard, the table's data and the replay's counts.
+fn assert_streamed_replay(
+    name: &str,
+    version: u8,
+) -> (TestDb, String, SlotGuard, Model, ReplayStats) {
+    let (mut db, slot, guard, expected) = streamed_workload(name);
+    let replay: fn(&[String], &mut Model) -> ReplayStats =
+        if version == 1 { replay_v1 } else { replay_v2 };
+    let options = format!("'format-version', '{version}', 'streaming', 'on'");
+    let (lines, model, stats) = peek_replayed(&mut db, &slot, &options, replay);
+    println!(
+        "format {version} streamed: {} lines, {stats:?}",
+        lines.len()
+    );
     assert!(
         stats.stream_blocks >= 10,
         "too few stream blocks: {stats:?}"
     );
-    assert!(stats.streamed_commits >= 3, "{stats:?}");
     assert!(
         stats.subxact_aborts >= 1,
         "no subtransaction abort was streamed: {stats:?}"
@@ -657,41 +771,30 @@ fn streamed_format_2_replays_to_the_committed_data() {
     );
     assert_eq!(model.len(), expected.len());
     assert!(model == expected, "replayed data differs from the table");
+    (db, slot, guard, expected, stats)
+}
+
+#[test]
+fn streamed_format_2_replays_to_the_committed_data() {
+    let (mut db, slot, _guard, expected, stats) = assert_streamed_replay("stream_v2", 2);
+    assert!(stats.streamed_commits >= 3, "{stats:?}");
 
     // The same WAL without streaming gives the same data (and no S/A objects).
-    let plain = peek(&mut db, &slot, "'format-version', '2'");
-    let mut plain_model = Model::new();
-    let plain_stats = replay_v2(&plain, &mut plain_model);
+    let (_, plain_model, plain_stats) =
+        peek_replayed(&mut db, &slot, "'format-version', '2'", replay_v2);
     assert_eq!(plain_stats.stream_blocks, 0);
     assert!(plain_model == expected);
 }
 
 #[test]
 fn streamed_format_1_replays_to_the_committed_data() {
-    let (mut db, slot, _guard, expected) = streamed_workload("stream_v1");
-
-    let docs = peek(&mut db, &slot, "'format-version', '1', 'streaming', 'on'");
-    let mut model = Model::new();
-    let stats = replay_v1(&docs, &mut model);
-    println!("format 1 streamed: {} documents, {stats:?}", docs.len());
-    assert!(
-        stats.stream_blocks >= 10
-            && stats.subxact_aborts >= 1
-            && (stats.txn_aborts >= 1 || !aborted_transactions_are_streamed(&mut db)),
-        "{stats:?}"
-    );
-    assert!(model == expected, "replayed data differs from the table");
+    assert_streamed_replay("stream_v1", 1);
 }
 
 #[test]
 fn streaming_applies_publication_row_filters() {
-    let mut db = TestDb::new("stream_pub");
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, false);
-    db.exec(&format!(
-        "create table {table} (id int primary key, v text, big text)"
-    ));
+    let (mut db, table, slot, _guard) = database_with_slot("stream_pub", false);
+    create_table(&mut db, &table);
     db.exec(&format!(
         "create publication {}_pub for table {table} where (id % 2 = 0)",
         db.schema
@@ -744,49 +847,32 @@ fn streaming_applies_publication_row_filters() {
 
 #[test]
 fn two_phase_with_and_without_streaming() {
-    let mut db = TestDb::new("twophase");
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, true);
-    db.exec(&format!(
-        "create table {table} (id int primary key, v text, big text)"
-    ));
+    let (mut db, table, slot, _guard) = database_with_slot("twophase", true);
+    create_table(&mut db, &table);
     let gid = |n: &str| format!("{}_{n}", db.schema);
     let (g1, g2, g3, g4) = (gid("g1"), gid("g2"), gid("g3"), gid("g4"));
-    db.exec(&format!("begin; insert into {table} values (1, 'committed prepared', null); prepare transaction '{g1}'"));
-    db.exec(&format!("commit prepared '{g1}'"));
-    db.exec(&format!("begin; insert into {table} values (2, 'rolled back prepared', null); prepare transaction '{g2}'"));
-    db.exec(&format!("rollback prepared '{g2}'"));
-    db.exec(&format!(
-        "begin; insert into {table} select i, 'big prepared', null from generate_series(100, 4000) i; prepare transaction '{g3}'"
-    ));
-    db.exec(&format!("commit prepared '{g3}'"));
-    db.exec(&format!(
-        "begin; insert into {table} select i, 'big rolled back', null from generate_series(5000, 9000) i; prepare transaction '{g4}'"
-    ));
-    db.exec(&format!("rollback prepared '{g4}'"));
-    db.flush_wal();
+    db.run(&[
+        &format!("begin; insert into {table} values (1, 'committed prepared', null); prepare transaction '{g1}'"),
+        &format!("commit prepared '{g1}'"),
+        &format!("begin; insert into {table} values (2, 'rolled back prepared', null); prepare transaction '{g2}'"),
+        &format!("rollback prepared '{g2}'"),
+        &format!("begin; insert into {table} select i, 'big prepared', null from generate_series(100, 4000) i; prepare transaction '{g3}'"),
+        &format!("commit prepared '{g3}'"),
+        &format!("begin; insert into {table} select i, 'big rolled back', null from generate_series(5000, 9000) i; prepare transaction '{g4}'"),
+        &format!("rollback prepared '{g4}'"),
+    ]);
     let expected = table_model(&mut db, &table);
     assert_eq!(expected.len(), 1 + 3901);
 
     for streaming in ["off", "on"] {
-        let lines = peek(
+        let (lines, model, stats) = peek_replayed(
             &mut db,
             &slot,
             &format!("'format-version', '2', 'streaming', '{streaming}'"),
+            replay_v2,
         );
-        let mut model = Model::new();
-        let stats = replay_v2(&lines, &mut model);
         println!("two-phase, streaming {streaming}: {stats:?}");
-        assert_eq!(
-            (
-                stats.prepares,
-                stats.commit_prepared,
-                stats.rollback_prepared
-            ),
-            (4, 2, 2),
-            "{stats:?}"
-        );
+        assert_two_phase(&stats, (4, 2, 2));
         if streaming == "on" {
             assert!(stats.stream_blocks > 0, "{stats:?}");
             assert!(lines
@@ -798,18 +884,8 @@ fn two_phase_with_and_without_streaming() {
             "two-phase replay differs (streaming {streaming})"
         );
     }
-    let docs = peek(&mut db, &slot, "'format-version', '1'");
-    let mut model = Model::new();
-    let stats = replay_v1(&docs, &mut model);
-    assert_eq!(
-        (
-            stats.prepares,
-            stats.commit_prepared,
-            stats.rollback_prepared
-        ),
-        (4, 2, 2),
-        "{stats:?}"
-    );
+    let (_, model, stats) = peek_replayed(&mut db, &slot, "'format-version', '1'", replay_v1);
+    assert_two_phase(&stats, (4, 2, 2));
     assert!(model == expected, "format-1 two-phase replay differs");
 }
 
@@ -821,20 +897,10 @@ fn streaming_through_pg_recvlogical() {
     let dir = scratch_dir("stream_recv");
     let file = dir.join("out.json");
     // A walsender takes logical_decoding_work_mem from its startup options.
-    let status = command_for_test_db()
-        .env("PGOPTIONS", "-c logical_decoding_work_mem=64kB")
-        .args(["-S", &slot, "--start", "--no-loop", "-E", &end, "-f"])
-        .arg(&file)
-        .args(["-o", "format-version=2", "-o", "streaming"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .expect("run pg_recvlogical");
-    assert!(status.success(), "pg_recvlogical failed: {status}");
+    recv_until(&slot, &end, &file, true, &["streaming"]);
     wait_for("output file", Duration::from_secs(10), || file.exists());
     let lines = complete_lines(&file);
-    let mut model = Model::new();
-    let stats = replay_v2(&lines, &mut model);
+    let (model, stats) = replayed(&lines, replay_v2);
     println!("pg_recvlogical streamed: {} lines, {stats:?}", lines.len());
     assert!(
         stats.stream_blocks >= 10
@@ -849,28 +915,18 @@ fn streaming_through_pg_recvlogical() {
 
 #[test]
 fn two_phase_through_pg_recvlogical() {
-    let mut db = TestDb::new("twophase_recv");
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, true);
-    db.exec(&format!(
-        "create table {table} (id int primary key, v text, big text)"
-    ));
+    let (mut db, table, slot, _guard) = database_with_slot("twophase_recv", true);
+    create_table(&mut db, &table);
     let g = |n: &str| format!("{}_{n}", db.schema);
     let (g1, g2, g3) = (g("g1"), g("g2"), g("g3"));
-    db.exec(&format!(
-        "begin; insert into {table} values (1, 'one', null); prepare transaction '{g1}'"
-    ));
-    db.exec(&format!(
-        "begin; insert into {table} values (2, 'two', null); prepare transaction '{g2}'"
-    ));
-    db.exec(&format!("commit prepared '{g1}'"));
-    db.exec(&format!("rollback prepared '{g2}'"));
-    db.exec(&format!(
-        "begin; insert into {table} select i, 'big', null from generate_series(10, 3000) i; prepare transaction '{g3}'"
-    ));
-    db.exec(&format!("commit prepared '{g3}'"));
-    db.flush_wal();
+    db.run(&[
+        &format!("begin; insert into {table} values (1, 'one', null); prepare transaction '{g1}'"),
+        &format!("begin; insert into {table} values (2, 'two', null); prepare transaction '{g2}'"),
+        &format!("commit prepared '{g1}'"),
+        &format!("rollback prepared '{g2}'"),
+        &format!("begin; insert into {table} select i, 'big', null from generate_series(10, 3000) i; prepare transaction '{g3}'"),
+        &format!("commit prepared '{g3}'"),
+    ]);
     let expected = table_model(&mut db, &table);
     let end = db.upto_lsn.clone().expect("flushed");
 
@@ -885,35 +941,16 @@ fn two_phase_through_pg_recvlogical() {
         };
         let dir = scratch_dir(&format!("twophase_recv_{name}"));
         let file = dir.join("out.json");
-        let mut cmd = command_for_test_db();
-        if streaming {
-            cmd.env("PGOPTIONS", "-c logical_decoding_work_mem=64kB");
-        }
-        cmd.args(["-S", &copy, "--start", "--no-loop", "-E", &end, "-f"])
-            .arg(&file)
-            .args(["-o", "format-version=2", "-o", "two_phase"]);
-        if streaming {
-            cmd.args(["-o", "streaming"]);
-        }
-        let status = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .expect("run pg_recvlogical");
-        assert!(status.success(), "pg_recvlogical failed: {status}");
+        let opts: &[&str] = if streaming {
+            &["two_phase", "streaming"]
+        } else {
+            &["two_phase"]
+        };
+        recv_until(&copy, &end, &file, streaming, opts);
         let lines = complete_lines(&file);
-        let mut model = Model::new();
-        let stats = replay_v2(&lines, &mut model);
+        let (model, stats) = replayed(&lines, replay_v2);
         println!("two-phase via pg_recvlogical ({name}): {stats:?}");
-        assert_eq!(
-            (
-                stats.prepares,
-                stats.commit_prepared,
-                stats.rollback_prepared
-            ),
-            (3, 2, 1),
-            "{stats:?}"
-        );
+        assert_two_phase(&stats, (3, 2, 1));
         if streaming {
             assert!(stats.stream_blocks > 0, "{stats:?}");
         }
@@ -937,9 +974,7 @@ fn immediate_streaming_of_small_transactions() {
     );
     let table = format!("{}.t", db.schema);
     let slot = format!("{}_slot", db.schema);
-    db.exec(&format!(
-        "create table {table} (id int primary key, v text, big text)"
-    ));
+    create_table(&mut db, &table);
     let _guard = create_slot(&mut db, &slot, false);
     db.run(&[
         &format!("insert into {table} values (1, 'a'), (2, 'b'), (3, 'c')"),
@@ -957,26 +992,14 @@ fn immediate_streaming_of_small_transactions() {
     let upto = db.upto_lsn.clone().expect("flushed");
     db.exec("set debug_logical_replication_streaming = immediate");
     let mut peek_streaming = |value: &str| -> Vec<String> {
-        db.conn
-            .client
-            .query(
-                &format!(
-                    "select data from pg_logical_slot_peek_changes('{slot}', '{upto}', NULL,
-                     'format-version', '2', 'streaming', '{value}')"
-                ),
-                &[],
-            )
-            .expect("peek")
-            .iter()
-            .map(|r| r.get::<_, String>(0))
-            .collect()
+        let options = format!("'format-version', '2', 'streaming', '{value}'");
+        changes(&mut db, "peek", &slot, &upto, &options)
     };
     let lines = peek_streaming("on");
     // pgoutput's `parallel` (16+) is plain streaming for pubjson.
     assert_eq!(peek_streaming("parallel"), lines);
     db.exec("reset debug_logical_replication_streaming");
-    let mut model = Model::new();
-    let stats = replay_v2(&lines, &mut model);
+    let (model, stats) = replayed(&lines, replay_v2);
     println!("immediate streaming: {} lines, {stats:?}", lines.len());
     assert!(stats.stream_blocks >= 3, "{stats:?}\n{lines:#?}");
     assert_eq!(stats.streamed_commits, 3, "{stats:?}\n{lines:#?}");
@@ -992,13 +1015,8 @@ fn immediate_streaming_of_small_transactions() {
 /// cut the WAL while two large transactions are open.
 #[test]
 fn streamed_replay_across_sql_calls() {
-    let mut db = TestDb::new("stream_calls");
-    let table = format!("{}.t", db.schema);
-    let slot = format!("{}_slot", db.schema);
-    let _guard = create_slot(&mut db, &slot, false);
-    db.exec(&format!(
-        "create table {table} (id int primary key, v text, big text)"
-    ));
+    let (mut db, table, slot, _guard) = database_with_slot("stream_calls", false);
+    create_table(&mut db, &table);
     let (mut s1, mut s2) = (second_session(), second_session());
     let run = |c: &mut postgres::Client, sql: &str| {
         c.batch_execute(sql)
@@ -1037,25 +1055,18 @@ fn streamed_replay_across_sql_calls() {
     let end = db.upto_lsn.clone().expect("flushed");
     let expected = table_model(&mut db, &table);
 
-    let mut calls: Vec<Vec<String>> = Vec::new();
-    db.exec("set logical_decoding_work_mem = '64kB'");
-    for upto in [&cut1, &cut2, &end] {
-        let sql = format!(
-            "select data from pg_logical_slot_get_changes('{slot}', '{upto}', NULL,
-             'format-version', '2', 'include-lsn', '1', 'streaming', 'on')"
-        );
-        let rows = db
-            .conn
-            .client
-            .query(&sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        calls.push(rows.iter().map(|r| r.get::<_, String>(0)).collect());
-    }
-    db.exec("reset logical_decoding_work_mem");
+    let calls: Vec<Vec<String>> = with_small_work_mem(&mut db, |db| {
+        [&cut1, &cut2, &end]
+            .iter()
+            .map(|upto| {
+                let options = "'format-version', '2', 'include-lsn', '1', 'streaming', 'on'";
+                changes(db, "get", &slot, upto, options)
+            })
+            .collect()
+    });
     let sessions: Vec<&[String]> = calls.iter().map(Vec::as_slice).collect();
 
-    let mut model = Model::new();
-    let stats = replay_v2_sessions(&sessions, &mut model, Sessions::Seen);
+    let (model, stats) = replayed_sessions(&sessions, Sessions::Seen);
     println!("three get_changes calls: {stats:?}");
     assert!(
         model == expected,
@@ -1067,8 +1078,7 @@ fn streamed_replay_across_sql_calls() {
     );
     // The same output run together: `first` alone still keeps every change
     // from being applied twice.
-    let mut model = Model::new();
-    let unseen = replay_v2_sessions(&sessions, &mut model, Sessions::Unseen);
+    let (model, unseen) = replayed_sessions(&sessions, Sessions::Unseen);
     assert!(unseen.dropped_at_first >= 1, "{unseen:?}");
     assert!(
         model == expected,
@@ -1084,11 +1094,7 @@ fn streamed_replay_across_sql_calls() {
 /// tries a few sizes until it happens; every replay must be exact.
 #[test]
 fn prepared_transaction_streamed_again_after_a_new_session() {
-    let mut db = TestDb::new("stream_prep_again");
-    let table = format!("{}.t", db.schema);
-    db.exec(&format!(
-        "create table {table} (id int primary key, v text, big text)"
-    ));
+    let (mut db, table) = database_with_table("stream_prep_again");
     let mut seen_again = None;
     for (round, rows) in (3000..=4500).step_by(100).enumerate() {
         let slot = format!("{}_slot{round}", db.schema);
@@ -1108,27 +1114,16 @@ fn prepared_transaction_streamed_again_after_a_new_session() {
         db.flush_wal();
         let end = db.upto_lsn.clone().expect("flushed");
         let expected = table_model(&mut db, &table);
-        db.exec("set logical_decoding_work_mem = '64kB'");
-        let calls: Vec<Vec<String>> = [&prepared, &end]
-            .iter()
-            .map(|upto| {
-                db.conn
-                    .client
-                    .query(
-                        &format!(
-                            "select data from pg_logical_slot_get_changes('{slot}', '{upto}', NULL,
-                             'format-version', '2', 'include-lsn', '1', 'streaming', 'on',
-                             'two_phase', '1')"
-                        ),
-                        &[],
-                    )
-                    .expect("get_changes")
-                    .iter()
-                    .map(|r| r.get::<_, String>(0))
-                    .collect()
-            })
-            .collect();
-        db.exec("reset logical_decoding_work_mem");
+        let calls: Vec<Vec<String>> = with_small_work_mem(&mut db, |db| {
+            [&prepared, &end]
+                .iter()
+                .map(|upto| {
+                    let options = "'format-version', '2', 'include-lsn', '1', 'streaming', 'on',
+                                   'two_phase', '1'";
+                    changes(db, "get", &slot, upto, options)
+                })
+                .collect()
+        });
         let sessions: Vec<&[String]> = calls.iter().map(Vec::as_slice).collect();
         let mut model = Model::new();
         // The data before the truncate of this round is not in this slot.
@@ -1163,27 +1158,7 @@ fn prepared_transaction_streamed_again_after_a_new_session() {
 // ---------------------------------------------------------------------------
 
 use pubjson_e2e::reliability as rel;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// `pg_terminate_backend` of the walsender: the server keeps running.
-    TerminateWalsender,
-    /// SIGKILL of the walsender: the postmaster restarts every backend,
-    /// as after a crash.
-    KillWalsender,
-    /// `pg_ctl restart -m immediate`: stop without a checkpoint, then start.
-    ImmediateRestart,
-}
-
-impl Fault {
-    fn name(self) -> &'static str {
-        match self {
-            Fault::TerminateWalsender => "terminate",
-            Fault::KillWalsender => "kill",
-            Fault::ImmediateRestart => "immediate",
-        }
-    }
-}
+use pubjson_e2e::WalsenderFault as Fault;
 
 /// The slot's walsender pid and whether `confirmed_flush_lsn` >= `lsn`.
 fn slot_state(slot: &str, lsn: &str) -> Option<(Option<i32>, bool)> {
@@ -1444,24 +1419,15 @@ fn reconnect_mid_stream(fault: Fault) {
     let lines: Vec<Vec<String>> = files.iter().map(|f| session_lines(f)).collect();
     let sessions: Vec<&[String]> = lines.iter().map(Vec::as_slice).collect();
 
-    let mut model = Model::new();
-    let stats = replay_v2_sessions(&sessions, &mut model, Sessions::Seen);
+    let (model, stats) = replayed_sessions(&sessions, Sessions::Seen);
     println!(
         "reconnect after {fault:?} (PostgreSQL {major}): {:?} lines, {stats:?}, {:.1} s",
         lines.iter().map(Vec::len).collect::<Vec<_>>(),
         started.elapsed().as_secs_f64()
     );
     if model != expected {
-        let extra: Vec<_> = model
-            .keys()
-            .filter(|k| !expected.contains_key(k))
-            .take(10)
-            .collect();
-        let missing: Vec<_> = expected
-            .keys()
-            .filter(|k| !model.contains_key(k))
-            .take(10)
-            .collect();
+        let extra = pubjson_e2e::keys_not_in(&model, &expected);
+        let missing = pubjson_e2e::keys_not_in(&expected, &model);
         panic!(
             "replay after {fault:?} differs from the table: extra {extra:?}, missing {missing:?}"
         );
@@ -1489,8 +1455,7 @@ fn reconnect_mid_stream(fault: Fault) {
     assert_eq!((stats.commit_prepared, stats.rollback_prepared), (1, 1));
 
     // Without the session boundaries, `first` alone keeps the replay exact.
-    let mut model = Model::new();
-    let unseen = replay_v2_sessions(&sessions, &mut model, Sessions::Unseen);
+    let (model, unseen) = replayed_sessions(&sessions, Sessions::Unseen);
     assert!(
         model == expected,
         "replay without session boundaries after {fault:?} differs from the table"
@@ -1499,17 +1464,4 @@ fn reconnect_mid_stream(fault: Fault) {
     drop_slot(&mut c, &slot);
 }
 
-#[test]
-fn reconnect_after_walsender_terminated() {
-    reconnect_mid_stream(Fault::TerminateWalsender);
-}
-
-#[test]
-fn reconnect_after_walsender_killed() {
-    reconnect_mid_stream(Fault::KillWalsender);
-}
-
-#[test]
-fn reconnect_after_immediate_restart() {
-    reconnect_mid_stream(Fault::ImmediateRestart);
-}
+pubjson_e2e::walsender_fault_tests!(reconnect_mid_stream);

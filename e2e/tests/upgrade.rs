@@ -29,7 +29,7 @@
 use postgres::Client;
 use pubjson_e2e::env::current_test;
 use pubjson_e2e::{
-    drop_slot, exec, note_skip, one_row, one_string, pg_bin, pg_bin_dir, pg_bin_dir_of, pg_upgrade,
+    drop_slot, exec, note_skip, one_row, one_string, pg_bin_dir, pg_bin_dir_of, pg_upgrade,
     scratch_dir, wait_commits, wait_true, ExtraCluster, Place, RecvLogical, Server,
 };
 use std::collections::BTreeSet;
@@ -68,20 +68,11 @@ fn extension_version(c: &mut Client) -> String {
 /// pg_dump's schema-only output of `db` on `server` (plus `extra`
 /// options), without the lines that name the database.
 fn dump(server: &Server, db: &str, extra: &[&str]) -> String {
-    let Server { host, port } = server.clone();
-    let out = Command::new(pg_bin("pg_dump"))
-        .args(["--schema-only", "--no-comments", "-h", &host, "-p"])
-        .arg(port.to_string())
-        .args(["-U", "postgres", "-d", db])
-        .args(extra)
-        .output()
-        .expect("running pg_dump");
-    assert!(
-        out.status.success(),
-        "pg_dump {db} {extra:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = server.run_client(
+        "pg_dump",
+        db,
+        &[&["--schema-only", "--no-comments"], extra].concat(),
     );
-    let text = String::from_utf8(out.stdout).expect("pg_dump output is UTF-8");
     // OIDs, relfilenodes, LSNs and xids pg_dump --binary-upgrade prints for
     // the extension's table and view differ between any two databases.
     let varying = regex::Regex::new(
@@ -974,25 +965,11 @@ fn pg_upgrade_from_17_keeps_a_caught_up_slot() {
     assert_eq!(pending_rows(&mut c, slot), 0, "nothing of 17's WAL again");
 
     // The extension's SQL upgrade path, as pg_upgrade's report says.
-    let psql = Command::new(pg_bin("psql"))
-        .args([
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            &server.host,
-            "-p",
-        ])
-        .arg(server.port.to_string())
-        .args(["-U", "postgres", "-d", "postgres", "-f"])
-        .arg(&update_script)
-        .output()
-        .expect("psql");
-    assert!(
-        psql.status.success(),
-        "psql -f update_extensions.sql: {}",
-        String::from_utf8_lossy(&psql.stderr)
+    let script_path = update_script.to_str().expect("a UTF-8 path");
+    server.run_client(
+        "psql",
+        "postgres",
+        &["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", script_path],
     );
     let fresh_db = "pubjson_pgu_fresh";
     exec(

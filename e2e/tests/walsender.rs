@@ -37,6 +37,7 @@
 
 use postgres::Client;
 use pubjson_e2e::walsender::plugin_accepts;
+use pubjson_e2e::WalsenderFault as Fault;
 use pubjson_e2e::{
     complete_lines, exec, lsn, lsn_text, note_skip, one_string, retry, serialize, soak, Place,
     RecvLogical, SeededRng, SerialCluster, Server, Walsender, WalsenderError, XLogData,
@@ -423,13 +424,6 @@ fn same_objects_as_pg_recvlogical() {
 // ===========================================================================
 
 const CLUSTER: Place = Place::new("walsender", 54350);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fault {
-    TerminateWalsender,
-    KillWalsender,
-    ImmediateRestart,
-}
 
 #[derive(Default, Debug)]
 struct WriterLog {
@@ -845,17 +839,8 @@ fn reconnect_under_fault(fault: Fault) {
         .map(|r| (r.get(0), (r.get(1), r.get(2))))
         .collect();
     if consumer.rows != table {
-        let missing: Vec<_> = table
-            .keys()
-            .filter(|k| !consumer.rows.contains_key(k))
-            .take(10)
-            .collect();
-        let extra: Vec<_> = consumer
-            .rows
-            .keys()
-            .filter(|k| !table.contains_key(k))
-            .take(10)
-            .collect();
+        let missing = pubjson_e2e::keys_not_in(&table, &consumer.rows);
+        let extra = pubjson_e2e::keys_not_in(&consumer.rows, &table);
         let differ: Vec<_> = table
             .iter()
             .filter(|(k, v)| consumer.rows.get(k).is_some_and(|w| w != *v))
@@ -927,17 +912,4 @@ fn reconnect_under_fault(fault: Fault) {
     pubjson_e2e::drop_slot(&mut c, slot);
 }
 
-#[test]
-fn reconnect_after_walsender_terminated() {
-    reconnect_under_fault(Fault::TerminateWalsender);
-}
-
-#[test]
-fn reconnect_after_walsender_killed() {
-    reconnect_under_fault(Fault::KillWalsender);
-}
-
-#[test]
-fn reconnect_after_immediate_restart() {
-    reconnect_under_fault(Fault::ImmediateRestart);
-}
+pubjson_e2e::walsender_fault_tests!(reconnect_under_fault);
