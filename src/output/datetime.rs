@@ -3,6 +3,8 @@
 //! without an fmgr call (pure code). The caller checks those settings and
 //! otherwise uses the output functions.
 
+use crate::text::json::DIGIT_PAIRS;
+
 const USECS_PER_DAY: i64 = 86_400_000_000;
 const USECS_PER_HOUR: i64 = 3_600_000_000;
 const USECS_PER_MINUTE: i64 = 60_000_000;
@@ -57,6 +59,25 @@ impl Text {
         let end = out.len() + self.len;
         out.extend_from_slice(&self.bytes);
         out.truncate(end);
+    }
+
+    /// `YYYY-MM-DD<sep>hh:mm:ss` at the start (a year below 10000, each
+    /// other field below 100): every position is known, the digits come
+    /// in pairs from a table, and the 19 bytes are one store.
+    #[inline(always)]
+    fn date_time(&mut self, year: u32, [month, day, hour, minute, second]: [u32; 5], sep: u8) {
+        let pair = |v: u32| DIGIT_PAIRS[(v % 100) as usize];
+        let [y1, y2] = pair(year / 100);
+        let [y3, y4] = pair(year);
+        let [mo1, mo2] = pair(month);
+        let [d1, d2] = pair(day);
+        let [h1, h2] = pair(hour);
+        let [mi1, mi2] = pair(minute);
+        let [s1, s2] = pair(second);
+        self.bytes[..19].copy_from_slice(&[
+            y1, y2, y3, y4, b'-', mo1, mo2, b'-', d1, d2, sep, h1, h2, b':', mi1, mi2, b':', s1, s2,
+        ]);
+        self.len = 19;
     }
 
     /// Four digits (`v` < 10000).
@@ -118,30 +139,11 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
     };
     if (1000..=9999).contains(&display_year) {
         // The usual four-digit year: every position is known, no checks.
-        let y = display_year as u32;
-        let d = |v: u32| b'0' + (v % 10) as u8;
-        text.bytes[..19].copy_from_slice(&[
-            d(y / 1000),
-            d(y / 100),
-            d(y / 10),
-            d(y),
-            b'-',
-            d(month / 10),
-            d(month),
-            b'-',
-            d(day / 10),
-            d(day),
+        text.date_time(
+            display_year as u32,
+            [month, day, hour, minute, second],
             b' ',
-            d(hour / 10),
-            d(hour),
-            b':',
-            d(minute / 10),
-            d(minute),
-            b':',
-            d(second / 10),
-            d(second),
-        ]);
-        text.len = 19;
+        );
     } else {
         text.year(display_year as u64);
         text.push(b'-');
@@ -249,30 +251,7 @@ pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
     let (year, month, day) = j2date(date);
     if (0..=9999).contains(&year) {
         // The usual four-digit year: every position is known, one store.
-        let y = year as u32;
-        let d = |v: u32| b'0' + (v % 10) as u8;
-        text.bytes[..19].copy_from_slice(&[
-            d(y / 1000),
-            d(y / 100),
-            d(y / 10),
-            d(y),
-            b'-',
-            d(month / 10),
-            d(month),
-            b'-',
-            d(day / 10),
-            d(day),
-            b'T',
-            d(hour / 10),
-            d(hour),
-            b':',
-            d(minute / 10),
-            d(minute),
-            b':',
-            d(second / 10),
-            d(second),
-        ]);
-        text.len = 19;
+        text.date_time(year as u32, [month, day, hour, minute, second], b'T');
     } else {
         push_iso8601_year(&mut text, year);
         text.push(b'-');

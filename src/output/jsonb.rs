@@ -673,10 +673,16 @@ pub(crate) mod tests {
             V::Obj(vec![member(b"$json", V::Null)])
         )])));
         // A value (not a key) that reads `$json`.
-        assert!(!check(&V::Obj(vec![member(b"a", V::Str(b"$json".to_vec()))])));
+        assert!(!check(&V::Obj(vec![member(
+            b"a",
+            V::Str(b"$json".to_vec())
+        )])));
         // Bytes that are no jsonb.
         assert!(!jsonb_is_null_or_has_root_key(&[], b"$json"));
-        assert!(!jsonb_is_null_or_has_root_key(&(JB_FOBJECT | 3).to_ne_bytes(), b"$json"));
+        assert!(!jsonb_is_null_or_has_root_key(
+            &(JB_FOBJECT | 3).to_ne_bytes(),
+            b"$json"
+        ));
     }
 
     #[test]

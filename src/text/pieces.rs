@@ -49,14 +49,14 @@ impl Pieces {
     }
 
     /// Appends piece `i` to `out`.
-    #[inline]
+    #[inline(always)]
     pub fn push(&self, out: &mut Vec<u8>, i: usize) {
         self.push_from(out, i, 0);
     }
 
     /// Appends piece `i` without its first `skip` bytes (at most its
     /// length) to `out`.
-    #[inline]
+    #[inline(always)]
     pub fn push_from(&self, out: &mut Vec<u8>, i: usize, skip: usize) {
         let (start, len) = self.spans[i];
         let (start, len) = (start + skip, len - skip);
@@ -80,13 +80,7 @@ mod tests {
     fn pieces_are_appended_whole_and_alone() {
         let long = vec![b'x'; FIXED_COPY + 5];
         let exact = vec![b'y'; FIXED_COPY];
-        let p = Pieces::new([
-            &b"\"id\":"[..],
-            b"",
-            &long[..],
-            &exact[..],
-            b"\"last\":",
-        ]);
+        let p = Pieces::new([&b"\"id\":"[..], b"", &long[..], &exact[..], b"\"last\":"]);
         assert_eq!(p.len(), 5);
         let mut out = b"{".to_vec();
         for i in [0, 1, 2, 3, 4, 0] {

@@ -100,13 +100,16 @@ impl Format1 {
         }
     }
 
+    #[inline(always)]
     fn tabs(&self, out: &mut Vec<u8>, n: usize) {
         for _ in 0..n {
             push_ws(out, self.ht);
         }
     }
 
-    /// `<tabs>"key":<sp>` as format 1 prints object keys.
+    /// `<tabs>"key":<sp>` as format 1 prints object keys. Inlined: the
+    /// keys are literals, copied without a call.
+    #[inline(always)]
     fn v1_key(&self, out: &mut Vec<u8>, tabs: usize, key: &[u8]) {
         self.tabs(out, tabs);
         out.push(b'"');

@@ -61,22 +61,27 @@ impl V2Pieces {
         V2Pieces(Pieces::new(pieces))
     }
 
+    #[inline(always)]
     fn push_head(&self, out: &mut Vec<u8>, column: usize, skip: usize) {
         self.0.push_from(out, 3 * column, skip);
     }
 
+    #[inline(always)]
     fn push_value_head(&self, out: &mut Vec<u8>, column: usize, skip: usize) {
         self.0.push_from(out, 3 * column + 1, skip);
     }
 
+    #[inline(always)]
     fn push_change_tail(&self, out: &mut Vec<u8>, column: usize) {
         self.0.push(out, 3 * column + 2);
     }
 
+    #[inline(always)]
     fn push_schema(&self, out: &mut Vec<u8>) {
         self.0.push(out, self.0.len() - 2);
     }
 
+    #[inline(always)]
     fn push_table(&self, out: &mut Vec<u8>) {
         self.0.push(out, self.0.len() - 1);
     }
@@ -165,11 +170,16 @@ impl V2Column {
 /// Format 2 for one decoding session's options.
 pub struct Format2 {
     opts: Options,
+    /// The options' shape of the per-column pieces.
+    layout: V2Layout,
 }
 
 impl Format2 {
     pub fn new(opts: &Options) -> Self {
-        Format2 { opts: opts.clone() }
+        Format2 {
+            opts: opts.clone(),
+            layout: V2Layout::of(opts),
+        }
     }
 
     fn v2_txn_fields(&self, out: &mut Vec<u8>, txn: &TxnInfo) {
@@ -342,13 +352,14 @@ impl Format2 {
     /// `rel`'s pieces for this session's options: the cached ones, or
     /// (only a test formats one relation with several option sets)
     /// rendered into `fresh`.
+    #[inline]
     fn pieces<'c>(
         &self,
         rel: &RelationMeta,
         cache: &'c Rendered,
         fresh: &'c mut Option<V2Pieces>,
     ) -> &'c V2Pieces {
-        let layout = V2Layout::of(&self.opts);
+        let layout = self.layout;
         match cache
             .0
             .get_or_init(|| (layout, V2Pieces::render(rel, layout)))
