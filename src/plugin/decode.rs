@@ -140,7 +140,34 @@ fn publish_change(
         return;
     }
     let info = match (&state.publications, entry.publish.as_ref()) {
-        (None, _) => None,
+        (None, _) => {
+            // wal2json mode: the change as decoded. pgoutput's rules (row
+            // filter, partition root, column list) need a publication.
+            if !entry.wanted {
+                state.stats.filtered_by_table += 1;
+                return;
+            }
+            let (new, old) = match kind {
+                ChangeKind::Insert => (new, None),
+                ChangeKind::Update => (new, old),
+                ChangeKind::Delete => (None, old),
+            };
+            let change = ChangeToEmit {
+                lsn,
+                header: ChangeHeader {
+                    kind,
+                    transformed_from: None,
+                    stream_xid,
+                    source,
+                },
+                entry: &entry,
+                column_mask: None,
+                new: new.map_or(Row::Absent, |t| Row::Heap(relation, t)),
+                old: old.map_or(Row::Absent, |t| Row::Heap(relation, t)),
+            };
+            emit_change(state, writer, change);
+            return;
+        }
         (Some(_), None) => {
             state.stats.filtered_by_table += 1;
             return;

@@ -41,15 +41,14 @@ use crate::output::format::{
 };
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
-use crate::text::pieces::Pieces;
 
 /// What format 3 renders once per relation (see [`RelationRender`]).
 #[derive(Default)]
 pub struct V3Render {
     /// `"name":` per column, in column order.
-    keys: OnceCell<Pieces>,
-    /// `,"relid":N,"schema":"s","table":"t"` (one piece).
-    head: OnceCell<Pieces>,
+    keys: OnceCell<Vec<Vec<u8>>>,
+    /// `,"relid":N,"schema":"s","table":"t"`.
+    head: OnceCell<Vec<u8>>,
     /// The R object for the published columns it was made for.
     description: RefCell<Option<(Vec<bool>, Vec<u8>)>>,
     /// The session's consumer has this relation's current R object.
@@ -295,7 +294,7 @@ impl Format3 {
         &mut self,
         out: &mut Vec<u8>,
         rel: &RelationMeta,
-        keys: &Pieces,
+        keys: &[Vec<u8>],
         new: Option<&(dyn TupleValues + 'n)>,
         old: Option<&(dyn TupleValues + 'o)>,
         old_complete: bool,
@@ -339,7 +338,7 @@ impl Format3 {
         &mut self,
         out: &mut Vec<u8>,
         rel: &RelationMeta,
-        keys: &Pieces,
+        keys: &[Vec<u8>],
         row: &(dyn TupleValues + 'r),
         complete_from: Option<&(dyn TupleValues + 'o)>,
         part: RowPart,
@@ -348,7 +347,7 @@ impl Format3 {
     ) -> Result<(), EncodeError> {
         out.push(b'{');
         let mut first = true;
-        for (i, col) in rel.columns.iter().enumerate() {
+        for (i, (col, key)) in rel.columns.iter().zip(keys).enumerate() {
             if !in_part(rel, col, part) {
                 continue;
             }
@@ -368,7 +367,7 @@ impl Format3 {
                 out.push(b',');
             }
             first = false;
-            keys.push(out, i);
+            out.extend_from_slice(key);
             let start = out.len();
             let style = value::Style {
                 numbers_as_strings: self.numbers_as_strings,
@@ -510,16 +509,16 @@ impl OutputFormat for Format3 {
             self.announce(sink, rel, render, row);
         }
         let keys = render.keys.get_or_init(|| {
-            let keys: Vec<Vec<u8>> = rel
-                .columns
+            rel.columns
                 .iter()
-                .map(|c| [&c.name_json[..], b":"].concat())
-                .collect();
-            Pieces::new(keys.iter().map(|k| &k[..]))
+                .map(|c| {
+                    let mut key = c.name_json.clone();
+                    key.push(b':');
+                    key
+                })
+                .collect()
         });
-        let head = render
-            .head
-            .get_or_init(|| Pieces::new([&relation_head(rel)[..]]));
+        let head = render.head.get_or_init(|| relation_head(rel));
         // The old row is complete under REPLICA IDENTITY FULL: it completes
         // unchanged TOAST values and tells which columns changed (compared
         // through the values' spans, kept for that case alone).
@@ -547,7 +546,7 @@ impl OutputFormat for Format3 {
             out.push(letter(original));
             out.push(b'"');
         }
-        head.push(&mut out, 0);
+        out.extend_from_slice(head);
         let mut unchanged = Vec::new();
         let result = self.rows(&mut out, rel, keys, new, old, old_complete, &mut unchanged);
         if let Err(e) = result {

@@ -15,7 +15,6 @@ use crate::output::format::{
 };
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
-use crate::text::pieces::Pieces;
 
 fn action(kind: ChangeKind) -> &'static [u8] {
     match kind {
@@ -33,59 +32,10 @@ fn letter(kind: ChangeKind) -> u8 {
     }
 }
 
-/// Format 2's per-relation pieces, rendered on first use (see
-/// [`V2Pieces`]).
+/// Format 2's per-column pieces, rendered on first use per relation (see
+/// [`V2Column`]).
 #[derive(Debug, Default)]
-pub struct Rendered(OnceCell<(V2Layout, V2Pieces)>);
-
-/// What format 2 prints about a relation around its values, as [`Pieces`]:
-/// column `i`'s [`V2Column`] pieces are `3i` (`head`), `3i + 1`
-/// (`value_head`) and `3i + 2` (`change_tail`); then `,"schema":...` and
-/// `,"table":...`.
-#[derive(Debug)]
-pub struct V2Pieces(Pieces);
-
-impl V2Pieces {
-    fn render(rel: &RelationMeta, layout: V2Layout) -> Self {
-        let columns: Vec<V2Column> = rel
-            .columns
-            .iter()
-            .map(|c| V2Column::render(c, layout))
-            .collect();
-        let schema = [&b",\"schema\":"[..], &rel.schema_json].concat();
-        let table = [&b",\"table\":"[..], &rel.table_json].concat();
-        let pieces = columns
-            .iter()
-            .flat_map(|c| [&c.head[..], &c.value_head[..], &c.change_tail[..]])
-            .chain([&schema[..], &table[..]]);
-        V2Pieces(Pieces::new(pieces))
-    }
-
-    #[inline(always)]
-    fn push_head(&self, out: &mut Vec<u8>, column: usize, skip: usize) {
-        self.0.push_from(out, 3 * column, skip);
-    }
-
-    #[inline(always)]
-    fn push_value_head(&self, out: &mut Vec<u8>, column: usize, skip: usize) {
-        self.0.push_from(out, 3 * column + 1, skip);
-    }
-
-    #[inline(always)]
-    fn push_change_tail(&self, out: &mut Vec<u8>, column: usize) {
-        self.0.push(out, 3 * column + 2);
-    }
-
-    #[inline(always)]
-    fn push_schema(&self, out: &mut Vec<u8>) {
-        self.0.push(out, self.0.len() - 2);
-    }
-
-    #[inline(always)]
-    fn push_table(&self, out: &mut Vec<u8>) {
-        self.0.push(out, self.0.len() - 1);
-    }
-}
+pub struct Rendered(OnceCell<(V2Layout, Vec<V2Column>)>);
 
 /// The options that shape format 2's per-column pieces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,12 +247,12 @@ impl Format2 {
         if o.include_lsn {
             Self::v2_lsn(out, b"lsn", lsn);
         }
-        let mut rendered = None;
-        let pieces = self.pieces(rel, cache, &mut rendered);
         if o.include_schemas {
-            pieces.push_schema(out);
+            out.extend_from_slice(b",\"schema\":");
+            out.extend_from_slice(&rel.schema_json);
         }
-        pieces.push_table(out);
+        out.extend_from_slice(b",\"table\":");
+        out.extend_from_slice(&rel.table_json);
 
         if let Some(new) = new {
             out.extend_from_slice(b",\"columns\":[");
@@ -349,26 +299,6 @@ impl Format2 {
         Ok(warning)
     }
 
-    /// `rel`'s pieces for this session's options: the cached ones, or
-    /// (only a test formats one relation with several option sets)
-    /// rendered into `fresh`.
-    #[inline]
-    fn pieces<'c>(
-        &self,
-        rel: &RelationMeta,
-        cache: &'c Rendered,
-        fresh: &'c mut Option<V2Pieces>,
-    ) -> &'c V2Pieces {
-        let layout = self.layout;
-        match cache
-            .0
-            .get_or_init(|| (layout, V2Pieces::render(rel, layout)))
-        {
-            (cached, pieces) if *cached == layout => pieces,
-            _ => fresh.insert(V2Pieces::render(rel, layout)),
-        }
-    }
-
     fn v2_tuple(
         &self,
         out: &mut Vec<u8>,
@@ -377,8 +307,23 @@ impl Format2 {
         tuple: &dyn TupleValues,
         section: V2Section,
     ) -> Result<(), EncodeError> {
-        let mut rendered = None;
-        let pieces = self.pieces(rel, cache, &mut rendered);
+        let layout = self.layout;
+        let rendered;
+        let pieces = match cache.0.get_or_init(|| {
+            let pieces = rel.columns.iter().map(|c| V2Column::render(c, layout));
+            (layout, pieces.collect())
+        }) {
+            (cached, pieces) if *cached == layout => pieces,
+            // Only a test formats one relation with several option sets.
+            _ => {
+                rendered = rel
+                    .columns
+                    .iter()
+                    .map(|c| V2Column::render(c, layout))
+                    .collect::<Vec<_>>();
+                &rendered
+            }
+        };
         let selection = match section {
             V2Section::Columns => Selection::All,
             V2Section::Identity => Selection::IdentityKey,
@@ -387,7 +332,7 @@ impl Format2 {
         let numbers_as_strings = self.opts.numeric_data_types_as_string;
         // The first element skips its piece's leading comma.
         let mut skip = 1;
-        for (i, col) in rel.columns.iter().enumerate() {
+        for (col, piece) in rel.columns.iter().zip(pieces) {
             if !selected(rel, col, selection) {
                 continue;
             }
@@ -395,7 +340,7 @@ impl Format2 {
                 if let Cell::Hidden | Cell::UnchangedToast = tuple.cell(col) {
                     continue;
                 }
-                pieces.push_head(out, i, skip);
+                out.extend_from_slice(&piece.head[skip..]);
                 out.push(b'}');
                 skip = 0;
                 continue;
@@ -406,14 +351,14 @@ impl Format2 {
                 CellValue::Null => None,
                 CellValue::Value(value) => Some(value),
             };
-            pieces.push_value_head(out, i, skip);
+            out.extend_from_slice(&piece.value_head[skip..]);
             skip = 0;
             match value {
                 None => out.extend_from_slice(b"null"),
                 Some(value) => push_read_value(out, value, tuple, col, numbers_as_strings)?,
             }
             if section == V2Section::Columns {
-                pieces.push_change_tail(out, i);
+                out.extend_from_slice(&piece.change_tail);
             } else {
                 out.push(b'}');
             }
