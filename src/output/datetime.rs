@@ -80,6 +80,41 @@ impl Text {
         self.len = 19;
     }
 
+    /// `-MM-DD<sep>hh:mm:ss` after a year of any length.
+    fn rest_of_date_time(&mut self, [month, day, hour, minute, second]: [u32; 5], sep: u8) {
+        self.push(b'-');
+        self.two(month);
+        self.push(b'-');
+        self.two(day);
+        self.push(sep);
+        self.two(hour);
+        self.push(b':');
+        self.two(minute);
+        self.push(b':');
+        self.two(second);
+    }
+
+    /// A fraction of a second (microseconds) as six digits without the
+    /// trailing zeros (AppendSeconds); nothing for a whole second.
+    fn fraction(&mut self, fsec: u32) {
+        if fsec == 0 {
+            return;
+        }
+        self.push(b'.');
+        let mut frac = fsec;
+        let mut digits = 6;
+        while frac.is_multiple_of(10) {
+            frac /= 10;
+            digits -= 1;
+        }
+        let end = self.len + digits;
+        for i in (self.len..end).rev() {
+            self.bytes[i] = b'0' + (frac % 10) as u8;
+            frac /= 10;
+        }
+        self.len = end;
+    }
+
     /// Four digits (`v` < 10000).
     fn four(&mut self, v: u32) {
         let d = |v: u32| b'0' + (v % 10) as u8;
@@ -146,33 +181,9 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
         );
     } else {
         text.year(display_year as u64);
-        text.push(b'-');
-        text.two(month);
-        text.push(b'-');
-        text.two(day);
-        text.push(b' ');
-        text.two(hour);
-        text.push(b':');
-        text.two(minute);
-        text.push(b':');
-        text.two(second);
+        text.rest_of_date_time([month, day, hour, minute, second], b' ');
     }
-    if fsec != 0 {
-        // Six digits without the trailing zeros (AppendSeconds).
-        text.push(b'.');
-        let mut frac = fsec;
-        let mut digits = 6;
-        while frac.is_multiple_of(10) {
-            frac /= 10;
-            digits -= 1;
-        }
-        let end = text.len + digits;
-        for i in (text.len..end).rev() {
-            text.bytes[i] = b'0' + (frac % 10) as u8;
-            frac /= 10;
-        }
-        text.len = end;
-    }
+    text.fraction(fsec);
     if utc_offset {
         text.push_slice(b"+00");
     }
@@ -254,33 +265,10 @@ pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
         text.date_time(year as u32, [month, day, hour, minute, second], b'T');
     } else {
         push_iso8601_year(&mut text, year);
-        text.push(b'-');
-        text.two(month);
-        text.push(b'-');
-        text.two(day);
-        text.push(b'T');
-        text.two(hour);
-        text.push(b':');
-        text.two(minute);
-        text.push(b':');
-        text.two(second);
+        text.rest_of_date_time([month, day, hour, minute, second], b'T');
     }
     let fsec = (time % USECS_PER_SEC) as u32;
-    if fsec != 0 {
-        text.push(b'.');
-        let mut frac = fsec;
-        let mut digits = 6;
-        while frac.is_multiple_of(10) {
-            frac /= 10;
-            digits -= 1;
-        }
-        let end = text.len + digits;
-        for i in (text.len..end).rev() {
-            text.bytes[i] = b'0' + (frac % 10) as u8;
-            frac /= 10;
-        }
-        text.len = end;
-    }
+    text.fraction(fsec);
     if utc {
         text.push(b'Z');
     }

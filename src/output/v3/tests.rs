@@ -108,6 +108,10 @@ fn json_is_embedded_on_one_line() {
 
 #[test]
 fn json_null_and_wrapper_objects_are_wrapped() {
+    assert_eq!(
+        super::value::WRAPPER_OPEN,
+        [&b"{\""[..], super::value::WRAPPER_KEY, b"\":"].concat()
+    );
     // The JSON null document is not SQL NULL (written `null`).
     assert_eq!(value(Value::Json(b" null ")), r#"{"$json":null}"#);
     let mut body = Vec::new();

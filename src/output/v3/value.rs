@@ -268,7 +268,7 @@ pub fn wrap_reserved_document(out: &mut Vec<u8>, start: usize, backslash: u8) {
 }
 
 /// What opens a wrapped document: `{"` [`WRAPPER_KEY`] `":`.
-const WRAPPER_OPEN: &[u8] = b"{\"$json\":";
+pub(super) const WRAPPER_OPEN: &[u8] = b"{\"$json\":";
 
 /// Wraps the document written at `out[start..]` as `{"$json":document}`.
 fn wrap_document(out: &mut Vec<u8>, start: usize) {
