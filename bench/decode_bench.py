@@ -11,11 +11,16 @@ up to the end of the workload into a file (best of N again).
 Absolute times depend on the machine; the ratios are what to compare.
 
 Usage: bench/decode_bench.py [--runs 3] [--scale 1.0] [--workload NAME ...]
+                              [--against LIB]
 Needs PGHOST/PGPORT/PGUSER (scripts/cluster.sh env) and the plugins installed.
+--against LIB times another build of pubjson (its libpubjson.so) beside this
+one, as the plugin pubjson_base, in the same interleaved runs over the same
+WAL, and prints each format's time against it: a before/after in one run.
 """
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -209,17 +214,54 @@ def drop_slots():
              db="postgres")
 
 
+BASE = "pubjson_base"
+
+
+def add_base(lib):
+    """Loads `lib` as the output plugin pubjson_base (from the private
+    library directory scripts/bench.sh gives the server) and times its
+    formats 1 to 3 with their defaults beside this build's."""
+    libdir = os.environ.get("PUBJSON_LIBDIR")
+    if not libdir:
+        sys.exit("--against needs the private library directory of scripts/bench.sh (PUBJSON_LIBDIR)")
+    shutil.copyfile(lib, os.path.join(libdir, BASE + ".so"))
+    plugins = psql("SHOW output_plugin_libraries", db="postgres").strip()
+    psql(f"ALTER SYSTEM SET output_plugin_libraries = {plugins}, {BASE}", db="postgres")
+    psql("SELECT pg_reload_conf()", db="postgres")
+    # New backends see the setting once the postmaster has reloaded.
+    deadline = time.monotonic() + 30
+    while BASE not in psql("SHOW output_plugin_libraries", db="postgres"):
+        if time.monotonic() > deadline:
+            sys.exit("the server did not take the new output_plugin_libraries within 30 s")
+        time.sleep(0.1)
+    for v in ("1", "2", "3"):
+        DECODERS.append((f"{BASE} format {v}", BASE, "text", f"'format-version','{v}'"))
+
+
+def print_against(times, walsender):
+    """This build's formats against pubjson_base's, both paths."""
+    print(f"\n-- against {BASE} (same runs; each format with its defaults)")
+    print(f"{'format':10} {'peek':>8} {'base':>8} {'ratio':>7} {'walsender':>10} {'base':>8} {'ratio':>7}")
+    for v in ("1", "2", "3"):
+        this, base = f"pubjson format {v}", f"{BASE} format {v}"
+        print(f"{'format ' + v:10} {times[this]:8.3f} {times[base]:8.3f} {times[this] / times[base]:7.3f} "
+              f"{walsender[this]:10.3f} {walsender[base]:8.3f} {walsender[this] / walsender[base]:7.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--workload", nargs="*", default=list(WORKLOADS))
+    ap.add_argument("--against", metavar="LIB", help="another build's libpubjson.so, timed beside this one")
     args = ap.parse_args()
     global DECODERS
     with_wal2json = wal2json_installed()
     if not with_wal2json:
         print("wal2json is not installed for this server: compared with pgoutput and test_decoding only")
         DECODERS = [d for d in DECODERS if d[1] != "wal2json"]
+    if args.against:
+        add_base(args.against)
     for name in args.workload:
         drop_slots()
         run_workload(name, args.scale)
@@ -257,6 +299,8 @@ def main():
               f"v3/pgoutput via walsender = {w['pubjson format 3'][0] / w['pgoutput'][0]:.2f} (<= 0.60), "
               f"floor/pgoutput via walsender = "
               f"{w['floor (pgoutput, empty publication)'][0] / w['pgoutput'][0]:.2f}")
+        if args.against:
+            print_against(times, {label: w[label][0] for label in w})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Benchmarks, on their own cluster (port 54330) with a release build:
 #   scripts/bench.sh [speed] [--runs N] [--scale F] [--workload mixed wide toast]
+#                    [--against LIB]
 #       decoding speed vs pgoutput, wal2json and test_decoding on the same WAL
-#       (bench/decode_bench.py)
+#       (bench/decode_bench.py); --against another build's libpubjson.so
+#       times it beside this one in the same runs (the cluster then preloads
+#       neither: two copies of pubjson cannot both be preloaded)
 #   scripts/bench.sh large [--rows N] [--latency-seconds S]
 #       a huge transaction through pg_recvlogical: walsender memory, and how
 #       soon a long transaction's first changes arrive (bench/large_txn.py)
@@ -29,6 +32,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=scripts/pg-env.sh
 . scripts/pg-env.sh
 bench_root=${PUBJSON_TMP:-/tmp}/pubjson-bench
+case " $* " in *" --against "*) export PUBJSON_PRELOAD=0 ;; esac
 export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
 if [ "${1:-}" = pipeline ]; then
   export PUBJSON_LISTEN=127.0.0.1 PUBJSON_PORT=${PUBJSON_PIPELINE_PORT:-54331}
