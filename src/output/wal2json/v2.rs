@@ -358,7 +358,11 @@ impl Format2 {
                 Some(value) => push_read_value(out, value, tuple, col, numbers_as_strings)?,
             }
             if section == V2Section::Columns {
-                out.extend_from_slice(&piece.change_tail);
+                match piece.change_tail[..] {
+                    // `}` alone (the default options): no copy call.
+                    [close] => out.push(close),
+                    ref tail => out.extend_from_slice(tail),
+                }
             } else {
                 out.push(b'}');
             }
