@@ -1188,7 +1188,7 @@ GRANT SELECT (relid, relation, state, chunks, rows, started, updated, finished,
 -- is the table's data).
 CREATE VIEW pubjson.backfills WITH (security_barrier) AS
     SELECT p.relid::pg_catalog.regclass AS relation, p.state, p.chunks, p.rows,
-           p.last_key, p.started, p.updated, p.finished,
+           p.last_key, p.end_key, p.started, p.updated, p.finished,
            CASE WHEN p.state OPERATOR(pg_catalog.=) 'running' THEN p.owner_pid END AS pid,
            p.state OPERATOR(pg_catalog.=) 'running'
              AND NOT pubjson._backfill_running(p.relid) AS stopped

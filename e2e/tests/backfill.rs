@@ -1604,6 +1604,14 @@ fn a_backfill_of_a_table_growing_at_its_end_ends() {
         .expect("end_key")
         .get(0);
     assert_eq!(end, 2000, "the largest key when the first chunk ran");
+    let shown: String = c
+        .query_one(
+            "select end_key::text from pubjson.backfills where relation = 'g'::regclass",
+            &[],
+        )
+        .expect("the view's end_key")
+        .get(0);
+    assert_eq!(shown, "{2000}", "the view shows where the run ends");
 
     let objects = get(&mut c, "bf_growing", &[]);
     let (replica, fs) = replica_of(&objects, "g");
