@@ -625,11 +625,12 @@ mod sql {
 
         let (chunk, end_key) = Spi::connect_mut(|client| {
             let (_, key) = key_of(client, relation);
+            let key_query = KeyQuery::new(relation, &key);
             // The run's end, found by its first chunk (kept for the rest).
-            let end_key = end_key.unwrap_or_else(|| largest_key(client, relation, &key));
+            let end_key = end_key.unwrap_or_else(|| largest_key(client, &key_query, &key));
             let chunk = read_chunk(
                 client,
-                relation,
+                &key_query,
                 &key,
                 last_key.as_deref(),
                 &end_key,
@@ -755,7 +756,91 @@ struct ChunkRead {
     exhausted: bool,
 }
 
-/// The next rows of `relation` after `after` (the last key's text, `None`
+/// The pieces of a chunk's queries: the table's name, the row's alias,
+/// the key columns qualified with it, and those columns as text.
+struct KeyQuery {
+    table: String,
+    alias: &'static str,
+    qualified: Vec<String>,
+    texts: String,
+}
+
+impl KeyQuery {
+    fn new(relation: pg_sys::Oid, key: &Key) -> KeyQuery {
+        let table = Spi::get_one_with_args::<String>(
+            "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass)",
+            &[oid_arg(relation)],
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+        // The row's alias must not be a column's name (a column would
+        // win). Key columns are qualified with it everywhere: a bare name
+        // in ORDER BY would mean the output column of that name (the key's
+        // text).
+        let alias = "\"pubjson backfill row\"";
+        let qualified: Vec<String> = key.columns.iter().map(|c| format!("{alias}.{c}")).collect();
+        let texts: Vec<String> = qualified
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c}::pg_catalog.text AS key{i}"))
+            .collect();
+        KeyQuery {
+            table,
+            alias,
+            qualified,
+            texts: texts.join(", "),
+        }
+    }
+}
+
+/// The largest key of `key_query`'s table now, as text (under the chunk's fixed
+/// settings), or no columns at all when the table is empty: where a
+/// backfill run ends. Rows inserted beyond it later are in the stream (the
+/// slot predates the run), so the run ends however fast the table grows at
+/// its end.
+fn largest_key(client: &SpiClient<'_>, key_query: &KeyQuery, key: &Key) -> Vec<String> {
+    let KeyQuery {
+        table,
+        alias,
+        qualified,
+        texts,
+    } = key_query;
+    let descending: Vec<String> = qualified.iter().map(|c| format!("{c} DESC")).collect();
+    let sql = format!(
+        "SELECT {texts} FROM ONLY {table} AS {alias} ORDER BY {} LIMIT 1",
+        descending.join(", ")
+    );
+    first_key(client, &sql, &[], key, "end").unwrap_or_default()
+}
+
+/// The key texts of the first row `query` returns (its first columns), or
+/// `None` when it returns none; `what` names it in the ERROR.
+fn first_key(
+    client: &SpiClient<'_>,
+    query: &str,
+    args: &[DatumWithOid],
+    key: &Key,
+    what: &str,
+) -> Option<Vec<String>> {
+    client
+        .select(query, None, args)
+        .unwrap_or_else(|e| {
+            error(
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!("could not read the backfill's {what}: {e}"),
+                "",
+            )
+        })
+        .next()
+        .map(|row| {
+            (0..key.columns.len())
+                .map(|i| row.get::<String>(i + 1).ok().flatten().unwrap_or_default())
+                .collect()
+        })
+}
+
+/// The next rows of `key_query`'s table after `after` (the last key's text, `None`
 /// for the first chunk), in key order, locked `FOR SHARE`: at most
 /// `chunk_rows` of them, ending at the row with which the message reaches
 /// `chunk_bytes`.
@@ -801,93 +886,9 @@ struct ChunkRead {
 /// locked until the commit but not sent. No message exceeds
 /// [`MAX_MESSAGE`]: a row that would make it larger ends the chunk before
 /// it, and a single row that large is an ERROR (54000).
-/// The pieces of a chunk's queries: the table's name, the row's alias,
-/// the key columns qualified with it, and those columns as text.
-struct KeyQuery {
-    table: String,
-    alias: &'static str,
-    qualified: Vec<String>,
-    texts: String,
-}
-
-impl KeyQuery {
-    fn new(relation: pg_sys::Oid, key: &Key) -> KeyQuery {
-        let table = Spi::get_one_with_args::<String>(
-            "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass)",
-            &[oid_arg(relation)],
-        )
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-        // The row's alias must not be a column's name (a column would
-        // win). Key columns are qualified with it everywhere: a bare name
-        // in ORDER BY would mean the output column of that name (the key's
-        // text).
-        let alias = "\"pubjson backfill row\"";
-        let qualified: Vec<String> = key.columns.iter().map(|c| format!("{alias}.{c}")).collect();
-        let texts: Vec<String> = qualified
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c}::pg_catalog.text AS key{i}"))
-            .collect();
-        KeyQuery {
-            table,
-            alias,
-            qualified,
-            texts: texts.join(", "),
-        }
-    }
-}
-
-/// The largest key of `relation` now, as text (under the chunk's fixed
-/// settings), or no columns at all when the table is empty: where a
-/// backfill run ends. Rows inserted beyond it later are in the stream (the
-/// slot predates the run), so the run ends however fast the table grows at
-/// its end.
-fn largest_key(client: &SpiClient<'_>, relation: pg_sys::Oid, key: &Key) -> Vec<String> {
-    let KeyQuery {
-        table,
-        alias,
-        qualified,
-        texts,
-    } = KeyQuery::new(relation, key);
-    let descending: Vec<String> = qualified.iter().map(|c| format!("{c} DESC")).collect();
-    let query = format!(
-        "SELECT {texts} FROM ONLY {table} AS {alias} ORDER BY {} LIMIT 1",
-        descending.join(", ")
-    );
-    first_key(client, &query, &[], key, "end").unwrap_or_default()
-}
-
-/// The key texts of the first row `query` returns (its first columns), or
-/// `None` when it returns none; `what` names it in the ERROR.
-fn first_key(
-    client: &SpiClient<'_>,
-    query: &str,
-    args: &[DatumWithOid],
-    key: &Key,
-    what: &str,
-) -> Option<Vec<String>> {
-    client
-        .select(query, None, args)
-        .unwrap_or_else(|e| {
-            error(
-                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                format!("could not read the backfill's {what}: {e}"),
-                "",
-            )
-        })
-        .next()
-        .map(|row| {
-            (0..key.columns.len())
-                .map(|i| row.get::<String>(i + 1).ok().flatten().unwrap_or_default())
-                .collect()
-        })
-}
-
 fn read_chunk(
     client: &mut SpiClient<'_>,
-    relation: pg_sys::Oid,
+    key_query: &KeyQuery,
     key: &Key,
     after: Option<&[String]>,
     end: &[String],
@@ -908,7 +909,7 @@ fn read_chunk(
         alias,
         qualified,
         texts,
-    } = KeyQuery::new(relation, key);
+    } = key_query;
     let columns = qualified.join(", ");
     // `key OP (parameters from $first)`, row-wise for a key of several
     // columns.
