@@ -445,6 +445,32 @@ mod tests {
         assert_eq!(iso(t, true), "12345-06-07 08:09:10.12+00");
     }
 
+    /// `time` (microseconds into a day), cut to its whole second when
+    /// `whole` (so that whole seconds are drawn often).
+    fn whole_if(time: i64, whole: bool) -> i64 {
+        if whole {
+            time / USECS_PER_SEC * USECS_PER_SEC
+        } else {
+            time
+        }
+    }
+
+    /// `hh:mm:ss` and the fraction without its trailing zeros, as a plain
+    /// formatter writes a time of day (microseconds into the day).
+    fn plain_time(time: i64) -> String {
+        let mut text = format!(
+            "{:02}:{:02}:{:02}",
+            time / USECS_PER_HOUR,
+            time % USECS_PER_HOUR / USECS_PER_MINUTE,
+            time % USECS_PER_MINUTE / USECS_PER_SEC
+        );
+        if time % USECS_PER_SEC != 0 {
+            let frac = format!(".{:06}", time % USECS_PER_SEC);
+            text.push_str(frac.trim_end_matches('0'));
+        }
+        text
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(20_000))]
 
@@ -455,23 +481,13 @@ mod tests {
             time in 0..USECS_PER_DAY,
             whole_seconds in proptest::bool::weighted(1.0 / 3.0),
         ) {
-            let time = if whole_seconds {
-                time / 1_000_000 * 1_000_000
-            } else {
-                time
-            };
+            let time = whole_if(time, whole_seconds);
             let (year, month, day) = j2date(days + POSTGRES_EPOCH_JDATE);
             let mut want = format!(
-                "{:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+                "{:04}-{month:02}-{day:02} {}",
                 if year > 0 { year } else { 1 - year },
-                time / USECS_PER_HOUR,
-                time % USECS_PER_HOUR / USECS_PER_MINUTE,
-                time % USECS_PER_MINUTE / USECS_PER_SEC
+                plain_time(time)
             );
-            if time % USECS_PER_SEC != 0 {
-                let frac = format!(".{:06}", time % USECS_PER_SEC);
-                want.push_str(frac.trim_end_matches('0'));
-            }
             want.push_str("+00");
             if year <= 0 {
                 want.push_str(" BC");
@@ -488,27 +504,14 @@ mod tests {
             whole_seconds in proptest::bool::weighted(1.0 / 3.0),
             utc in any::<bool>(),
         ) {
-            let time = if whole_seconds {
-                time / 1_000_000 * 1_000_000
-            } else {
-                time
-            };
+            let time = whole_if(time, whole_seconds);
             let (year, month, day) = j2date(days + POSTGRES_EPOCH_JDATE);
             let year = if (0..=9999).contains(&year) {
                 format!("{year:04}")
             } else {
                 format!("{year:+07}")
             };
-            let mut want = format!(
-                "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-                time / USECS_PER_HOUR,
-                time % USECS_PER_HOUR / USECS_PER_MINUTE,
-                time % USECS_PER_MINUTE / USECS_PER_SEC
-            );
-            if time % USECS_PER_SEC != 0 {
-                let frac = format!(".{:06}", time % USECS_PER_SEC);
-                want.push_str(frac.trim_end_matches('0'));
-            }
+            let mut want = format!("{year}-{month:02}-{day:02}T{}", plain_time(time));
             if utc {
                 want.push('Z');
             }
