@@ -34,50 +34,47 @@ fn j2date(jd: i64) -> (i64, u32, u32) {
     (year, month as u32, day as u32)
 }
 
-/// The text of one timestamp, built on the stack and appended in one copy
-/// (at most 35 bytes: a 7-digit year, `.ffffff`, `+00` and ` BC`).
-struct Text {
-    bytes: [u8; 40],
-    len: usize,
+/// The text of one timestamp, written straight into the output (at most
+/// 35 bytes: a 7-digit year, `.ffffff`, `+00` and ` BC`). Not built on the
+/// stack and copied: a copy's wide loads of the bytes just stored one by
+/// one cannot be forwarded from the stores and stall.
+struct Text<'a> {
+    out: &'a mut Vec<u8>,
 }
 
-impl Text {
+impl<'a> Text<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        out.reserve(40);
+        Text { out }
+    }
+
     fn push(&mut self, b: u8) {
-        self.bytes[self.len] = b;
-        self.len += 1;
+        self.out.push(b);
     }
 
     fn push_slice(&mut self, s: &[u8]) {
-        self.bytes[self.len..self.len + s.len()].copy_from_slice(s);
-        self.len += s.len();
+        self.out.extend_from_slice(s);
     }
 
-    /// Appends the text to `out`: the whole buffer is copied (a fixed-size
-    /// copy is a few vector moves, a variable-length one a memcpy call),
-    /// then `out` is cut back to the text.
-    fn append_to(&self, out: &mut Vec<u8>) {
-        let end = out.len() + self.len;
-        out.extend_from_slice(&self.bytes);
-        out.truncate(end);
-    }
-
-    /// `YYYY-MM-DD<sep>hh:mm:ss` at the start (a year below 10000, each
-    /// other field below 100): every position is known, the digits come
-    /// in pairs from a table, and the 19 bytes are one store.
+    /// `YYYY-MM-DD<sep>hh:mm:ss` (a year below 10000, each other field
+    /// below 100): every position is known and the digits come in pairs
+    /// from a table, so the 19 bytes are put together in three registers
+    /// and written with three stores.
     #[inline(always)]
     fn date_time(&mut self, year: u32, [month, day, hour, minute, second]: [u32; 5], sep: u8) {
-        let pair = |v: u32| DIGIT_PAIRS[(v % 100) as usize];
-        let [y1, y2] = pair(year / 100);
-        let [y3, y4] = pair(year);
-        let [mo1, mo2] = pair(month);
-        let [d1, d2] = pair(day);
-        let [h1, h2] = pair(hour);
-        let [mi1, mi2] = pair(minute);
-        let [s1, s2] = pair(second);
-        self.bytes[..19].copy_from_slice(&[
-            y1, y2, y3, y4, b'-', mo1, mo2, b'-', d1, d2, sep, h1, h2, b':', mi1, mi2, b':', s1, s2,
-        ]);
-        self.len = 19;
+        let pair = |v: u32| u16::from_le_bytes(DIGIT_PAIRS[(v % 100) as usize]) as u64;
+        let byte = |b: u8| b as u64;
+        let date = pair(year / 100)
+            | pair(year) << 16
+            | byte(b'-') << 32
+            | pair(month) << 40
+            | byte(b'-') << 56;
+        let time =
+            pair(day) | byte(sep) << 16 | pair(hour) << 24 | byte(b':') << 40 | pair(minute) << 48;
+        let seconds = byte(b':') | pair(second) << 8;
+        self.out.extend_from_slice(&date.to_le_bytes());
+        self.out.extend_from_slice(&time.to_le_bytes());
+        self.out.extend_from_slice(&seconds.to_le_bytes()[..3]);
     }
 
     /// `-MM-DD<sep>hh:mm:ss` after a year of any length.
@@ -107,12 +104,12 @@ impl Text {
             frac /= 10;
             digits -= 1;
         }
-        let end = self.len + digits;
-        for i in (self.len..end).rev() {
-            self.bytes[i] = b'0' + (frac % 10) as u8;
+        let start = self.out.len();
+        self.out.resize(start + digits, b'0');
+        for d in self.out[start..].iter_mut().rev() {
+            *d = b'0' + (frac % 10) as u8;
             frac /= 10;
         }
-        self.len = end;
     }
 
     /// Four digits (`v` < 10000).
@@ -168,10 +165,7 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
     let fsec = (time % USECS_PER_SEC) as u32;
 
     let display_year = if year > 0 { year } else { -(year - 1) };
-    let mut text = Text {
-        bytes: [0; 40],
-        len: 0,
-    };
+    let mut text = Text::new(out);
     if (1000..=9999).contains(&display_year) {
         // The usual four-digit year: every position is known, no checks.
         text.date_time(
@@ -190,7 +184,6 @@ pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool 
     if year <= 0 {
         text.push_slice(b" BC");
     }
-    text.append_to(out);
     true
 }
 
@@ -250,10 +243,7 @@ pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
     if date < 0 || date > i32::MAX as i64 {
         return false;
     }
-    let mut text = Text {
-        bytes: [0; 40],
-        len: 0,
-    };
+    let mut text = Text::new(out);
     let (hour, minute, second) = (
         (time / USECS_PER_HOUR) as u32,
         (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32,
@@ -272,7 +262,6 @@ pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
     if utc {
         text.push(b'Z');
     }
-    text.append_to(out);
     true
 }
 
@@ -295,12 +284,8 @@ pub fn push_iso8601_date(out: &mut Vec<u8>, days: i32) -> bool {
     if jd < 0 {
         return false;
     }
-    let mut text = Text {
-        bytes: [0; 40],
-        len: 0,
-    };
+    let mut text = Text::new(out);
     push_iso8601_ymd(&mut text, jd);
-    text.append_to(out);
     true
 }
 

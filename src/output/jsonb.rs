@@ -16,7 +16,7 @@
 //! with `numeric_out`.
 
 use super::numeric::{numeric_text, NumericKind};
-use crate::text::json::{push_u_escape, utf8_sequence_len, SPECIAL};
+use crate::text::json::{needs_escape, push_u_escape, utf8_sequence_len, SPECIAL};
 
 const JB_CMASK: u32 = 0x0FFF_FFFF;
 const JB_FSCALAR: u32 = 0x1000_0000;
@@ -303,15 +303,23 @@ fn varlena_body(v: &[u8]) -> Option<&[u8]> {
 
 /// PostgreSQL's `escape_json()` of a `pnstrdup()` copy (which ends at a NUL).
 fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
-    let s = match s.iter().position(|&b| b == 0) {
-        Some(nul) => &s[..nul],
-        None => s,
-    };
+    // Most strings (the keys of most documents) have nothing to escape: one
+    // scan finds the first byte that needs it (a NUL is a control
+    // character) and what comes before it is copied in one piece.
+    let plain = s.iter().position(|&b| needs_escape(b)).unwrap_or(s.len());
     out.reserve(s.len() + 2);
     out.push(b'"');
+    out.extend_from_slice(&s[..plain]);
+    let rest = &s[plain..];
     let mut start = 0;
-    for (i, &b) in s.iter().enumerate() {
+    for (i, &b) in rest.iter().enumerate() {
         let escaped: &[u8] = match b {
+            // The end of the pnstrdup() copy.
+            0 => {
+                out.extend_from_slice(&rest[start..i]);
+                out.push(b'"');
+                return;
+            }
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
             0x08 => b"\\b",
@@ -320,18 +328,18 @@ fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
             b'\r' => b"\\r",
             b'\t' => b"\\t",
             0..=0x1f => {
-                out.extend_from_slice(&s[start..i]);
+                out.extend_from_slice(&rest[start..i]);
                 push_u_escape(out, b);
                 start = i + 1;
                 continue;
             }
             _ => continue,
         };
-        out.extend_from_slice(&s[start..i]);
+        out.extend_from_slice(&rest[start..i]);
         out.extend_from_slice(escaped);
         start = i + 1;
     }
-    out.extend_from_slice(&s[start..]);
+    out.extend_from_slice(&rest[start..]);
     out.push(b'"');
 }
 
@@ -577,6 +585,47 @@ pub(crate) mod tests {
         let all: Vec<u8> = (1..=255).collect();
         render(&V::Str(all), 32).unwrap();
         render(&V::Str(b"\xe2\x82 \xe2\x82\xac \xff".to_vec()), 32).unwrap();
+    }
+
+    /// PostgreSQL's escape_json() loop over a pnstrdup() copy, byte by byte.
+    fn escape_json_reference(s: &[u8]) -> Vec<u8> {
+        let mut out = b"\"".to_vec();
+        for &b in s.iter().take_while(|&&b| b != 0) {
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+                _ => out.push(b),
+            }
+        }
+        out.push(b'"');
+        out
+    }
+
+    proptest! {
+        /// The plain run copied whole, then the rest escaped, is the
+        /// byte-by-byte loop's string: controls, quotes, backslashes and
+        /// NULs anywhere, after a plain run of any length.
+        #[test]
+        fn escape_json_is_postgresql_s_loop(
+            plain in "[a-z\u{e9}]{0,40}",
+            rest in proptest::collection::vec(
+                prop_oneof![Just(0u8), 1u8..0x20, Just(b'"'), Just(b'\\'), any::<u8>()],
+                0..12,
+            ),
+        ) {
+            let mut s = plain.into_bytes();
+            s.extend_from_slice(&rest);
+            let mut out = b"before".to_vec();
+            escape_json(&mut out, &s);
+            prop_assert_eq!(&out[..6], b"before");
+            prop_assert_eq!(&out[6..], &escape_json_reference(&s)[..]);
+        }
     }
 
     /// Any document: scalars of every kind, arrays and objects up to

@@ -147,17 +147,22 @@ fn push_first_group(out: &mut Vec<u8>, dig: u16) {
     let digit = |v: u16| b'0' + (v % 10) as u8;
     match dig {
         0..=9 => out.push(digit(dig)),
-        10..=99 => out.extend_from_slice(&[digit(dig / 10), digit(dig)]),
-        100..=999 => out.extend_from_slice(&[digit(dig / 100), digit(dig / 10), digit(dig)]),
+        10..=99 => out.extend_from_slice(&DIGIT_PAIRS[dig as usize]),
+        100..=999 => {
+            out.push(digit(dig / 100));
+            out.extend_from_slice(&DIGIT_PAIRS[(dig % 100) as usize]);
+        }
         _ => push_group(out, dig),
     }
 }
 
-/// A digit group (< 10000) as four digits.
+/// A digit group (< 10000) as four digits: two pairs from the table put
+/// together in a register and written with one store (four bytes stored
+/// one by one and copied as a word would stall the copy's load).
 fn push_group(out: &mut Vec<u8>, dig: u16) {
-    let [a, b] = DIGIT_PAIRS[(dig / 100 % 100) as usize];
-    let [c, d] = DIGIT_PAIRS[(dig % 100) as usize];
-    out.extend_from_slice(&[a, b, c, d]);
+    let pair = |v: u16| u16::from_le_bytes(DIGIT_PAIRS[(v % 100) as usize]) as u32;
+    let digits = pair(dig / 100) | pair(dig) << 16;
+    out.extend_from_slice(&digits.to_le_bytes());
 }
 
 #[cfg(test)]

@@ -225,33 +225,33 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
         return;
     }
     if v < 100 {
-        out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
+        out.extend_from_slice(&DIGIT_PAIRS[v as usize]);
         return;
     }
-    // The digits go to the front of a fixed-size buffer, which is copied
-    // whole (a fixed-size copy compiles to a few moves, a variable-length
-    // one to a memcpy call) and the output cut back to the digits.
     let mut len = 1;
     let mut rest = v / 10;
     while rest > 0 {
         len += 1;
         rest /= 10;
     }
-    let mut buf = [0u8; 20];
+    // Room for the digits (a constant, written with a few vector stores),
+    // then the pairs stored in place from the back. Not built in a buffer
+    // and copied: wide loads of bytes just stored in pairs stall.
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 20]);
+    out.truncate(start + len);
+    let digits = &mut out[start..];
     let mut i = len;
     while v >= 100 {
         i -= 2;
-        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[(v % 100) as usize]);
+        digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[(v % 100) as usize]);
         v /= 100;
     }
     if v >= 10 {
-        buf[..2].copy_from_slice(&DIGIT_PAIRS[v as usize]);
+        digits[..2].copy_from_slice(&DIGIT_PAIRS[v as usize]);
     } else {
-        buf[0] = b'0' + v as u8;
+        digits[0] = b'0' + v as u8;
     }
-    let end = out.len() + len;
-    out.extend_from_slice(&buf);
-    out.truncate(end);
 }
 
 /// Appends the decimal form of a signed integer.
