@@ -24,7 +24,8 @@
 #      against wal2json and pgoutput, pg_recvlogical streaming, large
 #      transactions, conflicts, crash recovery, extension upgrades, and the
 #      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)
-#  10. the format 3 suites again with small batches (PUBJSON_E2E_BATCH_BYTES)
+#  10. the format 3 suites again unbatched and in small batches
+#      (PUBJSON_E2E_BATCH_BYTES 0 and 300)
 #   A major's suites' output is shown when they end.
 # A failure does not stop the run: every suite of every major runs (cargo
 # test --no-fail-fast), and the summary names every failed test and step
@@ -174,12 +175,14 @@ suites() {
     eval "$(scripts/cluster.sh env)"
     suite "$where: end-to-end suites" \
       cargo test -p pubjson-e2e --release --no-fail-fast -- --test-threads=2 --skip version_independent::
-    # Format 3 again in small batches: SQL rows of several objects, and
-    # walsender messages ending mid-transaction (the suites above read
-    # each interface's default: one object per row, 64 kB batches).
-    suite "$where: format 3 suites with batch-bytes 300" \
-      env PUBJSON_E2E_BATCH_BYTES=300 \
-      cargo test -p pubjson-e2e --release --no-fail-fast --test format3 --test encodings -- --test-threads=2
+    # Format 3 again without batching (one object per message) and in
+    # small batches (messages ending mid-transaction); the suites above
+    # read the default, 64 kB batches.
+    for bytes in 0 300; do
+      suite "$where: format 3 suites with batch-bytes $bytes" \
+        env PUBJSON_E2E_BATCH_BYTES=$bytes \
+        cargo test -p pubjson-e2e --release --no-fail-fast --test format3 --test encodings -- --test-threads=2
+    done
     scripts/cluster.sh stop
   } > "$out.log" 2>&1
 }

@@ -132,8 +132,6 @@ pub enum OriginFilter {
 /// Format 3's `batch-bytes`: how many objects one output message holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Batching {
-    /// Not given: the interface decides ([`Batching::for_interface`]).
-    InterfaceDefault,
     /// One object per message (`batch-bytes` 0).
     Off,
     /// Objects share a message, one per line, until it holds at least this
@@ -141,42 +139,20 @@ pub enum Batching {
     UpTo(usize),
 }
 
-/// Where the decoded output goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interface {
-    /// A walsender (`pg_recvlogical`, a replication connection): every
-    /// message costs a protocol frame, a flush attempt and a client read.
-    Walsender,
-    /// `pg_logical_slot_{get,peek}_changes`: one result row per message.
-    SqlFunctions,
-}
-
-/// `batch-bytes` through a walsender when not given (docs/options.md).
-pub const DEFAULT_WALSENDER_BATCH_BYTES: usize = 64 * 1024;
+/// `batch-bytes` when not given, on both interfaces (docs/options.md): a
+/// message costs a walsender a protocol frame, a flush attempt and a
+/// client read, and the SQL functions a result row.
+pub const DEFAULT_BATCH_BYTES: usize = 64 * 1024;
 /// The largest `batch-bytes` (format 1's chunk size: a message never grows
 /// towards PostgreSQL's 1 GB limit).
 pub const MAX_BATCH_BYTES: i64 = 16 * 1024 * 1024;
 
 impl Batching {
-    /// The batching in force: an explicit `batch-bytes`, else batches of
-    /// [`DEFAULT_WALSENDER_BATCH_BYTES`] through a walsender and one object
-    /// per row through the SQL functions (where a row is what a SQL user
-    /// reads).
-    pub fn for_interface(self, interface: Interface) -> Batching {
-        match (self, interface) {
-            (Batching::InterfaceDefault, Interface::Walsender) => {
-                Batching::UpTo(DEFAULT_WALSENDER_BATCH_BYTES)
-            }
-            (Batching::InterfaceDefault, Interface::SqlFunctions) => Batching::Off,
-            (explicit, _) => explicit,
-        }
-    }
-
     /// The byte bound of a batch; 0: no batching.
     pub fn bytes(self) -> usize {
         match self {
             Batching::UpTo(bytes) => bytes,
-            Batching::InterfaceDefault | Batching::Off => 0,
+            Batching::Off => 0,
         }
     }
 }
@@ -268,7 +244,7 @@ impl Default for Options {
             origin: OriginFilter::Any,
             streaming: false,
             two_phase: false,
-            batching: Batching::InterfaceDefault,
+            batching: Batching::UpTo(DEFAULT_BATCH_BYTES),
         }
     }
 }
@@ -1030,24 +1006,12 @@ mod tests {
     }
 
     #[test]
-    fn batching_defaults_per_interface() {
+    fn batching_defaults_to_64_kb() {
         let default = parse(&[("format-version", Some("3"))]).unwrap().batching;
-        assert_eq!(default, Batching::InterfaceDefault);
-        assert_eq!(
-            default.for_interface(Interface::Walsender),
-            Batching::UpTo(DEFAULT_WALSENDER_BATCH_BYTES)
-        );
-        assert_eq!(
-            default.for_interface(Interface::SqlFunctions),
-            Batching::Off
-        );
-        for explicit in [Batching::Off, Batching::UpTo(10)] {
-            assert_eq!(explicit.for_interface(Interface::Walsender), explicit);
-            assert_eq!(explicit.for_interface(Interface::SqlFunctions), explicit);
-        }
+        assert_eq!(default, Batching::UpTo(64 * 1024));
+        assert_eq!(default.bytes(), DEFAULT_BATCH_BYTES);
         assert_eq!(Batching::UpTo(10).bytes(), 10);
         assert_eq!(Batching::Off.bytes(), 0);
-        assert_eq!(Batching::InterfaceDefault.bytes(), 0);
     }
 
     #[test]

@@ -168,8 +168,8 @@ pub fn soak() -> bool {
 
 /// `PUBJSON_E2E_BATCH_BYTES=N`: format 3's `batch-bytes` for the suites
 /// that decode format 3 through pg_recvlogical and format3.rs's SQL reads
-/// (scripts/test.sh runs them once more with it; without it each
-/// interface's default applies).
+/// (scripts/test.sh runs them again with 0 and 300; without it the
+/// default, 64 kB batches, applies).
 pub fn format3_batch_bytes() -> Option<String> {
     std::env::var("PUBJSON_E2E_BATCH_BYTES")
         .ok()

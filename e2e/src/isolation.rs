@@ -454,7 +454,13 @@ fn compare_call(doc: &Value, totals: &mut Totals) -> Result<(), String> {
         }
     }
     for key in ["f2", "f3", "f2p", "f3p"] {
-        let empty = empty_blocks(&texts(doc, key)?)?;
+        // A format 3 row is a message of one object per line.
+        let objects: Vec<String> = texts(doc, key)?
+            .iter()
+            .flat_map(|row| row.split('\n'))
+            .map(String::from)
+            .collect();
+        let empty = empty_blocks(&objects)?;
         if empty > 0 {
             return Err(format!(
                 "{key}: {empty} streamed block(s) without a change (a transaction with nothing to send is not streamed):\n{}",

@@ -495,9 +495,8 @@ pub fn pubjson_slot(c: &mut Client, name: &str) {
 }
 
 /// Decodes `slot` (consuming) with `opts` (names and values) after a
-/// flush (a decoding call reads only flushed WAL); every row must be one
-/// JSON object.
-pub fn get_objects(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<serde_json::Value> {
+/// flush (a decoding call reads only flushed WAL): the rows' `data`.
+pub fn get_texts(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<String> {
     exec(c, "select txid_current()");
     let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
     c.query(
@@ -506,18 +505,33 @@ pub fn get_objects(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<serde_json:
     )
     .unwrap_or_else(|e| panic!("get_changes: {}", describe_error(&e)))
     .iter()
-    .map(|r| {
-        let text: String = r.get(0);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-    })
+    .map(|r| r.get(0))
     .collect()
 }
 
-/// [`get_objects`] with format 3 and the `extra` options.
+/// [`get_texts`] where every row is one JSON object (format 2).
+pub fn get_objects(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<serde_json::Value> {
+    get_texts(c, slot, opts)
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}")))
+        .collect()
+}
+
+/// The objects of format 3 messages (SQL rows, walsender messages): a
+/// message holds one object per line (`batch-bytes`).
+pub fn json_lines<S: AsRef<str>>(messages: &[S]) -> Vec<serde_json::Value> {
+    messages
+        .iter()
+        .flat_map(|m| m.as_ref().split('\n'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// [`get_texts`] with format 3 and the `extra` options: its objects.
 pub fn get_format3(c: &mut Client, slot: &str, extra: &[&str]) -> Vec<serde_json::Value> {
     let mut opts = vec!["format-version", "3"];
     opts.extend_from_slice(extra);
-    get_objects(c, slot, &opts)
+    json_lines(&get_texts(c, slot, &opts))
 }
 
 /// The first column of the single row `sql` returns.

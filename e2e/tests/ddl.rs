@@ -10,7 +10,7 @@ use postgres::Client;
 // Each test decodes with format 3 (`get3`, consuming) from its slots of
 // pubjson (`slot`).
 use pubjson_e2e::{
-    drop_slot, exec, get_format3 as get3, pubjson_slot as slot, scratch_dir, sqlstate,
+    drop_slot, exec, get_format3 as get3, json_lines, pubjson_slot as slot, scratch_dir, sqlstate,
     suite_database, wait_commits, RecvLogical, Server,
 };
 use serde_json::Value;
@@ -360,14 +360,16 @@ fn publications_and_other_formats() {
     let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
         exec(c, "select txid_current()");
         let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-        c.query(
-            "select data from pg_logical_slot_peek_changes('ddl_pubs', NULL, NULL, VARIADIC $1::text[])",
-            &[&opts],
-        )
-        .expect("peek")
-        .iter()
-        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
-        .collect()
+        let rows: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('ddl_pubs', NULL, NULL, VARIADIC $1::text[])",
+                &[&opts],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        json_lines(&rows)
     };
     let published = peek(
         &mut c,
@@ -549,10 +551,7 @@ fn every_encoding_gives_ascii_json() {
         for t in &texts {
             assert!(t.is_ascii(), "{encoding}: not ASCII: {t}");
         }
-        let objects: Vec<Value> = texts
-            .iter()
-            .map(|t| serde_json::from_str(t).unwrap_or_else(|e| panic!("{encoding}: {e}: {t}")))
-            .collect();
+        let objects = json_lines(&texts);
         let events = ddl(&objects);
         assert_eq!(events.len(), 2, "{encoding}: {objects:#?}");
         assert_eq!(events[0]["relations"][0]["table"], table, "{encoding}");
@@ -1284,14 +1283,16 @@ fn streaming_format_1_and_column_lists() {
     let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
         exec(c, "select txid_current()");
         let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-        c.query(
-            "select data from pg_logical_slot_peek_changes('ddl_stream', NULL, NULL, VARIADIC $1::text[])",
-            &[&opts],
-        )
-        .expect("peek")
-        .iter()
-        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
-        .collect()
+        let rows: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('ddl_stream', NULL, NULL, VARIADIC $1::text[])",
+                &[&opts],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        json_lines(&rows)
     };
     let streamed = peek(&mut c, &["format-version", "3", "streaming", "on"]);
     assert!(
@@ -1408,7 +1409,7 @@ fn partitions_published_through_their_root() {
     exec(&mut c, "create index vp1_id on vp1 (id)");
     exec(&mut c, "select txid_current()");
     for (publication, described) in [("ddl_via_root", "vp"), ("ddl_as_self", "vp1")] {
-        let objects: Vec<Value> = c
+        let rows: Vec<String> = c
             .query(
                 "select data from pg_logical_slot_peek_changes('ddl_viaroot', NULL, NULL, \
                  'format-version', '3', 'publication_names', $1)",
@@ -1416,8 +1417,9 @@ fn partitions_published_through_their_root() {
             )
             .expect("peek")
             .iter()
-            .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
+            .map(|r| r.get(0))
             .collect();
+        let objects = json_lines(&rows);
         let events = ddl(&objects);
         assert_eq!(events.len(), 1, "{publication}: {objects:#?}");
         assert_eq!(events[0]["objects"][0]["identity"], "public.vp1_id");
@@ -1550,14 +1552,16 @@ fn forged_messages_are_not_ddl_events() {
     exec(&mut c, "select txid_current()");
     let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
         let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-        c.query(
-            "select data from pg_logical_slot_peek_changes('ddl_forge', NULL, NULL, VARIADIC $1::text[])",
-            &[&opts],
-        )
-        .expect("peek")
-        .iter()
-        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("JSON"))
-        .collect()
+        let rows: Vec<String> = c
+            .query(
+                "select data from pg_logical_slot_peek_changes('ddl_forge', NULL, NULL, VARIADIC $1::text[])",
+                &[&opts],
+            )
+            .expect("peek")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        json_lines(&rows)
     };
     for opts in [
         &["format-version", "3"][..],

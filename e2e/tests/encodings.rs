@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pubjson_e2e::{
-    complete_lines, connect, connect_db, describe_error, rows, scratch_dir, serialize, wait_for,
-    Conn, RecvLogical, Server,
+    complete_lines, connect, connect_db, describe_error, json_lines, rows, scratch_dir, serialize,
+    wait_for, Conn, RecvLogical, Server,
 };
 use serde_json::Value;
 
@@ -487,14 +487,22 @@ fn format_3_json_escapes_mean_their_characters() {
             )
             .unwrap_or_else(|e| panic!("peek: {}", describe_error(&e)))
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get::<_, String>(0))
+            .collect();
+        // One object per line, as pg_recvlogical writes them.
+        let rows: Vec<String> = rows
+            .iter()
+            .flat_map(|r| r.split('\n'))
+            .map(String::from)
             .collect();
         let check = |rows: &[String], how: &str| {
             let mut got = BTreeMap::new();
-            for row in rows {
-                assert!(row.is_ascii(), "{} {how}: not ASCII", s.encoding);
-                let v: Value = serde_json::from_str(row)
-                    .unwrap_or_else(|e| panic!("{} {how}: not JSON ({e})", s.encoding));
+            assert!(
+                rows.iter().all(|r| r.is_ascii()),
+                "{} {how}: not ASCII",
+                s.encoding
+            );
+            for v in json_lines(rows) {
                 if v["action"] == "I" {
                     let new = &v["new"];
                     got.insert(

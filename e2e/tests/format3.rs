@@ -10,8 +10,8 @@
 use postgres::Client;
 use pubjson_e2e::pgoutput::{decode_pgoutput, read_format3, Item};
 use pubjson_e2e::{
-    column, complete_lines, drop_slot, exec, poll, rows, scratch_dir, serialize, server_major,
-    suite_database, wait_commits, RecvLogical,
+    column, complete_lines, drop_slot, exec, json_lines, poll, rows, scratch_dir, serialize,
+    server_major, suite_database, wait_commits, RecvLogical,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -30,8 +30,7 @@ fn slot(c: &mut Client, name: &str, plugin: &str, two_phase: bool) {
     .unwrap_or_else(|e| panic!("slot {name}: {}", pubjson_e2e::describe_error(&e)));
 }
 
-/// Decodes with format 3 (plus `extra` options), consuming; every row must
-/// be one JSON object.
+/// Decodes with format 3 (plus `extra` options), consuming: its objects.
 fn get(c: &mut Client, slot: &str, extra: &[(&str, &str)]) -> Vec<Value> {
     // Flush: a decoding call reads only flushed WAL.
     exec(c, "select txid_current()");
@@ -54,23 +53,17 @@ fn get(c: &mut Client, slot: &str, extra: &[(&str, &str)]) -> Vec<Value> {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    objects_of(&messages, batched.is_some())
+    objects_of(&messages, batched.as_deref())
 }
 
-/// The objects of format 3 messages: a row is one object, or with
-/// batching one object per line.
-fn objects_of(messages: &[String], batched: bool) -> Vec<Value> {
-    let mut objects = Vec::new();
-    for text in messages {
-        assert!(
-            batched || !text.contains('\n'),
-            "a message spans lines: {text}"
-        );
-        for line in text.split('\n') {
-            objects.push(serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")));
-        }
+/// The objects of format 3 messages, one per line; with `batch-bytes` 0
+/// every message is one object.
+fn objects_of(messages: &[String], batch_bytes: Option<&str>) -> Vec<Value> {
+    if batch_bytes == Some("0") {
+        let spans = messages.iter().find(|m| m.contains('\n'));
+        assert!(spans.is_none(), "a message spans lines: {spans:?}");
     }
-    objects
+    json_lines(messages)
 }
 
 fn action(v: &Value) -> &str {
@@ -571,7 +564,7 @@ fn pg_recvlogical_streams_format_3() {
 /// Batching changes how many objects a walsender's message holds, never
 /// what pg_recvlogical writes: the same slot position read unbatched, in
 /// small batches and with the default gives the same file, byte for byte,
-/// and the SQL functions' rows, one object each, are its lines.
+/// and the SQL functions' rows, batched or one object each, are its lines.
 #[test]
 fn pg_recvlogical_output_is_the_same_batched_or_not() {
     let (dbname, mut c) = database("batched");
@@ -629,31 +622,37 @@ fn pg_recvlogical_output_is_the_same_batched_or_not() {
     assert!(files[0].lines().count() > 3500, "the workload was decoded");
     assert_eq!(files[0], files[1], "batch-bytes 300 against 0");
     assert_eq!(files[0], files[2], "the default against 0");
-    // The SQL functions: one object per row (their default), the same lines.
+    // The SQL functions with batch-bytes 0: one object per row, the same
+    // lines.
     let rows: Vec<String> = column(
         &mut c,
         "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
-               'format-version', '3')",
+               'format-version', '3', 'batch-bytes', '0')",
         &[&end],
     );
     assert!(rows.iter().all(|r| !r.contains('\n')));
     assert_eq!(rows.join("\n") + "\n", files[0]);
-    // Batched SQL rows hold several lines, end at C (or a message outside
-    // a transaction), and their lines are the same objects.
-    let batched: Vec<String> = column(
-        &mut c,
-        "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn, NULL,
-               'format-version', '3', 'batch-bytes', '4096')",
-        &[&end],
-    );
-    assert!(batched.len() < rows.len() / 10, "{} rows", batched.len());
-    assert_eq!(batched.join("\n"), rows.join("\n"));
-    for row in &batched {
-        let last = objects_of(std::slice::from_ref(row), true)
-            .pop()
-            .expect("an object");
-        let whole = row.len() >= 4096 || matches!(action(&last), "C" | "M");
-        assert!(whole, "a batch ended early: {row}");
+    // Batched SQL rows (4 kB, and the default of 64 kB) hold several lines,
+    // end at C (or a message outside a transaction), and their lines are
+    // the same objects.
+    for (batching, bound) in [(", 'batch-bytes', '4096'", 4096), ("", 65536)] {
+        let batched: Vec<String> = column(
+            &mut c,
+            &format!(
+                "select data from pg_logical_slot_peek_changes('f3_batch_sql', $1::text::pg_lsn,
+                        NULL, 'format-version', '3'{batching})"
+            ),
+            &[&end],
+        );
+        assert!(batched.len() < rows.len() / 10, "{} rows", batched.len());
+        assert_eq!(batched.join("\n"), rows.join("\n"));
+        for row in &batched {
+            let last = json_lines(std::slice::from_ref(row))
+                .pop()
+                .expect("an object");
+            let whole = row.len() >= bound || matches!(action(&last), "C" | "M");
+            assert!(whole, "a batch ended early: {row}");
+        }
     }
     for i in 0..bounds.len() {
         drop_slot(&mut c, &format!("f3_batch_{i}"));
@@ -758,10 +757,10 @@ fn intervals_do_not_depend_on_interval_style() {
         })
         .collect();
     assert_eq!(expected[&0], json!("P-1DT-2H-3M-4S"));
+    // SQL rows (messages) or pg_recvlogical's lines.
     let check = |lines: &[String], how: &str| {
         let mut got = BTreeMap::new();
-        for line in lines {
-            let o: Value = serde_json::from_str(line).expect("JSON");
+        for o in json_lines(lines) {
             if action(&o) == "I" {
                 let new = &o["new"];
                 assert_eq!(new["va"], json!([new["v"], null]), "{how}");
@@ -1208,7 +1207,7 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
-            objects_of(&messages, batch_bytes.is_some())
+            objects_of(&messages, batch_bytes.as_deref())
         };
         // A session cut short, then the whole of it again.
         let cut = 1 + rng.below(200) as i32;

@@ -282,11 +282,3 @@ pub fn my_pid() -> i32 {
     // SAFETY: set once when the process starts.
     unsafe { pg_sys::MyProcPid }
 }
-
-/// `am_walsender`: this backend is a walsender (the output goes to a
-/// replication connection, not to a SQL function's result).
-pub fn am_walsender() -> bool {
-    // SAFETY: a process-global flag set once when the backend starts, read
-    // in the backend's only thread.
-    unsafe { pg_sys::am_walsender }
-}

@@ -14,9 +14,9 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgList, PgMemoryContexts};
 
-use crate::options::{Interface, OptionError, OptionErrorKind, Options, OriginFilter};
+use crate::options::{OptionError, OptionErrorKind, Options, OriginFilter};
 use crate::pg::handles::{message_parts, Change, ChangeMemory, Rel, Txn, Writer};
-use crate::pg::port::{alloc_set_context, am_walsender};
+use crate::pg::port::alloc_set_context;
 use crate::pg::relation::{InCallback, RelationCache};
 use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
@@ -134,13 +134,8 @@ unsafe extern "C-unwind" fn startup(
     // state is dropped when ctx->context is reset or deleted.
     unsafe {
         let raw = read_option_list((*ctx).output_plugin_options);
-        let mut opts = Options::parse(raw.iter().map(|(n, v)| (n.as_str(), v.as_deref())))
+        let opts = Options::parse(raw.iter().map(|(n, v)| (n.as_str(), v.as_deref())))
             .unwrap_or_else(|e| raise_option_error(e));
-        opts.batching = opts.batching.for_interface(if am_walsender() {
-            Interface::Walsender
-        } else {
-            Interface::SqlFunctions
-        });
 
         (*opt).output_type = pg_sys::OutputPluginOutputType::OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
 

@@ -369,6 +369,15 @@ fn relation(identity: ReplicaIdentity) -> RelationMeta {
     }
 }
 
+/// The default options with one object per message (`batch-bytes` 0), so
+/// that each of [`Messages`]'s messages is one object.
+fn unbatched() -> Options {
+    Options {
+        batching: Batching::Off,
+        ..Options::default()
+    }
+}
+
 /// A sink that keeps every output message.
 #[derive(Default)]
 struct Messages {
@@ -437,7 +446,7 @@ const R_DEFAULT: &str = r#"{"action":"R","relid":16384,"schema":"public","table"
 
 #[test]
 fn a_transaction_with_r_once_and_every_change_kind() {
-    let mut f = Format3::new(&Options::default());
+    let mut f = Format3::new(&unbatched());
     let mut sink = Messages::default();
     let rel = relation(ReplicaIdentity::Default);
     let render = RelationRender::default();
@@ -533,7 +542,7 @@ fn a_transaction_with_r_once_and_every_change_kind() {
 
 #[test]
 fn changed_compares_values_not_what_they_render_as() {
-    let mut f = Format3::new(&Options::default());
+    let mut f = Format3::new(&unbatched());
     let mut sink = Messages::default();
     let rel = relation(ReplicaIdentity::Full);
     let render = RelationRender::default();
@@ -593,7 +602,7 @@ fn r_columns_have_attnum_and_a_domains_base_type() {
 
 #[test]
 fn full_identity_completes_toast_and_lists_changed_columns() {
-    let mut f = Format3::new(&Options::default());
+    let mut f = Format3::new(&unbatched());
     let mut sink = Messages::default();
     let rel = relation(ReplicaIdentity::Full);
     let render = RelationRender::default();
@@ -662,7 +671,7 @@ fn full_identity_completes_toast_and_lists_changed_columns() {
 
 #[test]
 fn r_is_resent_exactly_when_the_description_changes() {
-    let mut f = Format3::new(&Options::default());
+    let mut f = Format3::new(&unbatched());
     let mut sink = Messages::default();
     let rel = relation(ReplicaIdentity::Default);
     let insert = ChangeHeader::plain(ChangeKind::Insert);
@@ -774,7 +783,7 @@ fn r_is_resent_exactly_when_the_description_changes() {
     );
     assert!(sink.written[sink.written.len() - 2].contains(r#""relid":16400"#));
     // A new session (a new Format3) describes every relation again.
-    let mut f = Format3::new(&Options::default());
+    let mut f = Format3::new(&unbatched());
     let mut sink = Messages::default();
     change(
         &mut f,
@@ -790,7 +799,7 @@ fn r_is_resent_exactly_when_the_description_changes() {
 
 #[test]
 fn streaming_two_phase_and_transformed_changes() {
-    let mut f = Format3::new(&Options::default());
+    let mut f = Format3::new(&unbatched());
     let mut sink = Messages::default();
     let rel = relation(ReplicaIdentity::Default);
     let render = RelationRender::default();
@@ -901,7 +910,7 @@ fn streaming_two_phase_and_transformed_changes() {
 fn origin_and_skip_reasons() {
     let opts = Options {
         include_origin: true,
-        ..Options::default()
+        ..unbatched()
     };
     let mut f = Format3::new(&opts);
     let mut sink = Messages::default();
@@ -974,7 +983,7 @@ proptest! {
         for (c, n) in rel.columns.iter_mut().zip(&names) {
             c.name_json = json_string(n.as_bytes());
         }
-        let mut f = Format3::new(&Options::default());
+        let mut f = Format3::new(&unbatched());
         // Messages checks that every message parses and is one line.
         let mut sink = Messages::default();
         let mut new_row = Row::new(new.clone());
