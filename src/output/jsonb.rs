@@ -327,7 +327,7 @@ fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
             b'\n' => b"\\n",
             b'\r' => b"\\r",
             b'\t' => b"\\t",
-            0..=0x1f => {
+            0x01..=0x1f => {
                 out.extend_from_slice(&rest[start..i]);
                 push_u_escape(out, b);
                 start = i + 1;
