@@ -137,33 +137,70 @@ impl<'a> Text<'a> {
     }
 }
 
+/// A finite timestamp's fields: `year` astronomical (0 is 1 BC), `time`
+/// the hour, minute and second, `fsec` the microseconds.
+struct Fields {
+    year: i64,
+    month: u32,
+    day: u32,
+    time: [u32; 3],
+    fsec: u32,
+}
+
+/// What a timestamp (microseconds since 2000-01-01) is, read once for
+/// both writers below.
+enum Split {
+    /// An infinity, as PostgreSQL spells it.
+    Infinity(&'static [u8]),
+    Finite(Fields),
+    /// Outside the dates the fields are computed for.
+    OutOfRange,
+}
+
+fn split(ts: i64) -> Split {
+    match ts {
+        i64::MIN => return Split::Infinity(b"-infinity"),
+        i64::MAX => return Split::Infinity(b"infinity"),
+        _ => {}
+    }
+    let date = ts.div_euclid(USECS_PER_DAY) + POSTGRES_EPOCH_JDATE;
+    let time = ts.rem_euclid(USECS_PER_DAY);
+    if date < 0 || date > i32::MAX as i64 {
+        return Split::OutOfRange;
+    }
+    let (year, month, day) = j2date(date);
+    Split::Finite(Fields {
+        year,
+        month,
+        day,
+        time: [
+            (time / USECS_PER_HOUR) as u32,
+            (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32,
+            (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32,
+        ],
+        fsec: (time % USECS_PER_SEC) as u32,
+    })
+}
+
 /// Appends the ISO text of a timestamp (microseconds since 2000-01-01);
 /// `utc_offset` adds timestamptz's `+00`. Returns false (writing nothing)
 /// for values outside the range this handles, so the caller can fall back.
 pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool {
-    match ts {
-        i64::MIN => {
-            out.extend_from_slice(b"-infinity");
+    let fields = match split(ts) {
+        Split::Finite(fields) => fields,
+        Split::Infinity(text) => {
+            out.extend_from_slice(text);
             return true;
         }
-        i64::MAX => {
-            out.extend_from_slice(b"infinity");
-            return true;
-        }
-        _ => {}
-    }
-    let mut date = ts.div_euclid(USECS_PER_DAY);
-    let time = ts.rem_euclid(USECS_PER_DAY);
-    date += POSTGRES_EPOCH_JDATE;
-    if date < 0 || date > i32::MAX as i64 {
-        return false;
-    }
-    let (year, month, day) = j2date(date);
-    let hour = (time / USECS_PER_HOUR) as u32;
-    let minute = (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32;
-    let second = (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32;
-    let fsec = (time % USECS_PER_SEC) as u32;
-
+        Split::OutOfRange => return false,
+    };
+    let Fields {
+        year,
+        month,
+        day,
+        time: [hour, minute, second],
+        fsec,
+    } = fields;
     let display_year = if year > 0 { year } else { -(year - 1) };
     let mut text = Text::new(out);
     if (1000..=9999).contains(&display_year) {
@@ -227,37 +264,29 @@ fn push_iso8601_ymd(text: &mut Text, jd: i64) {
 /// spells them (`infinity`, `-infinity`). No quotes. Returns false,
 /// writing nothing, for values outside PostgreSQL's range.
 pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
-    match ts {
-        i64::MIN => {
-            out.extend_from_slice(b"-infinity");
+    let fields = match split(ts) {
+        Split::Finite(fields) => fields,
+        Split::Infinity(text) => {
+            out.extend_from_slice(text);
             return true;
         }
-        i64::MAX => {
-            out.extend_from_slice(b"infinity");
-            return true;
-        }
-        _ => {}
-    }
-    let date = ts.div_euclid(USECS_PER_DAY) + POSTGRES_EPOCH_JDATE;
-    let time = ts.rem_euclid(USECS_PER_DAY);
-    if date < 0 || date > i32::MAX as i64 {
-        return false;
-    }
+        Split::OutOfRange => return false,
+    };
+    let Fields {
+        year,
+        month,
+        day,
+        time: [hour, minute, second],
+        fsec,
+    } = fields;
     let mut text = Text::new(out);
-    let (hour, minute, second) = (
-        (time / USECS_PER_HOUR) as u32,
-        (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32,
-        (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32,
-    );
-    let (year, month, day) = j2date(date);
     if (0..=9999).contains(&year) {
-        // The usual four-digit year: every position is known, one store.
+        // The usual four-digit year: every position is known.
         text.date_time(year as u32, [month, day, hour, minute, second], b'T');
     } else {
         push_iso8601_year(&mut text, year);
         text.rest_of_date_time([month, day, hour, minute, second], b'T');
     }
-    let fsec = (time % USECS_PER_SEC) as u32;
     text.fraction(fsec);
     if utc {
         text.push(b'Z');
@@ -428,6 +457,17 @@ mod tests {
         // ('12345-06-07'::date - '2000-01-01'::date = 3778591 in PostgreSQL.)
         let t = 3_778_591 * USECS_PER_DAY + (8 * 3600 + 9 * 60 + 10) * USECS_PER_SEC + 120_000;
         assert_eq!(iso(t, true), "12345-06-07 08:09:10.12+00");
+    }
+
+    #[test]
+    fn before_julian_day_0_both_writers_write_nothing() {
+        // The microsecond before 4714-11-24 BC: outside what the fields
+        // are computed for, left to the output function.
+        let ts = -POSTGRES_EPOCH_JDATE * USECS_PER_DAY - 1;
+        let mut out = b"kept".to_vec();
+        assert!(!push_iso_timestamp(&mut out, ts, false));
+        assert!(!push_iso8601_timestamp(&mut out, ts, true));
+        assert_eq!(out, b"kept");
     }
 
     /// `time` (microseconds into a day), cut to its whole second when
