@@ -455,12 +455,7 @@ fn compare_call(doc: &Value, totals: &mut Totals) -> Result<(), String> {
     }
     for key in ["f2", "f3", "f2p", "f3p"] {
         // A format 3 row is a message of one object per line.
-        let objects: Vec<String> = texts(doc, key)?
-            .iter()
-            .flat_map(|row| row.split('\n'))
-            .map(String::from)
-            .collect();
-        let empty = empty_blocks(&objects)?;
+        let empty = empty_blocks(&crate::message_lines(&texts(doc, key)?))?;
         if empty > 0 {
             return Err(format!(
                 "{key}: {empty} streamed block(s) without a change (a transaction with nothing to send is not streamed):\n{}",

@@ -1090,13 +1090,7 @@ fn f3_row(v: &RawValue, order: &[String]) -> Result<Cols, String> {
 /// `unchanged` kept, the old row kind `'O'` under REPLICA IDENTITY FULL and
 /// `'K'` otherwise.
 pub fn read_format3(rows: &[String]) -> Result<Vec<Item>, String> {
-    // A message holds one object per line (`batch-bytes`).
-    let rows: Vec<String> = rows
-        .iter()
-        .flat_map(|m| m.split('\n'))
-        .map(String::from)
-        .collect();
-    let rows = &rows[..];
+    let rows = &crate::message_lines(rows)[..];
     // relid -> (schema.table, column names by attnum, identity)
     let mut rels: HashMap<u64, (String, Vec<String>, String)> = HashMap::new();
     read_objects("format 3", rows, |action, o, r| {

@@ -517,12 +517,21 @@ pub fn get_objects(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<serde_json:
         .collect()
 }
 
-/// The objects of format 3 messages (SQL rows, walsender messages): a
-/// message holds one object per line (`batch-bytes`).
-pub fn json_lines<S: AsRef<str>>(messages: &[S]) -> Vec<serde_json::Value> {
+/// The lines of messages that hold one JSON object per line, in order:
+/// format 3's (SQL rows, walsender messages; `batch-bytes`), and format
+/// 2's rows, one object each.
+pub fn message_lines<S: AsRef<str>>(messages: &[S]) -> Vec<String> {
     messages
         .iter()
         .flat_map(|m| m.as_ref().split('\n'))
+        .map(String::from)
+        .collect()
+}
+
+/// The objects of [`message_lines`].
+pub fn json_lines<S: AsRef<str>>(messages: &[S]) -> Vec<serde_json::Value> {
+    message_lines(messages)
+        .iter()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
         .collect()
 }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pubjson_e2e::{
-    complete_lines, connect, connect_db, describe_error, json_lines, rows, scratch_dir, serialize,
-    wait_for, Conn, RecvLogical, Server,
+    complete_lines, connect, connect_db, describe_error, json_lines, message_lines, rows,
+    scratch_dir, serialize, wait_for, Conn, RecvLogical, Server,
 };
 use serde_json::Value;
 
@@ -490,11 +490,7 @@ fn format_3_json_escapes_mean_their_characters() {
             .map(|r| r.get::<_, String>(0))
             .collect();
         // One object per line, as pg_recvlogical writes them.
-        let rows: Vec<String> = rows
-            .iter()
-            .flat_map(|r| r.split('\n'))
-            .map(String::from)
-            .collect();
+        let rows = message_lines(&rows);
         let check = |rows: &[String], how: &str| {
             let mut got = BTreeMap::new();
             assert!(
