@@ -165,8 +165,11 @@ suites() {
     fi
   }
   {
+    # The major's directory is this run's: the previous run's cluster and
+    # test files go.
     if ! suite "$where: fresh test cluster" \
-         bash -c 'scripts/cluster.sh destroy && scripts/cluster.sh start'; then
+         bash -c 'scripts/cluster.sh destroy && rm -rf "$PUBJSON_TMP"/pubjson-e2e-* &&
+                  scripts/cluster.sh start'; then
       echo "==> $where: skipping its suites (no server to test)"
       scripts/cluster.sh stop >/dev/null 2>&1 || true
       exit 0

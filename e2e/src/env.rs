@@ -147,9 +147,12 @@ pub fn cluster_dir(name: &str) -> String {
     format!("{}/pubjson-{name}", tmp_root().display())
 }
 
-/// A fresh, empty directory for a test's files.
+/// A fresh, empty directory for a test's files,
+/// `$PUBJSON_TMP/pubjson-e2e-<name>`: emptied when the test next runs, so
+/// that what a failed run left can be looked at until then and runs do not
+/// pile up directories.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = tmp_root().join(format!("pubjson-e2e-{name}-{}", std::process::id()));
+    let dir = tmp_root().join(format!("pubjson-e2e-{name}"));
     fresh_dir(&dir);
     dir
 }
