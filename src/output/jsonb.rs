@@ -16,7 +16,7 @@
 //! with `numeric_out`.
 
 use super::numeric::{numeric_text, NumericKind};
-use crate::text::json::{needs_escape, push_u_escape, utf8_sequence_len, SPECIAL};
+use crate::text::json::{push_escaped_cstring, push_u_escape, utf8_sequence_len, SPECIAL};
 
 const JB_CMASK: u32 = 0x0FFF_FFFF;
 const JB_FSCALAR: u32 = 0x1000_0000;
@@ -247,7 +247,7 @@ fn scalar_or_container(
 ) -> Option<()> {
     match entry & JENTRY_TYPEMASK {
         JENTRY_ISSTRING => match mode {
-            Mode::Text | Mode::Compact => escape_json(out, data.get(start..end)?),
+            Mode::Text | Mode::Compact => push_escaped_cstring(out, data.get(start..end)?),
             Mode::InJsonString => escape_json_twice(out, data.get(start..end)?),
         },
         JENTRY_ISNUMERIC => {
@@ -301,50 +301,8 @@ fn varlena_body(v: &[u8]) -> Option<&[u8]> {
     v.get(header..size)
 }
 
-/// PostgreSQL's `escape_json()` of a `pnstrdup()` copy (which ends at a NUL).
-fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
-    // Most strings (the keys of most documents) have nothing to escape: one
-    // scan finds the first byte that needs it (a NUL is a control
-    // character) and what comes before it is copied in one piece.
-    let plain = s.iter().position(|&b| needs_escape(b)).unwrap_or(s.len());
-    out.reserve(s.len() + 2);
-    out.push(b'"');
-    out.extend_from_slice(&s[..plain]);
-    let rest = &s[plain..];
-    let mut start = 0;
-    for (i, &b) in rest.iter().enumerate() {
-        let escaped: &[u8] = match b {
-            // The end of the pnstrdup() copy.
-            0 => {
-                out.extend_from_slice(&rest[start..i]);
-                out.push(b'"');
-                return;
-            }
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x01..=0x1f => {
-                out.extend_from_slice(&rest[start..i]);
-                push_u_escape(out, b);
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        out.extend_from_slice(&rest[start..i]);
-        out.extend_from_slice(escaped);
-        start = i + 1;
-    }
-    out.extend_from_slice(&rest[start..]);
-    out.push(b'"');
-}
-
 /// `push_json_string`'s escaping (without the outer quotes) of what
-/// [`escape_json`] prints for `s`: `"` becomes `\\\"`, a newline `\\n`, and
+/// [`push_escaped_cstring`] prints for `s`: `"` becomes `\\\"`, a newline `\\n`, and
 /// bytes that are not UTF-8 `\u00XX` (escape_json keeps them as they are).
 fn escape_json_twice(out: &mut Vec<u8>, s: &[u8]) {
     out.reserve(s.len() + 4);
@@ -483,7 +441,7 @@ pub(crate) mod tests {
             V::Num(_, t) => t.to_string(),
             V::Str(s) => {
                 let mut out = Vec::new();
-                escape_json(&mut out, s);
+                push_escaped_cstring(&mut out, s);
                 String::from_utf8_lossy(&out).into_owned()
             }
             V::Arr(items) => format!(
@@ -622,7 +580,7 @@ pub(crate) mod tests {
             let mut s = plain.into_bytes();
             s.extend_from_slice(&rest);
             let mut out = b"before".to_vec();
-            escape_json(&mut out, &s);
+            push_escaped_cstring(&mut out, &s);
             prop_assert_eq!(&out[..6], b"before");
             prop_assert_eq!(&out[6..], &escape_json_reference(&s)[..]);
         }

@@ -86,6 +86,21 @@ pub(crate) fn push_u_escape(out: &mut Vec<u8>, b: u8) {
     ]);
 }
 
+/// Appends the escape `escape_json` writes for a byte it rewrites
+/// ([`needs_escape`]): `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, or `\u00XX`.
+fn push_escape(out: &mut Vec<u8>, b: u8) {
+    match b {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        _ => push_u_escape(out, b),
+    }
+}
+
 /// Length of the valid UTF-8 sequence starting at `s[0]` (a non-ASCII
 /// byte), or `None` when it is not one.
 pub(crate) fn utf8_sequence_len(s: &[u8]) -> Option<usize> {
@@ -150,16 +165,7 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
                 continue;
             }
             out.extend_from_slice(&s[start..i]);
-            match b {
-                b'"' => out.extend_from_slice(b"\\\""),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                0x08 => out.extend_from_slice(b"\\b"),
-                0x0c => out.extend_from_slice(b"\\f"),
-                b'\n' => out.extend_from_slice(b"\\n"),
-                b'\r' => out.extend_from_slice(b"\\r"),
-                b'\t' => out.extend_from_slice(b"\\t"),
-                _ => push_u_escape(out, b),
-            }
+            push_escape(out, b);
             i += 1;
             start = i;
         }
@@ -175,24 +181,39 @@ pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
 /// as JSON in the server's encoding (DDL capture's messages), where
 /// [`push_json_string`]'s reading of non-UTF-8 bytes would change them.
 pub fn push_escaped_text(out: &mut Vec<u8>, s: &[u8]) {
+    escape_text(out, s, Nul::Escaped);
+}
+
+/// [`push_escaped_text`] of what comes before the first NUL: `escape_json`
+/// of a `pnstrdup()` copy, which is how `jsonb_out` prints a string.
+pub fn push_escaped_cstring(out: &mut Vec<u8>, s: &[u8]) {
+    escape_text(out, s, Nul::Ends);
+}
+
+/// What a NUL byte is to [`escape_text`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Nul {
+    /// A control character like the others (`\u0000`).
+    Escaped,
+    /// The end of the string.
+    Ends,
+}
+
+#[inline(always)]
+fn escape_text(out: &mut Vec<u8>, s: &[u8], nul: Nul) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let mut start = 0;
-    for (i, &b) in s.iter().enumerate() {
-        if !needs_escape(b) {
-            continue;
-        }
+    // Each run of bytes kept as they are is found with one scan and copied
+    // whole (most strings are one run).
+    while let Some(run) = s[start..].iter().position(|&b| needs_escape(b)) {
+        let i = start + run;
         out.extend_from_slice(&s[start..i]);
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => push_u_escape(out, b),
+        if nul == Nul::Ends && s[i] == 0 {
+            out.push(b'"');
+            return;
         }
+        push_escape(out, s[i]);
         start = i + 1;
     }
     out.extend_from_slice(&s[start..]);
@@ -387,6 +408,8 @@ pub(crate) mod tests {
             escaped_text(b"a\"b\\c\nd\re\tf\x08g\x0ch\x01i\x1f"),
             b"\"a\\\"b\\\\c\\nd\\re\\tf\\bg\\fh\\u0001i\\u001f\"".to_vec()
         );
+        // A NUL is a control character here (push_escaped_cstring ends at it).
+        assert_eq!(escaped_text(b"a\0b"), b"\"a\\u0000b\"".to_vec());
         // Bytes of other encodings (LATIN1 0xE9, EUC_JP 0xA4 0xA2) and
         // invalid UTF-8 stay as they are.
         assert_eq!(
