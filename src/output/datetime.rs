@@ -137,91 +137,73 @@ impl<'a> Text<'a> {
     }
 }
 
-/// A finite timestamp's fields: `year` astronomical (0 is 1 BC), `time`
-/// the hour, minute and second, `fsec` the microseconds.
+/// A finite timestamp's fields: `year` astronomical (0 is 1 BC), then
+/// month, day, hour, minute and second, and `fsec` the microseconds.
 struct Fields {
     year: i64,
-    month: u32,
-    day: u32,
-    time: [u32; 3],
+    month_to_second: [u32; 5],
     fsec: u32,
 }
 
-/// What a timestamp (microseconds since 2000-01-01) is, read once for
-/// both writers below.
-enum Split {
-    /// An infinity, as PostgreSQL spells it.
-    Infinity(&'static [u8]),
-    Finite(Fields),
-    /// Outside the dates the fields are computed for.
-    OutOfRange,
-}
-
-fn split(ts: i64) -> Split {
+/// What both timestamp writers below share: an infinity is written as
+/// PostgreSQL spells it, a finite timestamp (microseconds since
+/// 2000-01-01) is split into its fields for `finite` to write, and one
+/// outside the dates the fields are computed for writes nothing (false).
+#[inline(always)]
+fn write_timestamp(out: &mut Vec<u8>, ts: i64, finite: impl FnOnce(&mut Text, Fields)) -> bool {
     match ts {
-        i64::MIN => return Split::Infinity(b"-infinity"),
-        i64::MAX => return Split::Infinity(b"infinity"),
-        _ => {}
+        i64::MIN => out.extend_from_slice(b"-infinity"),
+        i64::MAX => out.extend_from_slice(b"infinity"),
+        _ => {
+            let date = ts.div_euclid(USECS_PER_DAY) + POSTGRES_EPOCH_JDATE;
+            let time = ts.rem_euclid(USECS_PER_DAY);
+            if date < 0 || date > i32::MAX as i64 {
+                return false;
+            }
+            let (year, month, day) = j2date(date);
+            let fields = Fields {
+                year,
+                month_to_second: [
+                    month,
+                    day,
+                    (time / USECS_PER_HOUR) as u32,
+                    (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32,
+                    (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32,
+                ],
+                fsec: (time % USECS_PER_SEC) as u32,
+            };
+            finite(&mut Text::new(out), fields);
+        }
     }
-    let date = ts.div_euclid(USECS_PER_DAY) + POSTGRES_EPOCH_JDATE;
-    let time = ts.rem_euclid(USECS_PER_DAY);
-    if date < 0 || date > i32::MAX as i64 {
-        return Split::OutOfRange;
-    }
-    let (year, month, day) = j2date(date);
-    Split::Finite(Fields {
-        year,
-        month,
-        day,
-        time: [
-            (time / USECS_PER_HOUR) as u32,
-            (time % USECS_PER_HOUR / USECS_PER_MINUTE) as u32,
-            (time % USECS_PER_MINUTE / USECS_PER_SEC) as u32,
-        ],
-        fsec: (time % USECS_PER_SEC) as u32,
-    })
+    true
 }
 
 /// Appends the ISO text of a timestamp (microseconds since 2000-01-01);
 /// `utc_offset` adds timestamptz's `+00`. Returns false (writing nothing)
 /// for values outside the range this handles, so the caller can fall back.
 pub fn push_iso_timestamp(out: &mut Vec<u8>, ts: i64, utc_offset: bool) -> bool {
-    let fields = match split(ts) {
-        Split::Finite(fields) => fields,
-        Split::Infinity(text) => {
-            out.extend_from_slice(text);
-            return true;
+    write_timestamp(out, ts, |text, fields| {
+        let Fields {
+            year,
+            month_to_second,
+            fsec,
+        } = fields;
+        let display_year = if year > 0 { year } else { -(year - 1) };
+        if (1000..=9999).contains(&display_year) {
+            // The usual four-digit year: every position is known, no checks.
+            text.date_time(display_year as u32, month_to_second, b' ');
+        } else {
+            text.year(display_year as u64);
+            text.rest_of_date_time(month_to_second, b' ');
         }
-        Split::OutOfRange => return false,
-    };
-    let Fields {
-        year,
-        month,
-        day,
-        time: [hour, minute, second],
-        fsec,
-    } = fields;
-    let display_year = if year > 0 { year } else { -(year - 1) };
-    let mut text = Text::new(out);
-    if (1000..=9999).contains(&display_year) {
-        // The usual four-digit year: every position is known, no checks.
-        text.date_time(
-            display_year as u32,
-            [month, day, hour, minute, second],
-            b' ',
-        );
-    } else {
-        text.year(display_year as u64);
-        text.rest_of_date_time([month, day, hour, minute, second], b' ');
-    }
-    text.fraction(fsec);
-    if utc_offset {
-        text.push_slice(b"+00");
-    }
-    if year <= 0 {
-        text.push_slice(b" BC");
-    }
-    true
+        text.fraction(fsec);
+        if utc_offset {
+            text.push_slice(b"+00");
+        }
+        if year <= 0 {
+            text.push_slice(b" BC");
+        }
+    })
 }
 
 /// Appends an astronomical year as ISO 8601 writes it: four digits for
@@ -264,34 +246,24 @@ fn push_iso8601_ymd(text: &mut Text, jd: i64) {
 /// spells them (`infinity`, `-infinity`). No quotes. Returns false,
 /// writing nothing, for values outside PostgreSQL's range.
 pub fn push_iso8601_timestamp(out: &mut Vec<u8>, ts: i64, utc: bool) -> bool {
-    let fields = match split(ts) {
-        Split::Finite(fields) => fields,
-        Split::Infinity(text) => {
-            out.extend_from_slice(text);
-            return true;
+    write_timestamp(out, ts, |text, fields| {
+        let Fields {
+            year,
+            month_to_second,
+            fsec,
+        } = fields;
+        if (0..=9999).contains(&year) {
+            // The usual four-digit year: every position is known.
+            text.date_time(year as u32, month_to_second, b'T');
+        } else {
+            push_iso8601_year(text, year);
+            text.rest_of_date_time(month_to_second, b'T');
         }
-        Split::OutOfRange => return false,
-    };
-    let Fields {
-        year,
-        month,
-        day,
-        time: [hour, minute, second],
-        fsec,
-    } = fields;
-    let mut text = Text::new(out);
-    if (0..=9999).contains(&year) {
-        // The usual four-digit year: every position is known.
-        text.date_time(year as u32, [month, day, hour, minute, second], b'T');
-    } else {
-        push_iso8601_year(&mut text, year);
-        text.rest_of_date_time([month, day, hour, minute, second], b'T');
-    }
-    text.fraction(fsec);
-    if utc {
-        text.push(b'Z');
-    }
-    true
+        text.fraction(fsec);
+        if utc {
+            text.push(b'Z');
+        }
+    })
 }
 
 /// Appends a `date` (days since 2000-01-01) as ISO 8601 (`2026-12-02`,
