@@ -497,13 +497,22 @@ pub fn pubjson_slot(c: &mut Client, name: &str) {
 /// Decodes `slot` (consuming) with `opts` (names and values) after a
 /// flush (a decoding call reads only flushed WAL): the rows' `data`.
 pub fn get_texts(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<String> {
+    decode_texts(c, "pg_logical_slot_get_changes", slot, opts)
+}
+
+/// [`get_texts`] without consuming (`pg_logical_slot_peek_changes`).
+pub fn peek_texts(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<String> {
+    decode_texts(c, "pg_logical_slot_peek_changes", slot, opts)
+}
+
+fn decode_texts(c: &mut Client, function: &str, slot: &str, opts: &[&str]) -> Vec<String> {
     exec(c, "select txid_current()");
     let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
     c.query(
-        "select data from pg_logical_slot_get_changes($1, NULL, NULL, VARIADIC $2::text[])",
+        &format!("select data from {function}($1, NULL, NULL, VARIADIC $2::text[])"),
         &[&slot, &opts],
     )
-    .unwrap_or_else(|e| panic!("get_changes: {}", describe_error(&e)))
+    .unwrap_or_else(|e| panic!("{function}: {}", describe_error(&e)))
     .iter()
     .map(|r| r.get(0))
     .collect()

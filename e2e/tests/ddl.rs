@@ -10,8 +10,8 @@ use postgres::Client;
 // Each test decodes with format 3 (`get3`, consuming) from its slots of
 // pubjson (`slot`).
 use pubjson_e2e::{
-    drop_slot, exec, get_format3 as get3, json_lines, pubjson_slot as slot, scratch_dir, sqlstate,
-    suite_database, wait_commits, RecvLogical, Server,
+    drop_slot, exec, get_format3 as get3, json_lines, peek_texts, pubjson_slot as slot,
+    scratch_dir, sqlstate, suite_database, wait_commits, RecvLogical, Server,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -357,20 +357,7 @@ fn publications_and_other_formats() {
     exec(&mut c, "drop table pb");
     exec(&mut c, "drop table s.fresh");
     exec(&mut c, "drop table pa");
-    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
-        exec(c, "select txid_current()");
-        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-        let rows: Vec<String> = c
-            .query(
-                "select data from pg_logical_slot_peek_changes('ddl_pubs', NULL, NULL, VARIADIC $1::text[])",
-                &[&opts],
-            )
-            .expect("peek")
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        json_lines(&rows)
-    };
+    let peek = |c: &mut Client, opts: &[&str]| json_lines(&peek_texts(c, "ddl_pubs", opts));
     let published = peek(
         &mut c,
         &["format-version", "3", "publication_names", "ddl_pub"],
@@ -1280,20 +1267,7 @@ fn streaming_format_1_and_column_lists() {
             "set logical_decoding_work_mem = '64kB'"
         },
     );
-    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
-        exec(c, "select txid_current()");
-        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-        let rows: Vec<String> = c
-            .query(
-                "select data from pg_logical_slot_peek_changes('ddl_stream', NULL, NULL, VARIADIC $1::text[])",
-                &[&opts],
-            )
-            .expect("peek")
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        json_lines(&rows)
-    };
+    let peek = |c: &mut Client, opts: &[&str]| json_lines(&peek_texts(c, "ddl_stream", opts));
     let streamed = peek(&mut c, &["format-version", "3", "streaming", "on"]);
     assert!(
         streamed.iter().any(|o| o["action"] == "S"),
@@ -1550,19 +1524,7 @@ fn forged_messages_are_not_ddl_events() {
     drop(user);
     let forged_count = 8;
     exec(&mut c, "select txid_current()");
-    let peek = |c: &mut Client, opts: &[&str]| -> Vec<Value> {
-        let opts: Vec<String> = opts.iter().map(|s| s.to_string()).collect();
-        let rows: Vec<String> = c
-            .query(
-                "select data from pg_logical_slot_peek_changes('ddl_forge', NULL, NULL, VARIADIC $1::text[])",
-                &[&opts],
-            )
-            .expect("peek")
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        json_lines(&rows)
-    };
+    let peek = |c: &mut Client, opts: &[&str]| json_lines(&peek_texts(c, "ddl_forge", opts));
     for opts in [
         &["format-version", "3"][..],
         &["format-version", "3", "publication_names", "ddl_forge_pub"][..],
