@@ -132,7 +132,7 @@ run_step "fuzz" "fuzz targets (briefly)" "$all" scripts/fuzz.sh || true
 # Checks of files alone (the alerting rules with promtool, the links
 # between the documents): once, not once per major.
 run_step "end-to-end" "end-to-end checks that need no server" "$all" \
-  cargo test -p pubjson-e2e --release -- version_independent:: || true
+  cargo test -p pubjson-e2e --profile e2e -- version_independent:: || true
 
 # Each major's clusters live under a directory of their own, so that two
 # majors' suites can run at once (clusters listen on Unix sockets only; the
@@ -177,14 +177,14 @@ suites() {
     suite "$where: SQL regression suite" scripts/regress.sh
     eval "$(scripts/cluster.sh env)"
     suite "$where: end-to-end suites" \
-      cargo test -p pubjson-e2e --release --no-fail-fast -- --test-threads=2 --skip version_independent::
+      cargo test -p pubjson-e2e --profile e2e --no-fail-fast -- --test-threads=2 --skip version_independent::
     # Format 3 again without batching (one object per message) and in
     # small batches (messages ending mid-transaction); the suites above
     # read the default, 64 kB batches.
     for bytes in 0 300; do
       suite "$where: format 3 suites with batch-bytes $bytes" \
         env PUBJSON_E2E_BATCH_BYTES=$bytes \
-        cargo test -p pubjson-e2e --release --no-fail-fast --test format3 --test encodings -- --test-threads=2
+        cargo test -p pubjson-e2e --profile e2e --no-fail-fast --test format3 --test encodings -- --test-threads=2
     done
     scripts/cluster.sh stop
   } > "$out.log" 2>&1
