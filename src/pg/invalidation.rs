@@ -1,13 +1,14 @@
 //! Cache invalidation: PostgreSQL's relcache and syscache callbacks for the
 //! relation cache (`relation.rs`) and the publications (`publication.rs`).
 //!
-//! The callbacks only queue invalidations in thread-locals; the caches apply
-//! them on their next lookup, so a callback that fires in the middle of
-//! building an entry can never see a half-borrowed cache. They cannot be
+//! The callbacks only queue invalidations; the caches apply them on their
+//! next lookup, so a callback that fires in the middle of building an entry
+//! can never see a half-borrowed cache. They cannot be
 //! unregistered and PostgreSQL has a fixed number of slots for them:
 //! each set is registered once per backend.
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -20,11 +21,15 @@ struct PendingInvalidations {
 
 thread_local! {
     static PENDING: RefCell<PendingInvalidations> = RefCell::new(PendingInvalidations::default());
-    /// Set whenever PENDING gets something: checking it is all a lookup
-    /// costs when nothing was invalidated.
-    static ANY_PENDING: Cell<bool> = const { Cell::new(false) };
     static RELATION_CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Set whenever PENDING gets something: checking it is all a lookup costs
+/// when nothing was invalidated (every change looks its relation up twice).
+/// A plain static, not a thread-local: a shared library reaches its
+/// thread-locals through a call to `__tls_get_addr`, and a backend has one
+/// thread, so relaxed loads and stores are all the ordering it needs.
+static ANY_PENDING: AtomicBool = AtomicBool::new(false);
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_invalidated(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
@@ -41,7 +46,7 @@ pub fn invalidate_relation(relid: pg_sys::Oid) {
             p.relids.push(relid);
         }
     });
-    ANY_PENDING.with(|a| a.set(true));
+    ANY_PENDING.store(true, Ordering::Relaxed);
 }
 
 #[pg_guard]
@@ -53,7 +58,7 @@ unsafe extern "C-unwind" fn syscache_invalidated(_arg: pg_sys::Datum, _cacheid: 
 /// Queues the invalidation of every cached relation.
 pub fn invalidate_all_relations() {
     PENDING.with(|p| p.borrow_mut().all = true);
-    ANY_PENDING.with(|a| a.set(true));
+    ANY_PENDING.store(true, Ordering::Relaxed);
 }
 
 /// Registers the invalidation callbacks, once per backend (they cannot be
@@ -140,18 +145,25 @@ pub fn register_publication_callbacks() {
 
 /// Takes the queued relation invalidations: `None` when nothing was
 /// invalidated, `Some(None)` for all relations, else the relations.
+#[inline]
 pub fn take_pending() -> Option<Option<Vec<pg_sys::Oid>>> {
-    if !ANY_PENDING.with(|a| a.replace(false)) {
+    if !ANY_PENDING.load(Ordering::Relaxed) {
         return None;
     }
+    Some(take_queued())
+}
+
+#[cold]
+fn take_queued() -> Option<Vec<pg_sys::Oid>> {
+    ANY_PENDING.store(false, Ordering::Relaxed);
     let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    Some((!pending.all).then_some(pending.relids))
+    (!pending.all).then_some(pending.relids)
 }
 
 /// Forgets invalidations queued for an earlier decoding session.
 pub fn clear_pending() {
     PENDING.with(|p| *p.borrow_mut() = PendingInvalidations::default());
-    ANY_PENDING.with(|a| a.set(false));
+    ANY_PENDING.store(false, Ordering::Relaxed);
 }
 
 /// Marks the loaded publications stale (a new decoding session loads them anew).

@@ -293,16 +293,25 @@ impl RelationCache {
         }
     }
 
+    /// Inlined into every lookup: nothing is pending almost always.
+    #[inline]
     fn apply_invalidations(&mut self) {
-        match invalidation::take_pending() {
-            None => {}
-            Some(None) => {
+        if let Some(pending) = invalidation::take_pending() {
+            self.invalidate(pending);
+        }
+    }
+
+    /// Drops the entries of `pending` (`None`: all of them).
+    #[cold]
+    fn invalidate(&mut self, pending: Option<Vec<pg_sys::Oid>>) {
+        match pending {
+            None => {
                 let entries: Vec<_> = self.entries.drain().map(|(_, e)| e).collect();
                 for entry in entries {
                     self.retire(entry);
                 }
             }
-            Some(Some(relids)) => {
+            Some(relids) => {
                 for relid in relids {
                     if let Some(entry) = self.entries.remove(&relid) {
                         self.retire(entry);
