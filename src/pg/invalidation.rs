@@ -3,9 +3,9 @@
 //!
 //! The callbacks only queue invalidations; the caches apply them on their
 //! next lookup, so a callback that fires in the middle of building an entry
-//! can never see a half-borrowed cache. They cannot be
-//! unregistered and PostgreSQL has a fixed number of slots for them:
-//! each set is registered once per backend.
+//! can never see a half-borrowed cache. They cannot be unregistered and
+//! PostgreSQL has a fixed number of slots for them: each set is registered
+//! once per backend.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,6 +153,7 @@ pub fn take_pending() -> Option<Option<Vec<pg_sys::Oid>>> {
     Some(take_queued())
 }
 
+/// The queue itself, emptied: `None` for all relations.
 #[cold]
 fn take_queued() -> Option<Vec<pg_sys::Oid>> {
     ANY_PENDING.store(false, Ordering::Relaxed);
