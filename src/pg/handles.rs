@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use pgrx::pg_sys;
 
 use crate::model::ChangeKind;
-use crate::pg::port::{self, append_to_string_info, RBTXN_SPILLED, RBTXN_STREAMED};
+use crate::pg::port::{self, append_to_string_info, MAX_ALLOC_SIZE, RBTXN_SPILLED, RBTXN_STREAMED};
 /// Rows in slots are made only by the publication code, whose invariants
 /// they carry (see [`crate::pg::publication::PublishedRows`]).
 pub use crate::pg::publication::SlotRow;
@@ -48,31 +48,41 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Hands `bytes` to PostgreSQL as one write (`last`: the end of an
-    /// output message).
-    pub fn write(&mut self, bytes: &[u8], last: bool) {
+    /// Hands `message` to PostgreSQL as one write (`last`: the end of an
+    /// output message). Where the write callback takes the message alone
+    /// (the SQL functions'), it reads it from `message` itself, which is
+    /// lent to `ctx->out` for the call: a copy fewer of every byte (3% of a
+    /// format 3 peek). A walsender's write starts with its own header, so
+    /// the message is copied after it.
+    pub fn write(&mut self, message: &mut Vec<u8>, last: bool) {
         let ctx = self.ctx.as_ptr();
-        // SAFETY: the prepare/append/write sequence of every output plugin,
-        // on the running callback's context (construction invariant), which
-        // only this writer writes through (`&mut self`); ctx->out is the
+        // SAFETY: the prepare/write sequence of every output plugin, on the
+        // running callback's context (construction invariant), which only
+        // this writer writes through (`&mut self`); ctx->out is the
         // StringInfo OutputPluginPrepareWrite has just reset, valid until
         // OutputPluginWrite hands it on.
         unsafe {
             pg_sys::OutputPluginPrepareWrite(ctx, last);
-            append_to_string_info((*ctx).out, bytes);
-            pg_sys::OutputPluginWrite(ctx, last);
+            let out = (*ctx).out;
+            if (*out).len == 0 && message.len() < MAX_ALLOC_SIZE {
+                let _lent = LentStringInfo::new(out, message);
+                pg_sys::OutputPluginWrite(ctx, last);
+            } else {
+                append_to_string_info(out, message);
+                pg_sys::OutputPluginWrite(ctx, last);
+            }
         }
     }
 
     /// [`Self::write`] (as the end of a message) reported at `lsn`.
-    pub fn write_at(&mut self, bytes: &[u8], lsn: u64) {
+    pub fn write_at(&mut self, message: &mut Vec<u8>, lsn: u64) {
         let ctx = self.ctx.as_ptr();
         // SAFETY: write_location is a plain XLogRecPtr field of the running
         // callback's context (construction invariant), read by the
         // walsender's or the SQL function's write callback during
         // OutputPluginWrite; `&mut self` excludes any other writer.
         let saved = unsafe { std::mem::replace(&mut (*ctx).write_location, lsn) };
-        self.write(bytes, true);
+        self.write(message, true);
         // SAFETY: the same field of the same context, put back to the value
         // logical.c set for this callback.
         unsafe { (*ctx).write_location = saved };
@@ -110,6 +120,60 @@ impl<'a> Writer<'a> {
         // SAFETY: end_xact is a plain bool of the running callback's context
         // (construction invariant), set by logical.c before the callback.
         unsafe { self.ctx.as_ref().end_xact }
+    }
+}
+
+/// `ctx->out` showing a message of ours instead of its own buffer, for the
+/// duration of one write; its own buffer is put back when this is dropped,
+/// also when the write raises an ERROR (pgrx unwinds through the guarded
+/// call).
+///
+/// Construction invariant: `out` is the decoding context's StringInfo just
+/// after OutputPluginPrepareWrite left it empty, and the message outlives
+/// this value and is not touched meanwhile (it is borrowed mutably).
+struct LentStringInfo<'m> {
+    out: pg_sys::StringInfo,
+    own: pg_sys::StringInfoData,
+    _message: PhantomData<&'m mut Vec<u8>>,
+}
+
+impl<'m> LentStringInfo<'m> {
+    /// # Safety
+    /// `out` is a valid StringInfo that the prepare callback left empty, so
+    /// that the write callback is to hand on exactly its contents; such a
+    /// write callback reads `len` bytes from `data` (the SQL functions'
+    /// LogicalOutputWrite copies them into a text datum) and neither
+    /// enlarges nor frees the buffer, which is not palloc'd here.
+    /// `message` is shorter than MaxAllocSize.
+    unsafe fn new(out: pg_sys::StringInfo, message: &'m mut Vec<u8>) -> Self {
+        // A StringInfo's data is NUL-terminated, one byte past `len`.
+        message.reserve(1);
+        message.spare_capacity_mut()[0].write(0);
+        // SAFETY: `out` is valid (the caller's contract); its fields are
+        // plain values, copied to be put back on drop. The message's
+        // `len` bytes and the NUL after them are initialized and stay
+        // where they are while `message` is borrowed (for 'm), and len + 1
+        // fits an i32 below MaxAllocSize.
+        unsafe {
+            let own = std::ptr::read(out);
+            (*out).data = message.as_mut_ptr().cast();
+            (*out).len = message.len() as i32;
+            (*out).maxlen = message.len() as i32 + 1;
+            (*out).cursor = 0;
+            LentStringInfo {
+                out,
+                own,
+                _message: PhantomData,
+            }
+        }
+    }
+}
+
+impl Drop for LentStringInfo<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `out` is still the decoding context's StringInfo
+        // (construction invariant); it gets back the fields it had.
+        unsafe { std::ptr::write(self.out, self.own) };
     }
 }
 

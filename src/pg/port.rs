@@ -169,6 +169,10 @@ pub unsafe fn oid_list(list: *mut pg_sys::List) -> Vec<pg_sys::Oid> {
     oids
 }
 
+/// `MaxAllocSize` (memutils.h): the largest chunk palloc() hands out, and so
+/// the most a StringInfo holds.
+pub const MAX_ALLOC_SIZE: usize = 0x3fff_ffff;
+
 /// `appendBinaryStringInfo()`, without a guarded FFI call when the buffer
 /// (reused from write to write) already has room, which is nearly always.
 ///

@@ -47,8 +47,8 @@ impl OutputText {
         }
     }
 
-    /// The bytes to hand to PostgreSQL for `message`.
-    pub fn prepare<'m>(&'m mut self, message: &'m [u8]) -> &'m [u8] {
+    /// The bytes to hand to PostgreSQL for `message` (it, or its rewriting).
+    pub fn prepare<'m>(&'m mut self, message: &'m mut Vec<u8>) -> &'m mut Vec<u8> {
         match self {
             OutputText::AsWritten => message,
             OutputText::Ascii {

@@ -72,16 +72,16 @@ impl Sink for Output<'_, '_> {
     }
 
     fn write(&mut self, last: bool) {
-        let bytes = self.buffer.text.prepare(&self.buffer.buf);
-        self.writer.write(bytes, last);
-        let written = bytes.len();
+        let message = self.buffer.text.prepare(&mut self.buffer.buf);
+        let written = message.len();
+        self.writer.write(message, last);
         self.count(written);
     }
 
     fn write_at(&mut self, lsn: u64) {
-        let bytes = self.buffer.text.prepare(&self.buffer.buf);
-        self.writer.write_at(bytes, lsn);
-        let written = bytes.len();
+        let message = self.buffer.text.prepare(&mut self.buffer.buf);
+        let written = message.len();
+        self.writer.write_at(message, lsn);
         self.count(written);
     }
 }
