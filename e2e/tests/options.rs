@@ -1,6 +1,7 @@
-//! Bad options: the right ERROR and SQLSTATE (the same as wal2json's), and
-//! the slot is left usable and not advanced: the pending changes are still
-//! returned afterwards.
+//! Bad options, and other errors raised while decoding: the right ERROR and
+//! SQLSTATE (for options, the same as wal2json's), and the slot is left
+//! usable and not advanced: the pending changes are still returned
+//! afterwards.
 
 use pubjson_e2e::{case, describe_error, diff_rows, require_wal2json, Case, TestDb};
 
@@ -295,4 +296,70 @@ fn errors_reach_clients_without_rust_backtraces() {
         }
     }
     assert!(errors >= 2, "the bad options did not fail");
+}
+
+/// An ERROR raised while PostgreSQL stores the output: the SQL function's
+/// result spills past `temp_file_limit` inside OutputPluginWrite, while the
+/// decoding context's buffer is pubjson's own message (lent for the write,
+/// not copied). A clean ERROR for every format; the session and the slot
+/// stay usable, nothing is consumed, and the output afterwards is what it
+/// was before.
+#[test]
+fn an_error_while_the_output_is_stored_consumes_nothing() {
+    let mut db = TestDb::new("store");
+    db.exec("create table e2e_store.t (id int primary key, v text)");
+    let (slot, _guard) = db.create_slot("pubjson", "store");
+    // About 500 kB of output in every format: past 64 kB of temp file.
+    db.run(&["insert into e2e_store.t select g, repeat('x', 200) from generate_series(1, 2000) g"]);
+    for version in ["1", "2", "3"] {
+        let c = case(&format!("format {version}"), &[("format-version", version)]);
+        let expected = db
+            .peek(&slot, &c.opts)
+            .unwrap_or_else(|e| panic!("{}: {}", c.label, describe_error(&e)))
+            .0;
+        let before = slot_state(&mut db, &slot);
+
+        db.exec("set work_mem = '64kB'; set temp_file_limit = '64kB'");
+        let err = db
+            .get(&slot, &c.opts)
+            .expect_err("the result fit in 64 kB of temporary file");
+        db.exec("reset work_mem; reset temp_file_limit");
+        let e = err
+            .as_db_error()
+            .unwrap_or_else(|| panic!("{}: not a server error: {err}", c.label));
+        assert_eq!(
+            e.code().code(),
+            "53400",
+            "{}: {}",
+            c.label,
+            describe_error(&err)
+        );
+        assert!(
+            e.message().contains("temp_file_limit"),
+            "{}: {}",
+            c.label,
+            e.message()
+        );
+
+        assert_eq!(
+            slot_state(&mut db, &slot),
+            before,
+            "{}: slot moved",
+            c.label
+        );
+        let after = db
+            .peek(&slot, &c.opts)
+            .unwrap_or_else(|e| panic!("{}: {}", c.label, describe_error(&e)))
+            .0;
+        assert!(
+            expected.len() > 1 || version == "1",
+            "{}: {expected:?}",
+            c.label
+        );
+        assert_eq!(
+            after, expected,
+            "{}: output changed after the ERROR",
+            c.label
+        );
+    }
 }
