@@ -60,7 +60,11 @@ impl<'a> Writer<'a> {
         // running callback's context (construction invariant), which only
         // this writer writes through (`&mut self`); ctx->out is the
         // StringInfo OutputPluginPrepareWrite has just reset, valid until
-        // OutputPluginWrite hands it on.
+        // OutputPluginWrite hands it on. Left empty, it belongs to a writer
+        // that hands on exactly what is appended: the SQL functions'
+        // (LogicalOutputPrepareWrite), whose LogicalOutputWrite only reads
+        // it, as LentStringInfo requires; the walsender's writes its header
+        // first and takes the copy.
         unsafe {
             pg_sys::OutputPluginPrepareWrite(ctx, last);
             let out = (*ctx).out;
