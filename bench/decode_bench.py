@@ -286,19 +286,27 @@ def main():
               f"row filter overhead = {100 * (filt / unfilt - 1):+.1f}% (<= 10%), "
               f"v1/v2 = {100 * (f1 / f2 - 1):+.1f}% (<= 10%)")
         w = {label: (walsender[i], sizes[i]) for i, (label, _, _, _) in enumerate(DECODERS)}
+        w_wal2json = w["wal2json format 2"][0] if wal2json else None
         print(f"\n-- walsender (pg_recvlogical to a file, best of {args.runs})")
-        print(f"{'decoder':40} {'seconds':>8} {'/pgoutput':>10} {'bytes':>12} {'/pgoutput':>10}")
+        print(f"{'decoder':40} {'seconds':>8} {'/pgoutput':>10} {'/wal2json2' if w_wal2json else '':>11} "
+              f"{'bytes':>12} {'/pgoutput':>10}")
         for label, _, _, _ in DECODERS:
             seconds, size = w[label]
-            print(f"{label:40} {seconds:8.3f} {seconds / w['pgoutput'][0]:10.2f} {size:12d} "
+            vs_wal2json = f"{seconds / w_wal2json:11.2f}" if w_wal2json else " " * 11
+            print(f"{label:40} {seconds:8.3f} {seconds / w['pgoutput'][0]:10.2f} {vs_wal2json} {size:12d} "
                   f"{size / max(w['pgoutput'][1], 1):10.2f}")
         f3_bytes = sizes[[d[0] for d in DECODERS].index("pubjson format 3")]
         f2_bytes = sizes[[d[0] for d in DECODERS].index("pubjson format 2")]
         f3_unbatched = times["pubjson format 3, batch-bytes 0"]
-        print(f"targets: v3 bytes/v2 bytes = {f3_bytes / f2_bytes:.2f} (<= 0.5), "
-              f"v3/pgoutput via peek = {times['pubjson format 3'] / pgoutput:.2f} (<= 0.60; "
+        # Format 3's targets (issue 28): 0.5 of format 2's bytes and 0.60 of
+        # pgoutput's time on the mixed workload, 0.8 of its time on wide
+        # rows and TOAST, where the bytes have no target.
+        time_target = "0.60" if name == "mixed" else "0.8"
+        bytes_target = " (<= 0.5)" if name == "mixed" else ""
+        print(f"targets: v3 bytes/v2 bytes = {f3_bytes / f2_bytes:.2f}{bytes_target}, "
+              f"v3/pgoutput via peek = {times['pubjson format 3'] / pgoutput:.2f} (<= {time_target}; "
               f"one object per row {f3_unbatched / pgoutput:.2f}), "
-              f"v3/pgoutput via walsender = {w['pubjson format 3'][0] / w['pgoutput'][0]:.2f} (<= 0.60), "
+              f"v3/pgoutput via walsender = {w['pubjson format 3'][0] / w['pgoutput'][0]:.2f} (<= {time_target}), "
               f"floor/pgoutput via walsender = "
               f"{w['floor (pgoutput, empty publication)'][0] / w['pgoutput'][0]:.2f}")
         if args.against:
