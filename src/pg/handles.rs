@@ -68,13 +68,14 @@ impl<'a> Writer<'a> {
         unsafe {
             pg_sys::OutputPluginPrepareWrite(ctx, last);
             let out = (*ctx).out;
-            if (*out).len == 0 && message.len() < MAX_ALLOC_SIZE {
-                let _lent = LentStringInfo::new(out, message);
-                pg_sys::OutputPluginWrite(ctx, last);
+            // Held until the write has returned (or unwound).
+            let _lent = if (*out).len == 0 && message.len() < MAX_ALLOC_SIZE {
+                Some(LentStringInfo::new(out, message))
             } else {
                 append_to_string_info(out, message);
-                pg_sys::OutputPluginWrite(ctx, last);
-            }
+                None
+            };
+            pg_sys::OutputPluginWrite(ctx, last);
         }
     }
 
