@@ -28,6 +28,32 @@ pub fn server_version(c: &mut Client) -> i32 {
         .get(0)
 }
 
+/// Waits (bounded) until the standby's startup process has published the
+/// receipt time it counts the streaming delay from
+/// (`pubjson._replay_receipt_time()` not NULL). It does so only when it is
+/// caught up and the WAL receiver's newest chunk starts where replay stands
+/// (`WaitForWALToBecomeAvailable`); on a loaded machine the receiver can be
+/// a chunk ahead every time, so this commits a transaction on the primary
+/// (a commit record each) until it has. Until then `standby_conflicts()`
+/// reports the budget as an upper bound, not exact.
+pub fn await_replay_receipt_time(primary: &mut Client, standby: &mut Client) {
+    crate::poll(
+        "the startup process published its receipt time",
+        Duration::from_secs(30),
+        || {
+            primary
+                .batch_execute("begin; select pg_catalog.txid_current(); commit")
+                .expect("commit on the primary");
+            std::thread::sleep(Duration::from_millis(100));
+            standby
+                .query_one("select pubjson._replay_receipt_time() is not null", &[])
+                .ok()?
+                .get::<_, bool>(0)
+                .then_some(())
+        },
+    );
+}
+
 /// (socket directory, port) of the main test cluster.
 pub fn main_cluster() -> (String, u16) {
     let server = Server::main();

@@ -1035,6 +1035,7 @@ fn standby_snapshot_conflict_and_budget() {
     show(&mut m, "after the conflict");
 
     // Replay paused while WAL keeps arriving: the lagging case.
+    await_replay_receipt_time(&mut prim, &mut m);
     m.batch_execute("select pg_wal_replay_pause()")
         .expect("pause");
     prim.batch_execute("insert into t select g, 'y' from generate_series(2001, 3000) g")

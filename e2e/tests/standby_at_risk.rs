@@ -15,6 +15,7 @@
 //!   budget runs out, not before; afterwards nothing waits.
 
 use postgres::Client;
+use pubjson_e2e::conflicts::await_replay_receipt_time;
 use pubjson_e2e::{poll, sqlstate, ExtraCluster, Standby};
 use std::time::{Duration, Instant};
 
@@ -152,6 +153,9 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
     ))
     .expect("set the delay");
     m.batch_execute("select pg_reload_conf()").expect("reload");
+    // The lock conflict's budget below is exact only once the startup
+    // process has published its receipt time.
+    await_replay_receipt_time(&mut p, &mut m);
     poll(
         "the standby replayed the setup",
         Duration::from_secs(30),
@@ -321,8 +325,8 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
     let mut samples: Vec<(Instant, f64)> = Vec::new();
     let mut last_fetch = Instant::now();
     let mut printed = false;
-    // When a first went missing from the list, or was listed without its
-    // locks, while replay waited.
+    // When a first went missing from the list, or was listed with its
+    // snapshot or its locks gone, while replay waited.
     let mut unlisted: Option<Instant> = None;
     let err = loop {
         assert!(
@@ -348,12 +352,12 @@ fn replay_waits_and_queries_at_risk_before_cancellation() {
                 Some(row) if !row.has_xmin || row.locked.is_empty() => {
                     let expected = if row.has_xmin { "snapshot" } else { "lock" };
                     assert_eq!(row.at_risk_from, vec![expected], "{row:?}");
-                    assert!(row.time_left_s.unwrap() < 0.25, "{row:?}");
+                    assert!(row.time_left_s.is_some_and(|t| t < 0.25), "{row:?}");
                     unlisted = unlisted.or(Some(sampled));
                 }
                 Some(row) => {
-                    // a leaves the list (or loses its locks) only as it is
-                    // cancelled.
+                    // a leaves the list (or loses its snapshot or locks) only
+                    // as it is cancelled.
                     assert!(
                         unlisted.is_none(),
                         "a listed again after {unlisted:?}: {row:?}"
