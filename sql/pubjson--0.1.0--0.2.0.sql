@@ -988,6 +988,8 @@ CREATE FUNCTION pubjson."library_version"() RETURNS TABLE (
 STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'library_version_wrapper';
+REVOKE ALL ON FUNCTION pubjson.library_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.library_version() TO pg_read_all_stats;
 
 CREATE FUNCTION pubjson.decoding_stats()
 RETURNS TABLE (

@@ -1423,6 +1423,7 @@ AS 'MODULE_PATHNAME', 'worst_transactions_wrapper';
 --   _pending_transactions
 --   worst_transactions
 --   reset_stats
+--   library_version
 --   conflicts
 
 
@@ -1571,6 +1572,8 @@ GRANT EXECUTE ON FUNCTION pubjson.pending_transactions() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION pubjson.library_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.library_version() TO pg_read_all_stats;
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -257,11 +257,38 @@ impl Masks {
         }
     }
 
+    /// LSNs become `<lsn1>`, `<lsn2>`, ... by rank among the distinct LSNs
+    /// of the text (`<lsn1>` the lowest): values differ from run to run,
+    /// but which are equal and in which order they come does not, and a
+    /// reader relies on both (format 3's skip rule compares them).
+    fn rank_lsns(&self, text: &str) -> String {
+        let value = |m: &str| {
+            let (hi, lo) = m.split_once('/').expect("X/Y");
+            (u64::from_str_radix(hi, 16).expect("hex") << 32)
+                | u64::from_str_radix(lo, 16).expect("hex")
+        };
+        let distinct: BTreeSet<u64> = self
+            .lsn
+            .find_iter(text)
+            .map(|m| value(m.as_str()))
+            .collect();
+        let rank: BTreeMap<u64, usize> = distinct
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (v, i + 1))
+            .collect();
+        self.lsn
+            .replace_all(text, |c: &regex::Captures| {
+                format!("<lsn{}>", rank[&value(&c[0])])
+            })
+            .into_owned()
+    }
+
     /// Applies every mask, then normalizes what psql's alignment adds.
     fn apply(&self, text: &str, fields: &BTreeSet<String>) -> String {
         let text = self.psql_location.replace_all(text, "");
         let text = mask_fields(&text, fields);
-        let text = self.lsn.replace_all(&text, "<lsn>");
+        let text = self.rank_lsns(&text);
         let text = self.time.replace_all(&text, "<time>");
         let text = self.interval.replace_all(&text, "<interval>");
         let text = self.size.replace_all(&text, "<size>");

@@ -389,6 +389,8 @@ GRANT EXECUTE ON FUNCTION pubjson.pending_transactions() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION pubjson.library_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.library_version() TO pg_read_all_stats;
 "#,
     name = "decoding_stats_view",
     requires = [
@@ -396,6 +398,7 @@ GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
         _pending_transactions,
         worst_transactions,
         reset_stats,
+        library_version,
         "conflicts"
     ]
 );
