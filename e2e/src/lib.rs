@@ -69,7 +69,8 @@ pub use server::{
     alter_system, column, db_err, describe_backend, describe_error, drop_slot, exec, get_format3,
     get_objects, get_texts, json_lines, message_lines, one_row, one_string, peek_texts,
     pubjson_slot, rows, server_major, sqlstate, suite_database, try_drop_slots, wait_clients_gone,
-    wait_replayed, wait_slot_released, wait_true, Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
+    wait_replayed, wait_slot_released, wait_true, wait_wal_flushed, Conn, DbErr, Server, Slots,
+    RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
 pub use walsender::{lsn_text, Walsender, WalsenderError, WalsenderFault, XLogData};

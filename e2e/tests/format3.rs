@@ -923,12 +923,13 @@ impl DocConsumer {
         *self.rule_counts.entry(rule).or_default() += 1;
     }
 
-    /// A new session: `txn` and `block` go; the replica, `applied`,
-    /// `prepared`, `keys` and `streams` stay; `relations` may go too (the
+    /// A new session: `txn`, `block` and `streams` go; the replica,
+    /// `applied`, `prepared` and `keys` stay; `relations` may go too (the
     /// server sends every R again), and does when `forget_relations`.
     fn reconnect(&mut self, forget_relations: bool) {
         self.block = None;
         self.txn.clear();
+        self.streams.clear();
         if forget_relations {
             self.relations.clear();
         }
@@ -1014,6 +1015,7 @@ impl DocConsumer {
             }
             "CP" => {
                 let items = self.prepared.remove(o["gid"].as_str().expect("gid"));
+                self.streams.remove(&o["xid"].as_u64().expect("xid"));
                 if Self::lsn(o) < self.applied {
                     self.count("skipped");
                 } else {
@@ -1026,6 +1028,7 @@ impl DocConsumer {
             }
             "RP" => {
                 self.prepared.remove(o["gid"].as_str().expect("gid"));
+                self.streams.remove(&o["xid"].as_u64().expect("xid"));
             }
             other => panic!("unknown action {other}: {o}"),
         }
@@ -1251,8 +1254,8 @@ fn unwrap_json(v: &Value) -> Value {
 /// A consumer written from docs/format3.md's algorithm replays a random
 /// workload into a replica that matches the tables after every round:
 /// savepoints, truncates inside savepoints, transactional and other
-/// messages, prepared transactions finished later, streaming (every other
-/// round), a session cut short once per round (a reconnect in the middle
+/// messages, prepared transactions finished later (some that change
+/// nothing, which have no P), streaming (every other round), a session cut short once per round (a reconnect in the middle
 /// of the stream) and decoded again from the slot's position; and, with
 /// DDL capture on, rows older than the slot (updated and deleted before
 /// their backfill, some with an unchanged TOASTed value), backfills (one
@@ -1274,10 +1277,11 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
     );
     slot(&mut c, "f3_consumer", "pubjson", true);
     let rt = relid_of(&mut c, "rt");
+    const DEFAULT_SEED: u64 = 0x005e_edf3;
     let seed = std::env::var("PUBJSON_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x005e_edf3_u64);
+        .unwrap_or(DEFAULT_SEED);
     eprintln!("seed {seed} (PUBJSON_SEED)");
     let mut rng = Rng(seed | 1);
     let mut consumer = DocConsumer::default();
@@ -1295,7 +1299,10 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
         "replica identity using index rt_alt",
         "replica identity default",
     ];
-    let mut pending_prepared: Vec<(String, Vec<String>)> = Vec::new();
+    // Prepared and not finished yet: gid, its transactional messages, and
+    // whether logical decoding knows it (it changed a row or wrote a
+    // transactional message; one that changed nothing has no P at all).
+    let mut pending_prepared: Vec<(String, Vec<String>, bool)> = Vec::new();
     let mut next_gid = 0;
     let mut side_tables: Vec<String> = Vec::new();
     let mut next_side = 0;
@@ -1305,12 +1312,12 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
         "set logical_decoding_work_mem = '64kB'"
     };
     for round in 0..6 {
-        // Each round has its fixed events at a random place: round 0
-        // updates and deletes rows older than the slot, then backfills
-        // them; rounds 1 to 3 switch the identity to FULL, to rt_alt and
+        // Each round has its fixed events: round 0 first updates and
+        // deletes rows older than the slot, then backfills them; at a
+        // random place, rounds 1 to 3 switch the identity to FULL, to rt_alt and
         // back to DEFAULT between changes of one transaction; round 4
         // backfills again from the start.
-        let fixed_at = rng.below(8);
+        let fixed_at = if round == 0 { 0 } else { rng.below(8) };
         for t in 0..8 {
             let mut sql = String::from("begin;");
             let mut messages = Vec::new();
@@ -1319,6 +1326,13 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
             // or runs DDL while one is pending (both would wait for it).
             let fate = if t == fixed_at { 2 } else { rng.below(6) };
             let own = (fate == 1).then(|| 100_000 + next_gid * 1000);
+            // Now and then a prepared transaction that changes nothing.
+            let empty_prepared = fate == 1 && rng.below(5) == 0;
+            if let (Some(base), false) = (own, empty_prepared) {
+                sql.push_str(&format!(
+                    "insert into rt values ({base} + 999, {base} + 999 + 10000000, 'p', null, '0');"
+                ));
+            }
             let quiet = own.is_none() && pending_prepared.is_empty();
             if t == fixed_at {
                 match round {
@@ -1330,14 +1344,20 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                         "update rt set iv = '2 days' where id % 9 = {round};
                          alter table rt {};
                          update rt set j = '[{round}]' where id % 9 = {round};
-                         update rt set alt = -alt where alt > 0 and id % 17 = {round};
+                         update rt set alt = -alt where alt > 0 and id % 17 = {round}
+                           and not exists (select from rt o where o.alt = -rt.alt);
                          delete from rt where id % 19 = {round};",
                         identities[round - 1]
                     )),
                     _ => {}
                 }
             }
-            for step in 0..(1 + rng.below(6)) {
+            let steps = if empty_prepared { 0 } else { 1 + rng.below(6) };
+            let mut truncated = false;
+            if empty_prepared {
+                sql.push_str("select pg_logical_emit_message(false, 'n', 'empty');");
+            }
+            for step in 0..steps {
                 let id = match own {
                     Some(base) => (base / 1000) as i64,
                     None => rng.below(40) as i64,
@@ -1369,7 +1389,14 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                         rng.below(7)
                     ),
                     4 => format!("delete from rt where {range} id % 5 = {};", rng.below(5)),
-                    5 if own.is_none() && pending_prepared.is_empty() => "truncate rt;".to_string(),
+                    // One TRUNCATE per transaction at most: PostgreSQL 17.11
+                    // fails to stream one that truncates in a savepoint
+                    // rolled back, writes and truncates again ("could not
+                    // map filenumber", test_decoding too).
+                    5 if own.is_none() && pending_prepared.is_empty() && !truncated => {
+                        truncated = true;
+                        "truncate rt;".to_string()
+                    }
                     5 => format!("delete from rt where {range} id % 3 = 0;"),
                     6 => {
                         let content = format!("m{round}.{t}.{step}");
@@ -1379,11 +1406,13 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                     // Key updates, of either key (never of rows a pending
                     // prepared transaction holds: those are its own).
                     7 if own.is_none() => format!(
-                        "update rt set id = -id where id > 0 and id % 13 = {};",
+                        "update rt set id = -id where id > 0 and id % 13 = {} \
+                         and not exists (select from rt o where o.id = -rt.id);",
                         rng.below(13)
                     ),
                     8 if own.is_none() => format!(
-                        "update rt set alt = -alt, v = v || 'a' where alt > 0 and id % 11 = {};",
+                        "update rt set alt = -alt, v = v || 'a' where alt > 0 and id % 11 = {} \
+                         and not exists (select from rt o where o.alt = -rt.alt);",
                         rng.below(11)
                     ),
                     9 if quiet => {
@@ -1434,7 +1463,7 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                     next_gid += 1;
                     sql.push_str(&format!("prepare transaction '{gid}';"));
                     exec(&mut c, &sql);
-                    pending_prepared.push((gid, messages));
+                    pending_prepared.push((gid, messages, !empty_prepared));
                 }
                 _ => {
                     sql.push_str("commit;");
@@ -1454,7 +1483,7 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
             // Finish some prepared transactions, possibly of an earlier round.
             if !pending_prepared.is_empty() && rng.below(3) == 0 {
                 let which = rng.below(pending_prepared.len() as u64) as usize;
-                let (gid, messages) = pending_prepared.remove(which);
+                let (gid, messages, _) = pending_prepared.remove(which);
                 if rng.below(3) == 0 {
                     exec(&mut c, &format!("rollback prepared '{gid}'"));
                 } else {
@@ -1463,7 +1492,8 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                 }
             }
         }
-        exec(&mut c, "select txid_current()");
+        // A rolled back transaction's abort record is flushed later.
+        pubjson_e2e::wait_wal_flushed(&mut c);
         let streaming = round % 2 == 1;
         if streaming {
             exec(&mut c, force_streaming);
@@ -1565,20 +1595,30 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
         );
         assert_eq!(consumer.messages, messages_committed, "round {round}");
         assert!(consumer.streams.is_empty(), "round {round}");
-        let held: Vec<&String> = consumer.prepared.keys().collect();
-        let pending: Vec<&String> = pending_prepared.iter().map(|(g, _)| g).collect();
+        let held: std::collections::BTreeSet<&String> = consumer.prepared.keys().collect();
+        let pending: std::collections::BTreeSet<&String> = pending_prepared
+            .iter()
+            .filter(|(_, _, known)| *known)
+            .map(|(g, _, _)| g)
+            .collect();
         assert_eq!(held, pending, "round {round}");
     }
-    for (gid, _) in &pending_prepared {
+    for (gid, _, _) in &pending_prepared {
         exec(&mut c, &format!("rollback prepared '{gid}'"));
     }
     exec(&mut c, "select pubjson.disable_ddl_capture()");
+    drop_slot(&mut c, "f3_consumer");
+    eprintln!("rules applied: {:?}", consumer.rule_counts);
+    // The default seed's workload covers every object and every rule (a
+    // seed given to replay a failure need not).
+    if seed != DEFAULT_SEED {
+        return;
+    }
     for a in [
         "B", "C", "S", "A", "T", "M", "P", "CP", "RP", "DDL", "F", "FS", "FE",
     ] {
         assert!(consumer.seen.contains(a), "no {a}: {:?}", consumer.seen);
     }
-    eprintln!("rules applied: {:?}", consumer.rule_counts);
     for rule in [
         "re-keyed",
         "U under FULL",
@@ -1593,5 +1633,4 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
             consumer.rule_counts
         );
     }
-    drop_slot(&mut c, "f3_consumer");
 }
