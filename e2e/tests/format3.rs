@@ -1389,10 +1389,12 @@ fn a_consumer_following_the_docs_replicates_a_random_workload() {
                         rng.below(7)
                     ),
                     4 => format!("delete from rt where {range} id % 5 = {};", rng.below(5)),
-                    // One TRUNCATE per transaction at most: PostgreSQL 17.11
-                    // fails to stream one that truncates in a savepoint
-                    // rolled back, writes and truncates again ("could not
-                    // map filenumber", test_decoding too).
+                    // One TRUNCATE per transaction at most: PostgreSQL
+                    // (16.15, 17.11, 18.6) fails to stream one that
+                    // truncates in a savepoint rolled back, writes and
+                    // truncates again ("could not map filenumber ... to
+                    // relation OID", test_decoding too, with
+                    // debug_logical_replication_streaming = immediate).
                     5 if own.is_none() && pending_prepared.is_empty() && !truncated => {
                         truncated = true;
                         "truncate rt;".to_string()
