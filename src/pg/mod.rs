@@ -17,4 +17,5 @@ pub mod publication;
 pub mod relation;
 pub mod reorder;
 pub mod server_encoding;
+pub mod sql_parse;
 pub mod tuple;
