@@ -27,6 +27,7 @@ use pgrx::spi::OwnedPreparedStatement;
 use std::cell::OnceCell;
 use std::ffi::CStr;
 
+use crate::pg::settings::without_jit;
 use crate::text::json::{push_escaped_text, push_u64};
 use crate::text::sql_redact::{self, Statement};
 
@@ -212,14 +213,16 @@ fn ddl_event(fcinfo: pg_sys::FunctionCallInfo) {
         )
     };
     let drop_command = tag.starts_with(b"DROP ");
-    let found = match event.as_slice() {
+    // The catalog queries (kept plans included: JIT is decided when they
+    // are planned) are never JIT-compiled (pg::settings).
+    let found = without_jit(|| match event.as_slice() {
         // A DROP command's own message; an ALTER TABLE that drops a column
         // or constraint is reported by its ddl_command_end message.
         b"sql_drop" if drop_command => dropped(),
         // A DROP command's objects are in its sql_drop message.
         b"ddl_command_end" if !drop_command => commands(),
         _ => None,
-    };
+    });
     // None: nothing to report (only temporary objects, or pubjson's own).
     let Some(found) = found else { return };
     let credential_command = found.credential_command || sql_redact::is_credential_tag(&tag);
