@@ -96,6 +96,19 @@ fn read_tuple(r: &mut Reader, rel: &RelInfo) -> Result<(Cols, Vec<String>), Stri
     Ok((cols, unchanged))
 }
 
+/// The old tuple of an UPDATE or DELETE, of kind `tag` (`K` or `O`); it
+/// never has unchanged-TOAST columns.
+fn read_old_tuple(r: &mut Reader, rel: &RelInfo, tag: u8) -> Result<Old, String> {
+    let (cols, unchanged) = read_tuple(r, rel)?;
+    if !unchanged.is_empty() {
+        return Err(format!("unchanged TOAST in old tuple: {unchanged:?}"));
+    }
+    Ok(Old {
+        kind: tag as char,
+        cols,
+    })
+}
+
 /// Decodes the rows of `pg_logical_slot_peek_binary_changes` (proto_version 1).
 pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
     let mut rels: HashMap<u32, RelInfo> = HashMap::new();
@@ -179,14 +192,7 @@ pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
                 let mut c = Change::bare('U', rel.name.clone());
                 let mut tag = r.u8().map_err(ctx)?;
                 if tag == b'K' || tag == b'O' {
-                    let (cols, unchanged) = read_tuple(&mut r, &rel).map_err(ctx)?;
-                    if !unchanged.is_empty() {
-                        return Err(ctx(format!("unchanged TOAST in old tuple: {unchanged:?}")));
-                    }
-                    c.old = Some(Old {
-                        kind: tag as char,
-                        cols,
-                    });
+                    c.old = Some(read_old_tuple(&mut r, &rel, tag).map_err(ctx)?);
                     tag = r.u8().map_err(ctx)?;
                 }
                 if tag != b'N' {
@@ -203,15 +209,8 @@ pub fn decode_pgoutput(rows: &[Vec<u8>]) -> Result<Vec<Item>, String> {
                 if tag != b'K' && tag != b'O' {
                     return Err(ctx(format!("DELETE: unexpected {:?}", tag as char)));
                 }
-                let (cols, unchanged) = read_tuple(&mut r, &rel).map_err(ctx)?;
-                if !unchanged.is_empty() {
-                    return Err(ctx(format!("unchanged TOAST in old tuple: {unchanged:?}")));
-                }
                 let mut c = Change::bare('D', rel.name.clone());
-                c.old = Some(Old {
-                    kind: tag as char,
-                    cols,
-                });
+                c.old = Some(read_old_tuple(&mut r, &rel, tag).map_err(ctx)?);
                 push_change(&mut items, &mut open, c);
             }
             b'T' => {

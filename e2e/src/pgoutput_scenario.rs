@@ -10,7 +10,7 @@ use crate::pgoutput_proto::decode_pgoutput;
 use crate::pubjson_reader::read_pubjson;
 use crate::stream_comparison::{compare_streams, Stats};
 use crate::test_decoding_reader::read_test_decoding;
-use crate::{db_err, truncate, DbErr, Server};
+use crate::{db_err, truncate, wait_for, DbErr, Server};
 use postgres::types::FromSql;
 use postgres::Client;
 use std::collections::HashMap;
@@ -144,25 +144,19 @@ impl Scenario {
     /// flushed WAL; a non-transactional message is flushed asynchronously).
     pub fn flush(&mut self) {
         let target = self.lsn();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let done: bool = self
-                .db
-                .query_one(
+        let db = &mut self.db;
+        wait_for(
+            &format!("WAL flushed up to {target}"),
+            Duration::from_secs(30),
+            || {
+                db.query_one(
                     "select pg_current_wal_flush_lsn() >= $1::text::pg_lsn",
                     &[&target],
                 )
                 .unwrap_or_else(|e| panic!("pg_current_wal_flush_lsn: {}", db_err(&e)))
-                .get(0);
-            if done {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "WAL not flushed up to {target} after 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+                .get(0)
+            },
+        );
     }
 
     fn slot_name(&self, tag: &str, suffix: &str) -> String {
