@@ -22,9 +22,11 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgSqlErrorCode};
 
-use crate::backfill::{self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE};
 use crate::pg::catalog;
 use crate::pg::settings::{without_jit, Settings, NO_JIT};
+use pubjson_core::protocol::backfill::{
+    self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE,
+};
 
 /// Settings a chunk's reads of the table run under, whatever the
 /// session's: the last key is kept as text (`backfill_progress.last_key`),

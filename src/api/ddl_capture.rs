@@ -28,8 +28,8 @@ use std::cell::OnceCell;
 use std::ffi::CStr;
 
 use crate::pg::settings::without_jit;
-use crate::text::json::{push_escaped_text, push_u64};
-use crate::text::sql_redact::{self, Statement};
+use pubjson_core::text::json::{push_escaped_text, push_u64};
+use pubjson_core::text::sql_redact::{self, Statement};
 
 /// `pubjson.ddl_capture_command`: what capture writes of the statement
 /// text (docs/ddl.md).
@@ -400,7 +400,7 @@ fn objects_json(rows: &[Command]) -> Vec<u8> {
         out.extend_from_slice(b",\"classid\":");
         push_u64(&mut out, c.classid.to_u32().into());
         out.extend_from_slice(b",\"subid\":");
-        crate::text::json::push_i64(&mut out, c.subid.into());
+        pubjson_core::text::json::push_i64(&mut out, c.subid.into());
         out.extend_from_slice(b",\"tag\":");
         push_nullable(&mut out, c.tag.as_deref());
         out.push(b'}');
@@ -707,7 +707,7 @@ mod tests {
             found: &found,
         });
         assert!(m.windows(2).any(|w| w == b"(\xe9"));
-        let parsed = crate::output::v3::ddl::parse_event(&m).expect("a capture message");
+        let parsed = pubjson_core::output::v3::ddl::parse_event(&m).expect("a capture message");
         assert_eq!(parsed.relations, vec![16384]);
         assert_eq!(parsed.objects.len(), 1);
         assert_eq!(parsed.command, Some(b"create table t (\xe9 int)".to_vec()));
