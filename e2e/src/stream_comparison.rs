@@ -1,7 +1,7 @@
 //! Two streams in the [`crate::change_stream`] form compared, transaction
 //! by transaction and change by change (pgoutput's against pubjson's
 //! format 2 in the pgoutput differential suite; any two streams paired by
-//! [`pair_items`] in the isolation suite).
+//! `pair_items` in the isolation suite).
 
 use crate::change_stream::{show_cols, show_items, Change, Cols, Item};
 use std::collections::{BTreeMap, HashMap};
