@@ -243,6 +243,7 @@ CREATE FUNCTION pubjson.publication_risks(publication text DEFAULT NULL)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -579,6 +580,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -737,6 +739,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -849,6 +852,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -916,6 +920,9 @@ GRANT EXECUTE ON FUNCTION pubjson._replay_receipt_time() TO pg_monitor;
 -- decoding_counters and worst_transactions read this backend's state when
 -- pubjson is not preloaded: parallel workers would not see it.
 ALTER FUNCTION pubjson.worst_transactions() PARALLEL RESTRICTED;
+
+-- The extension's queries are never JIT-compiled (src/pg/settings.rs).
+ALTER FUNCTION pubjson.subscription_status() SET jit = off;
 
 -- decoding_counters gains the live view's totals and decoding_stats shows
 -- them: their result columns change, so both are created anew (a view
@@ -1014,6 +1021,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     WITH c AS MATERIALIZED (SELECT * FROM pubjson.decoding_counters()),
          n AS (SELECT c.slot_name FROM c
@@ -1076,6 +1084,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT p.slot_name, x.xid,
            '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,
@@ -1320,6 +1329,7 @@ CREATE FUNCTION pubjson.enable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r
@@ -1358,6 +1368,7 @@ CREATE FUNCTION pubjson.disable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r

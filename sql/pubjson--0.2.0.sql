@@ -549,6 +549,7 @@ CREATE FUNCTION pubjson.publication_risks(publication text DEFAULT NULL)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -868,6 +869,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 DECLARE
     -- The apply progress (replication origin pg_<subscription oid>) is
@@ -995,6 +997,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -1151,6 +1154,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -1263,6 +1267,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -1461,6 +1466,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     WITH c AS MATERIALIZED (SELECT * FROM pubjson.decoding_counters()),
          n AS (SELECT c.slot_name FROM c
@@ -1530,6 +1536,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT p.slot_name, x.xid,
            '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,
@@ -1600,6 +1607,7 @@ CREATE FUNCTION pubjson.enable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r
@@ -1638,6 +1646,7 @@ CREATE FUNCTION pubjson.disable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r

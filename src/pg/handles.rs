@@ -17,12 +17,12 @@ use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
-use crate::model::ChangeKind;
 use crate::pg::port::{self, append_to_string_info, MAX_ALLOC_SIZE, RBTXN_SPILLED, RBTXN_STREAMED};
 /// Rows in slots are made only by the publication code, whose invariants
 /// they carry (see [`crate::pg::publication::PublishedRows`]).
 pub use crate::pg::publication::SlotRow;
 use crate::pg::relation::InCallback;
+use pubjson_core::model::ChangeKind;
 
 /// The decoding context, for writing output and reporting progress.
 ///
@@ -485,7 +485,7 @@ impl OwnedTuple {
     /// `None` unless `bytes` have a composite datum's header for `rel`'s
     /// row type: its length, a data offset inside it, no more attributes
     /// than the relation, the relation's row type. (The message that
-    /// carries them was authenticated, see `crate::backfill`: this guards
+    /// carries them was authenticated, see `pubjson_core::protocol::backfill`: this guards
     /// against a layout that changed, not against forgery.)
     pub fn from_composite(rel: Rel<'_>, bytes: &[u8]) -> Option<OwnedTuple> {
         const HEADER: usize = std::mem::offset_of!(pg_sys::HeapTupleHeaderData, t_bits);

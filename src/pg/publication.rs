@@ -17,7 +17,6 @@ use pgrx::prelude::*;
 
 use std::ptr::NonNull;
 
-use crate::model::ChangeKind;
 use crate::pg::handles::{CacheMemory, Rel, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
@@ -26,11 +25,12 @@ use crate::pg::port::{
 };
 use crate::pg::server_encoding::server_encoding;
 use crate::pg::tuple::Row;
-use crate::rules::column_list::{
+use pubjson_core::model::ChangeKind;
+use pubjson_core::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
-use crate::rules::row_filter::{filter_verdict, FilterVerdict};
-use crate::text::encoding::message_name;
+use pubjson_core::rules::row_filter::{filter_verdict, FilterVerdict};
+use pubjson_core::text::encoding::message_name;
 
 unsafe extern "C-unwind" {
     /// catalog/partition.h, not in pgrx's bindings; call through

@@ -18,20 +18,20 @@ use std::rc::Rc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::model::{
-    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
-    ValueReads,
-};
-use crate::options::Options;
 use crate::pg::handles::{CacheMemory, Rel, Txn};
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
-use crate::text::json::json_string;
-use crate::text::type_name::type_name_json_in;
+use pubjson_core::model::{
+    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
+    ValueReads,
+};
+use pubjson_core::options::Options;
+use pubjson_core::text::json::json_string;
+use pubjson_core::text::type_name::type_name_json_in;
 
-/// How a column's values are read ([`Value`](crate::model::Value)): one plan per column, chosen
+/// How a column's values are read ([`Value`](pubjson_core::model::Value)): one plan per column, chosen
 /// once from its type, the format's [`ValueReads`] and the session's
 /// DateStyle and TimeZone.
 pub enum ReadPlan {

@@ -6,7 +6,7 @@ use std::ffi::{CStr, CString};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::text::encoding::{push_ascii_json, to_utf8_routine, ServerEncoding, ToUtf8};
+use pubjson_core::text::encoding::{push_ascii_json, to_utf8_routine, ServerEncoding, ToUtf8};
 
 /// The encoding of the database being decoded.
 pub fn server_encoding() -> ServerEncoding {

@@ -6,10 +6,12 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use crate::model::{ArrayRef, ArrayValues, Cell, CellValue, ColumnMeta, Image, TupleValues, Value};
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
 use crate::pg::relation::{ArrayElement, ColumnOutput, ReadPlan, RelationEntry};
+use pubjson_core::model::{
+    ArrayRef, ArrayValues, Cell, CellValue, ColumnMeta, Image, TupleValues, Value,
+};
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -50,7 +52,7 @@ impl<'a> Row<'a> {
 impl DeformBuffers {
     /// What a new row of `pubjson.backfill_progress` (`entry`) records: the
     /// relation it is about and the SHA-256 of its chunk's message
-    /// (`crate::backfill`); `None` without a digest.
+    /// (`pubjson_core::protocol::backfill`); `None` without a digest.
     pub fn backfill_digest(
         &mut self,
         rel: Rel<'_>,

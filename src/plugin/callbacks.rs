@@ -14,14 +14,15 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgList, PgMemoryContexts};
 
-use crate::options::{OptionError, OptionErrorKind, Options, OriginFilter};
 use crate::pg::handles::{message_parts, Change, ChangeMemory, Rel, Txn, Writer};
 use crate::pg::port::alloc_set_context;
 use crate::pg::relation::{InCallback, RelationCache};
 use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
 use crate::plugin::{decode, sampling, transactions};
-use crate::stats::{self, table::SlotKey};
+use crate::stats;
+use pubjson_core::options::{OptionError, OptionErrorKind, Options, OriginFilter};
+use pubjson_core::stats::table::SlotKey;
 
 /// Fills PostgreSQL's callback table.
 ///
@@ -161,7 +162,7 @@ unsafe extern "C-unwind" fn startup(
 
         let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
-        let format = crate::output::format_for(&opts);
+        let format = pubjson_core::output::format_for(&opts);
         let relations = RelationCache::new(cache_memory, format.type_rendering());
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {

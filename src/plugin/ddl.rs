@@ -13,12 +13,12 @@
 
 use pgrx::prelude::*;
 
-use crate::output::format::Sink;
-use crate::output::v3::ddl::{ddl_object, parse_event, DdlEvent};
-use crate::output::v3::relation_object;
 use crate::pg::handles::{relation_exists, with_table, Txn, Writer};
 use crate::plugin::state::DecodingState;
 use crate::plugin::txn::{begin_item, current_txn};
+use pubjson_core::output::format::Sink;
+use pubjson_core::output::v3::ddl::{ddl_object, parse_event, DdlEvent};
+use pubjson_core::output::v3::relation_object;
 
 /// Writes the DDL object of a capture message; `false` when `content` is
 /// not a capture message (the caller writes it as an ordinary message).

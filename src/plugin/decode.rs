@@ -7,11 +7,6 @@ use std::rc::Rc;
 
 use pgrx::prelude::*;
 
-use crate::backfill;
-use crate::model::{
-    BackfillMarker, ChangeHeader, ChangeKind, ChangeSource, EncodeError, TupleValues, TxnInfo,
-};
-use crate::output::format::ChangeContext;
 use crate::pg::handles::{Change, OpenedRel, OwnedTuple, Rel, Tuple, Txn, Writer};
 use crate::pg::publication::PublishedRows;
 use crate::pg::relation::InCallback;
@@ -19,7 +14,12 @@ use crate::pg::relation::RelationEntry;
 use crate::pg::tuple::Row;
 use crate::plugin::state::DecodingState;
 use crate::plugin::txn::{begin_item, current_txn, update_progress};
-use crate::rules::row_filter::FilterVerdict;
+use pubjson_core::model::{
+    BackfillMarker, ChangeHeader, ChangeKind, ChangeSource, EncodeError, TupleValues, TxnInfo,
+};
+use pubjson_core::output::format::ChangeContext;
+use pubjson_core::protocol::backfill;
+use pubjson_core::rules::row_filter::FilterVerdict;
 
 fn raise_encode_error(err: EncodeError) -> ! {
     ereport!(
@@ -381,7 +381,7 @@ pub fn decode_message(
     // Format 3 writes DDL capture messages as DDL objects, whatever the
     // message options (formats 1 and 2 keep wal2json's ordinary message).
     if transactional
-        && prefix == crate::output::v3::ddl::DDL_PREFIX
+        && prefix == pubjson_core::output::v3::ddl::DDL_PREFIX
         && state.opts.format_version == 3
         && crate::plugin::ddl::decode_ddl(state, writer, txn, lsn, content, streamed)
     {
@@ -390,7 +390,7 @@ pub fn decode_message(
     // The capture prefix is an ordinary message (formats 1 and 2, and a
     // format 3 message that is not a DDL event) only for a consumer that
     // names it in add-msg-prefixes.
-    if prefix == crate::output::v3::ddl::DDL_PREFIX
+    if prefix == pubjson_core::output::v3::ddl::DDL_PREFIX
         && !state.opts.add_msg_prefixes.iter().any(|p| p == prefix)
     {
         state.stats.filtered_by_action += 1;
@@ -432,7 +432,7 @@ pub fn decode_message(
     );
 }
 
-/// A chunk of `pubjson.backfill()` (see `crate::backfill`): its rows are
+/// A chunk of `pubjson.backfill()` (see `pubjson_core::protocol::backfill`): its rows are
 /// published as INSERTs of its relation, with [`ChangeSource::Backfill`],
 /// between the format's start and end markers on the first and last chunk.
 /// Decoded only when its transaction's progress row recorded its digest.

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use crate::pg::handles::Writer;
 use crate::pg::port::{current_timestamp, my_pid};
 use crate::plugin::state::DecodingState;
-use crate::stats::{self, live};
+use crate::stats;
+use pubjson_core::stats::live;
 
 /// A change is about to be queued: sample if the last sample is old enough.
 pub fn change_decoded(state: &mut DecodingState, writer: &Writer<'_>) {

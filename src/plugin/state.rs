@@ -13,18 +13,18 @@ use std::collections::{HashMap, HashSet};
 
 use pgrx::pg_sys;
 
-use crate::model::TxnInfo;
-use crate::options::Options;
-use crate::output::format::OutputFormat;
 use crate::pg::handles::{ChangeMemory, Txn};
 use crate::pg::port::current_timestamp;
 use crate::pg::publication::Publications;
 use crate::pg::relation::RelationCache;
 use crate::pg::tuple::DeformBuffers;
 use crate::plugin::txn::OutputBuffer;
-use crate::stats::live::{LiveTracker, ReorderTxn};
-use crate::stats::table::SlotKey;
 use crate::stats::{self, Counters, TxnRecord};
+use pubjson_core::model::TxnInfo;
+use pubjson_core::options::Options;
+use pubjson_core::output::format::OutputFormat;
+use pubjson_core::stats::live::{LiveTracker, ReorderTxn};
+use pubjson_core::stats::table::SlotKey;
 
 /// One top-level transaction of this decoding session: the one being
 /// replayed at its commit (or PREPARE), or a streamed one between its

@@ -3,12 +3,12 @@
 //! PREPARED, ROLLBACK PREPARED). The objects are the format's; this module
 //! decides when each is due and keeps the books.
 
-use crate::output::control::TwoPhaseEvent;
-use crate::output::format::{PreparedTxn, StreamedCommit};
 use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::plugin::state::{DecodingState, StreamBlock};
 use crate::plugin::txn::{ensure_begun, start_txn, update_progress};
+use pubjson_core::output::control::TwoPhaseEvent;
+use pubjson_core::output::format::{PreparedTxn, StreamedCommit};
 
 /// A committed transaction's replay starts.
 pub fn begin(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {

@@ -4,12 +4,12 @@
 
 use pgrx::prelude::*;
 
-use crate::model::TxnInfo;
-use crate::output::format::Sink;
 use crate::pg::handles::{Txn, Writer};
 use crate::pg::port::{current_timestamp, timestamptz_text};
 use crate::pg::server_encoding::OutputText;
 use crate::plugin::state::{DecodingState, Transactions, TxnState};
+use pubjson_core::model::TxnInfo;
+use pubjson_core::output::format::Sink;
 
 /// The output not yet handed to PostgreSQL and how it is handed over: one
 /// field of the state, so that it can be borrowed beside the format.
