@@ -22,7 +22,9 @@ mod shmem;
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use pgrx::{PgLogLevel, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
+
+use crate::pg::error::Report;
 
 use pubjson_core::stats::live::LiveView;
 use pubjson_core::stats::table::{self, Placement, SlotEntry, SlotKey};
@@ -118,23 +120,22 @@ fn warn_untracked(slot: &SlotKey) {
         return;
     }
     let capacity = shmem::capacity();
-    pgrx::pg_sys::panic::ErrorReport::new(
+    Report::new(
         PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
         format!(
             "pubjson does not track decoding statistics of replication slot \"{}\"",
             slot.name_text()
         ),
-        "pubjson statistics",
     )
-    .set_detail(format!(
+    .detail(format!(
         "All {capacity} entries of pubjson.max_tracked_slots belong to existing slots: \
          this slot is decoded but not counted until an entry is free."
     ))
-    .set_hint(
+    .hint(
         "Raise pubjson.max_tracked_slots (takes effect at server restart), \
          or drop replication slots that are no longer used.",
     )
-    .report(PgLogLevel::WARNING);
+    .warning();
 }
 
 /// One slot's statistics as read.

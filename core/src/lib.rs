@@ -13,11 +13,11 @@
 //! - [`text`]: JSON and encoding primitives, what DDL capture may show of
 //!   a statement;
 //! - [`protocol`]: the in-band messages the extension's SQL side writes and
-//!   the decoder reads (backfill chunks);
+//!   the decoder reads (backfill chunks, DDL capture's events);
 //! - [`stats`]: the decoding statistics' bookkeeping.
 //!
 //! Layers, from the top down (a module imports only from those below):
-//! `output`, `protocol`; `rules`, `text`; `options`, `stats`; `model`.
+//! `output` and `stats`; `rules`; `protocol`; `text`; `options`, `model`.
 
 pub mod model;
 pub mod options;

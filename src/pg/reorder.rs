@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
-use crate::pg::handles::Writer;
+use crate::pg::output::Writer;
 use crate::pg::port::{dlist_elements, RBTXN_SPILLED, RBTXN_STREAMED};
 use pubjson_core::stats::live::ReorderTxn;
 

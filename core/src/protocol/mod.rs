@@ -2,6 +2,8 @@
 //! each protocol's prefix, its writer (used by the SQL functions) and its
 //! reader (used by decoding) live side by side, with round-trip tests.
 //!
-//! - [`backfill`]: a chunk of `pubjson.backfill()`, its rows and markers.
+//! - [`backfill`]: a chunk of `pubjson.backfill()`, its rows and markers;
+//! - [`ddl`]: DDL capture's event of one DDL command.
 
 pub mod backfill;
+pub mod ddl;

@@ -7,6 +7,9 @@
 pub mod live;
 pub mod table;
 
+use crate::model::ChangeKind;
+use crate::rules::route::{Route, Skip};
+
 /// Worst recent transactions kept per slot.
 pub const WORST_KEPT: usize = 8;
 
@@ -57,6 +60,24 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Counts `items` changes that went through the routing decision: why
+    /// they were left out, or the UPDATE a row filter transformed. The
+    /// one place the reasons become counters.
+    pub fn count_route(&mut self, route: &Route, items: u64) {
+        match route {
+            Route::Skip(Skip::Action) => self.filtered_by_action += items,
+            Route::Skip(Skip::Table) => self.filtered_by_table += items,
+            Route::Skip(Skip::RowFilter) => self.filtered_by_row_filter += items,
+            // pubjson's own progress rows are no one's changes.
+            Route::Skip(Skip::Internal) => {}
+            Route::Emit(emit) => match (emit.transformed_from, emit.kind) {
+                (Some(_), Some(ChangeKind::Insert)) => self.updates_to_insert += items,
+                (Some(_), Some(ChangeKind::Delete)) => self.updates_to_delete += items,
+                _ => {}
+            },
+        }
+    }
+
     /// Adds `delta` (counts of one publishing interval) to these totals.
     pub fn merge(&mut self, delta: &Counters) {
         self.txns_decoded += delta.txns_decoded;
@@ -132,6 +153,34 @@ mod tests {
         assert_eq!(delays, vec![100, 70, 60, 50, 40, 30, 9, 5]);
         assert_eq!(c.largest.changes, 100);
         assert_eq!(c.max_commit_to_emit_us, 100);
+    }
+
+    #[test]
+    fn routes_are_counted_by_reason() {
+        use crate::rules::route::Emit;
+        let mut c = Counters::default();
+        c.count_route(&Route::Skip(Skip::Action), 2);
+        c.count_route(&Route::Skip(Skip::Table), 3);
+        c.count_route(&Route::Skip(Skip::RowFilter), 1);
+        c.count_route(&Route::Skip(Skip::Internal), 9);
+        let transformed = |kind| Emit {
+            kind: Some(kind),
+            transformed_from: Some(ChangeKind::Update),
+            ..Emit::default()
+        };
+        c.count_route(&Route::Emit(transformed(ChangeKind::Insert)), 1);
+        c.count_route(&Route::Emit(transformed(ChangeKind::Delete)), 1);
+        c.count_route(&Route::Emit(Emit::default()), 5);
+        assert_eq!(
+            (
+                c.filtered_by_action,
+                c.filtered_by_table,
+                c.filtered_by_row_filter,
+                c.updates_to_insert,
+                c.updates_to_delete
+            ),
+            (2, 3, 1, 1, 1)
+        );
     }
 
     #[test]
