@@ -1,7 +1,7 @@
 //! The output plugin callbacks: thin `#[pg_guard]` shims that turn
 //! PostgreSQL's raw pointers into safe handles (`pg/handles.rs`) once, lend
 //! the slot's state to the call, and call the safe decoding code
-//! (`decode.rs`, `transactions.rs`).
+//! (`events.rs`, `ddl.rs`, `transactions.rs`).
 //!
 //! `#[pg_guard]` turns a Rust panic into a PostgreSQL ERROR and lets a
 //! PostgreSQL ERROR unwind through Rust frames safely, so no callback can
