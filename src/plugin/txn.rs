@@ -155,6 +155,11 @@ pub fn ensure_begun(state: &mut DecodingState, writer: &mut Writer<'_>) {
     }
     record.begun = true;
     ensure_timestamp(state.opts.include_timestamp, record);
+    if state.format.wants_database_name() {
+        if let Some(name) = crate::pg::port::database_name() {
+            state.format.database_name(&name);
+        }
+    }
     state.format.begin(
         &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
         &record.info,
