@@ -496,7 +496,8 @@ impl Options {
                 InvalidParameterValue,
                 "format-version debezium requires the option \"topic.prefix\"".to_owned(),
             );
-            err.hint = Some("Give Debezium's topic.prefix, e.g. -o topic.prefix=dbserver1.".to_owned());
+            err.hint =
+                Some("Give Debezium's topic.prefix, e.g. -o topic.prefix=dbserver1.".to_owned());
             return Err(err);
         }
         Ok(())

@@ -107,6 +107,7 @@ def main():
         if include:
             properties["message.prefix.include.list"] = include + "," + sentinel.replace(".", "\\.")
         done = threading.Event()
+        sentinel_seen = threading.Event()
         captured = []
 
         class Handler(BasePythonChangeHandler):
@@ -117,9 +118,10 @@ def main():
                     value = record.value()
                     key = None if key is None else str(key)
                     value = None if value is None else str(value)
-                    if done.is_set():
+                    if sentinel_seen.is_set():
                         continue
                     if is_sentinel(destination, value, sentinel):
+                        sentinel_seen.set()
                         done.set()
                         continue
                     captured.append((destination, key, value))
@@ -142,8 +144,12 @@ def main():
         seconds = time.monotonic() - run_started
         engine.close()
         thread.join(60)
-        if failure:
+        # Stopping the engine while it hands over a batch interrupts it:
+        # a failure counts only before the sentinel arrived.
+        if failure and not sentinel_seen.is_set():
             sys.exit(f"run {run['name']}: the engine failed: {failure[0]}")
+        if not sentinel_seen.is_set():
+            sys.exit(f"run {run['name']}: the engine stopped before the sentinel")
         for destination, key, value in captured:
             out.write('{"run":%s,"destination":%s,"key":%s,"value":%s}\n' % (
                 json.dumps(run["name"]), json.dumps(destination),

@@ -17,6 +17,9 @@
 //!   physical standbys, pg_upgrade between two clusters;
 //! - [`recvlogical`]: pg_recvlogical as a consumer;
 //! - [`rng`]: seeded randomness for workloads;
+//! - [`debezium`]: the Debezium differential: Debezium 3.6's connector
+//!   (embedded engine, through `e2e/debezium/capture.py`) and pubjson's
+//!   `debezium` format over the same WAL, compared record by record;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
@@ -44,6 +47,7 @@
 
 pub mod cluster;
 pub mod conflicts;
+pub mod debezium;
 pub mod differential;
 pub mod env;
 pub mod exporter;

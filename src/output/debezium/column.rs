@@ -147,7 +147,7 @@ fn scalar_kind(base: &[u8], modifiers: &[u32], builtin: bool) -> Kind {
             scale: first.map(|_| modifiers.get(1).copied().unwrap_or(0)),
         },
         b"money" => Kind::Money,
-        b"text" | b"character varying" | b"character" | b"bpchar" | b"name" | b"\"char\""
+        b"text" | b"character varying" | b"character" | b"bpchar" | b"name" | b"\"char\"" | b"char"
         | b"inet" | b"cidr" | b"macaddr" | b"macaddr8" | b"int4range" | b"int8range"
         | b"numrange" | b"tsrange" | b"tstzrange" | b"daterange" => Kind::Text,
         b"bytea" => Kind::Bytea,
@@ -295,9 +295,11 @@ fn push_schema_open(out: &mut Vec<u8>, kind: &Kind, opts: &DebeziumOptions, opti
         },
         Kind::TimeTz => simple(out, "string", Some("io.debezium.time.ZonedTime")),
         Kind::Timestamp { precision } => match opts.time_precision_mode {
-            TimePrecisionMode::Connect => {
-                simple(out, "int64", Some("org.apache.kafka.connect.data.Timestamp"))
-            }
+            TimePrecisionMode::Connect => simple(
+                out,
+                "int64",
+                Some("org.apache.kafka.connect.data.Timestamp"),
+            ),
             _ if *precision <= 3 => simple(out, "int64", Some("io.debezium.time.Timestamp")),
             _ => simple(out, "int64", Some("io.debezium.time.MicroTimestamp")),
         },
@@ -784,7 +786,10 @@ pub fn hstore_pairs(text: &[u8]) -> Option<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
     let mut pairs = Vec::new();
     let mut i = 0;
     let skip_blanks = |i: &mut usize| {
-        while text.get(*i).is_some_and(|b| b.is_ascii_whitespace() || *b == b',') {
+        while text
+            .get(*i)
+            .is_some_and(|b| b.is_ascii_whitespace() || *b == b',')
+        {
             *i += 1;
         }
     };
@@ -933,11 +938,9 @@ pub fn push_value(
             ),
             IntervalMode::String => push_interval_string(out, months, days, micros),
         },
-        (Kind::BitBool, _) => out.extend_from_slice(if text() == b"1" {
-            b"true"
-        } else {
-            b"false"
-        }),
+        (Kind::BitBool, _) => {
+            out.extend_from_slice(if text() == b"1" { b"true" } else { b"false" })
+        }
         (Kind::Bits { .. }, _) => push_bytes(out, &bits_bytes(&text())),
         (Kind::Point, _) => return push_point(out, &text()),
         (Kind::Hstore, _) => {
@@ -963,12 +966,7 @@ pub fn push_value(
             return written.unwrap_or(false);
         }
         (
-            Kind::Text
-            | Kind::UserDefined
-            | Kind::Uuid
-            | Kind::Json
-            | Kind::Xml
-            | Kind::Tsvector,
+            Kind::Text | Kind::UserDefined | Kind::Uuid | Kind::Json | Kind::Xml | Kind::Tsvector,
             Value::Text(t) | Value::Json(t) | Value::OutputText(t),
         ) => push_json_string(out, t),
         // A value read in another form than expected: its text.

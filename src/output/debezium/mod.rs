@@ -38,11 +38,11 @@ use crate::model::{
     ReplicaIdentity, TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::{DebeziumOptions, Options};
+use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
     shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, StreamedCommit,
     TypeName, TypeRendering,
 };
-use crate::output::control::TwoPhaseEvent;
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_u64};
 use column::{push_field_schema, Kind, PG_EPOCH_MICROS};
@@ -334,10 +334,7 @@ impl FormatDebezium {
         out.extend_from_slice(b"\"source\":{\"version\":\"");
         out.extend_from_slice(SOURCE_VERSION.as_bytes());
         out.extend_from_slice(b"\",\"connector\":\"postgresql\",\"name\":");
-        push_json_string(
-            out,
-            self.opts.topic_prefix.as_deref().unwrap_or_default(),
-        );
+        push_json_string(out, self.opts.topic_prefix.as_deref().unwrap_or_default());
         out.extend_from_slice(b",\"ts_ms\":");
         push_i64(out, unix.div_euclid(1000));
         out.extend_from_slice(b",\"snapshot\":\"");
@@ -430,7 +427,9 @@ impl FormatDebezium {
         out.extend_from_slice(b",\"ts_ms\":");
         push_i64(
             out,
-            txn.commit_time.saturating_add(PG_EPOCH_MICROS).div_euclid(1000),
+            txn.commit_time
+                .saturating_add(PG_EPOCH_MICROS)
+                .div_euclid(1000),
         );
         out.push(b'}');
         if schemas {
@@ -731,7 +730,16 @@ impl OutputFormat for FormatDebezium {
                 if backfill || !skipped.create {
                     self.push_key_payload(&mut new_key, rel, table, new);
                     let op = if backfill { b'r' } else { b'c' };
-                    self.change_record(sink, rel, table, op, &new_key, None, Some((new, None)), facts());
+                    self.change_record(
+                        sink,
+                        rel,
+                        table,
+                        op,
+                        &new_key,
+                        None,
+                        Some((new, None)),
+                        facts(),
+                    );
                 }
             }
             (ChangeKind::Update, Some(new), old) => {
@@ -745,21 +753,57 @@ impl OutputFormat for FormatDebezium {
                     // old key, then a create, as Debezium writes it.
                     if let Some(old) = old {
                         if !skipped.delete {
-                            self.change_record(sink, rel, table, b'd', &old_key, Some((old, None)), None, facts());
+                            self.change_record(
+                                sink,
+                                rel,
+                                table,
+                                b'd',
+                                &old_key,
+                                Some((old, None)),
+                                None,
+                                facts(),
+                            );
                         }
                     }
                     if !skipped.create {
-                        self.change_record(sink, rel, table, b'c', &new_key, None, Some((new, complete)), facts());
+                        self.change_record(
+                            sink,
+                            rel,
+                            table,
+                            b'c',
+                            &new_key,
+                            None,
+                            Some((new, complete)),
+                            facts(),
+                        );
                     }
                 } else if !skipped.update {
                     let before = complete.map(|old| (old, None));
-                    self.change_record(sink, rel, table, b'u', &new_key, before, Some((new, complete)), facts());
+                    self.change_record(
+                        sink,
+                        rel,
+                        table,
+                        b'u',
+                        &new_key,
+                        before,
+                        Some((new, complete)),
+                        facts(),
+                    );
                 }
             }
             (ChangeKind::Delete, _, Some(old)) => {
                 if !skipped.delete {
                     self.push_key_payload(&mut old_key, rel, table, old);
-                    self.change_record(sink, rel, table, b'd', &old_key, Some((old, None)), None, facts());
+                    self.change_record(
+                        sink,
+                        rel,
+                        table,
+                        b'd',
+                        &old_key,
+                        Some((old, None)),
+                        None,
+                        facts(),
+                    );
                 }
             }
             _ => {}

@@ -1,0 +1,96 @@
+//! The Debezium differential (`format-version` `debezium`): Debezium 3.6's
+//! PostgreSQL connector (`plugin.name=pgoutput`, embedded engine, JSON
+//! converter) and pubjson over the same WAL, every record's destination,
+//! key and value compared (the support library's `debezium` module: the
+//! cluster, the capture on both sides, the comparison and the fields it
+//! leaves out). Each scenario is one database; each run one set of
+//! Debezium settings, all runs of a scenario in one Debezium process.
+//! docs/debezium.md lists every difference; the values Debezium gets wrong
+//! are compared in `values_debezium_gets_wrong` instead.
+
+use pubjson_e2e::debezium::{
+    assert_runs_equal, pubjson_records, Captured, DebeziumCluster, Run, Scenario,
+};
+use pubjson_e2e::exec;
+use serde_json::Value;
+
+fn report(label: &str, captured: &Captured, compared: usize) {
+    eprintln!(
+        "{label}: {compared} records compared over {} runs; Debezium process {:.1} s (JVM start {:.1} s)",
+        captured.runs.len(),
+        captured.debezium_seconds,
+        captured.jvm_seconds
+    );
+}
+
+const TYPES_SETUP: &str = r#"
+create extension hstore;
+create domain posint as int check (value > 0);
+create domain shorttext as varchar(5);
+create table types (id int primary key,
+ i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, n numeric, n102 numeric(10,2), n50 numeric(5,0), m money,
+ bo bool, tx text, vc varchar(10), ch char(3), by bytea, u uuid,
+ d date, t time, t3 time(3), t0 time(0), tz timetz, ts timestamp, ts3 timestamp(3), ts0 timestamp(0),
+ tst timestamptz, tst3 timestamptz(3), tst0 timestamptz(0), iv interval,
+ js json, jb jsonb, x xml, b1 bit, b4 bit(4), b16 bit(16), vb varbit, vb8 varbit(8),
+ inet_ inet, cidr_ cidr, mac macaddr, mac8 macaddr8,
+ pt point, ln line, ls lseg, bx box, pa path, pg polygon, ci circle,
+ i4r int4range, nr numrange, tsr tsrange, tstzr tstzrange, dr daterange, i8r int8range,
+ tsv tsvector, tsq tsquery, hs hstore, dom posint, dom2 shorttext,
+ ai int[], at text[], ad date[], ab bool[], af float8[], oi oid, c "char", xx xid);
+create publication pub for all tables;
+"#;
+
+const TYPES_WORKLOAD: &str = r#"
+insert into types values (1, -2, 3, 9000000000, 1.5, -2.25, 123.456, 12.34, 12345, 12.34,
+ true, 'tëxt "q" \ ünï', 'vc', 'ab', '\x00ff10', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+ '2026-03-04', '13:14:15.123456', '13:14:15.123456', '13:14:15.6', '13:14:15.5+02',
+ '2026-03-04 13:14:15.654321', '2026-03-04 13:14:15.654321', '2026-03-04 13:14:15.654321',
+ '2026-03-04 13:14:15.654321+01', '2026-03-04 13:14:15.654321+01', '2026-03-04 13:14:15.654321+01',
+ '1 year 2 mons 3 days 04:05:06.789',
+ '{"b": 1,  "a": [1,2]}', '{"b": 1,  "a": [1,2]}', '<a>x</a>', B'1', B'1010', B'1000000100000010', B'101', B'11',
+ '192.168.1.5/24', '10.0.0.0/8', '08:00:2b:01:02:03', '08:00:2b:01:02:03:04:05',
+ '(1,2)', '{1,2,3}', '[(1,2),(3,4)]', '((3,4),(1,2))', '[(1,2),(3,4)]', '((0,0),(1,1),(1,0))', '<(1,2),3>',
+ '[1,5)', '(1.5,2.5]', '[2026-01-01,2026-02-01)', '[2026-01-01 00:00+00,2026-02-01 00:00+00)',
+ '[2026-01-01,2026-02-01)', '[1,100)',
+ 'a fat cat', 'fat & cat', 'a=>1, b=>NULL, "c d"=>"e\"f"', 5, 'hello',
+ '{1,2,NULL}', '{"a","b c",NULL}', '{2026-01-01,NULL}', '{t,f}', '{1.5,-2}', 42, 'x', '1234');
+insert into types (id) values (2);
+insert into types (id, n, n102, d, t, t3, iv, by, b4, m, tst, tst3, ts, tz, f4, f8, pt)
+  values (3, '-0.00001', '-99999999.99', '1900-01-01', '24:00:00', '00:00:00', '-1 mon 2 days -00:00:01',
+          '', B'0000', -92233720368547758.08, '2026-01-01 00:00:00+00', '1969-12-31 23:59:59.5+00',
+          '1960-06-30 12:00:00', '00:00:00-05:30', 'NaN', '-Infinity', '(-1.5,1e20)');
+insert into types (id, n, n102, tst, tz, f4, f8, iv) values
+  (4, 1e30, 0, '2026-01-01 00:00:00.5+00', '23:59:59.999999+14', 'Infinity', 1e-7, '00:00:00');
+update types set tx = 'changed', i4 = null where id = 1;
+delete from types where id = 2;
+"#;
+
+/// Every type the Debezium documentation lists (and the unknown ones),
+/// NULLs in every column, updates and deletes, under the defaults, with
+/// schemas on and off.
+#[test]
+fn types_defaults() {
+    let cluster = DebeziumCluster::start("debezium-types");
+    let scenario = Scenario {
+        database: "dbz_types",
+        database_options: "",
+        setup: TYPES_SETUP,
+        publication: "pub",
+        workload: TYPES_WORKLOAD,
+        runs: vec![
+            Run::new("schemas", &[]),
+            Run::new("payload", &[("schemas.enable", "false")]),
+            Run::new(
+                "unknown",
+                &[
+                    ("include.unknown.datatypes", "true"),
+                    ("schemas.enable", "false"),
+                ],
+            ),
+        ],
+    };
+    let captured = scenario.capture(&cluster);
+    let compared = assert_runs_equal(&captured);
+    report("types_defaults", &captured, compared);
+}
