@@ -262,7 +262,10 @@ impl ExtraCluster {
             .env("PUBJSON_PGDATA", self.pgdata())
             .env("PUBJSON_SOCKET", &self.socket)
             .env("PUBJSON_PORT", self.port.to_string())
-            .env("PUBJSON_LISTEN", if self.listens { "127.0.0.1" } else { "" })
+            .env(
+                "PUBJSON_LISTEN",
+                if self.listens { "127.0.0.1" } else { "" },
+            )
             .env("PG_BIN", &self.bin);
         cmd
     }

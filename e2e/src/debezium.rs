@@ -71,13 +71,28 @@ pub fn python() -> &'static PathBuf {
 /// A loopback port nobody listens on: in `PUBJSON_TCP_PORTS` (`LO-HI`)
 /// when set, else one the system picks.
 pub fn free_tcp_port() -> u16 {
+    // Handed out by this process already (their servers may not listen
+    // yet).
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    let port = (0..1000)
+        .map(|i| probe_tcp_port(i))
+        .find(|p| !given.contains(p))
+        .expect("a loopback port not handed out yet");
+    given.push(port);
+    port
+}
+
+/// The `attempt`-th free port found.
+fn probe_tcp_port(attempt: u16) -> u16 {
     if let Ok(range) = std::env::var("PUBJSON_TCP_PORTS") {
         let (lo, hi) = range
             .split_once('-')
             .and_then(|(a, b)| Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?)))
             .unwrap_or_else(|| panic!("PUBJSON_TCP_PORTS={range}: expected LO-HI"));
         return (lo..=hi)
-            .find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
+            .filter(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
+            .nth(attempt as usize)
             .unwrap_or_else(|| panic!("no free port in {range}"));
     }
     TcpListener::bind("127.0.0.1:0")
@@ -227,8 +242,16 @@ impl Scenario<'_> {
                 slot(0)
             ),
         );
-        c.batch_execute(self.workload)
-            .unwrap_or_else(|e| panic!("workload: {}", describe_error(&e)));
+        // Through psql: each statement its own transaction unless the
+        // workload says BEGIN (one simple query would be one transaction).
+        let script = crate::tmp_root().join(format!("pubjson-debezium-{}.sql", self.database));
+        std::fs::write(&script, self.workload).expect("write the workload");
+        let script = script.display().to_string();
+        server.run_client(
+            "psql",
+            self.database,
+            &["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", &script],
+        );
         exec(
             &mut c,
             &format!("select pg_logical_emit_message(false, '{SENTINEL}', 'end')"),
@@ -243,8 +266,21 @@ impl Scenario<'_> {
         let (debezium, debezium_seconds, jvm_seconds) =
             run_debezium(cluster, self.database, self.publication, &runs);
         let mut out = Vec::new();
+        let scratch = crate::tmp_root().join(format!("pubjson-e2e-debezium-{}", self.database));
         for ((run, _), records) in runs.into_iter().zip(debezium) {
             let pubjson = pubjson_records(&mut c, &pubjson_slot, self.publication, &run);
+            // Both sides kept for a look after a failure.
+            for (side, list) in [("debezium", &records), ("pubjson", &pubjson)] {
+                let text: String = list
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({"destination": r.destination, "key": r.key, "value": r.value})
+                            .to_string()
+                            + "\n"
+                    })
+                    .collect();
+                let _ = std::fs::write(scratch.join(format!("{side}-{}.jsonl", run.name)), text);
+            }
             out.push((run, records, pubjson));
         }
         drop(c);
@@ -375,8 +411,7 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
         }
         _ => a == b,
@@ -462,7 +497,9 @@ pub fn normalized(record: &Record) -> Record {
         if let Some(Value::Array(collections)) = p.get_mut("data_collections") {
             for c in collections.iter_mut() {
                 if let Some(Value::String(name)) = c.get_mut("data_collection") {
-                    if name.starts_with("io.debezium.connector.postgresql.LogicalDecodingMessageMonitor") {
+                    if name.starts_with(
+                        "io.debezium.connector.postgresql.LogicalDecodingMessageMonitor",
+                    ) {
                         *name = format!("{TOPIC_PREFIX}.message");
                     }
                 }

@@ -94,3 +94,127 @@ fn types_defaults() {
     let compared = assert_runs_equal(&captured);
     report("types_defaults", &captured, compared);
 }
+
+const ENVELOPE_SETUP: &str = r#"
+create table items (id int primary key, name text, qty int);
+create table keyless (a int, b text);
+alter table keyless replica identity full;
+create table fullrow (id int primary key, name text, qty int);
+alter table fullrow replica identity full;
+create table toasted (id int primary key, big text, bb bytea, jb jsonb, ai int[], at text[], n int);
+create table toasted_full (id int primary key, big text, n int);
+alter table toasted_full replica identity full;
+create table other (id int primary key, v text);
+create table parted (id int, region text, v text, primary key (id, region)) partition by list (region);
+create table parted_eu partition of parted for values in ('eu');
+create table parted_us partition of parted for values in ('us');
+create publication pub for all tables;
+create publication pub_root for all tables with (publish_via_partition_root = true);
+"#;
+
+const ENVELOPE_WORKLOAD: &str = r#"
+insert into items values (1, 'one', 1), (2, 'two', 2);
+update items set qty = 10 where id = 1;
+update items set id = 3 where id = 2;
+delete from items where id = 1;
+insert into keyless values (1, 'x');
+update keyless set b = 'y';
+delete from keyless;
+insert into fullrow values (1, 'a', 1);
+update fullrow set qty = 2;
+update fullrow set id = 5;
+delete from fullrow;
+insert into toasted values (1, repeat('x', 100000), (select string_agg(md5(g::text), '') from generate_series(1, 4000) g)::bytea,
+  ('{"a":"' || (select string_agg(md5(g::text), '') from generate_series(1, 4000) g) || '"}')::jsonb,
+  (select array_agg(g) from generate_series(1, 50000) g),
+  (select array_agg(md5(g::text)) from generate_series(1, 5000) g), 1);
+update toasted set n = 2;
+insert into toasted_full values (1, (select string_agg(md5(g::text), '') from generate_series(1, 4000) g), 1);
+update toasted_full set n = 2;
+begin;
+insert into items values (7, 'seven', 7);
+insert into other values (1, 'o');
+select pg_logical_emit_message(true, 'my.prefix', 'hello');
+update items set name = 'SEVEN' where id = 7;
+commit;
+select pg_logical_emit_message(false, 'outside', 'bye');
+select pg_logical_emit_message(false, 'binary', '\x00ff'::bytea);
+begin;
+insert into other values (9, 'rolled back');
+rollback;
+insert into parted values (1, 'eu', 'a'), (2, 'us', 'b');
+update parted set v = 'c' where id = 1;
+delete from parted where id = 2;
+truncate other, keyless;
+"#;
+
+fn envelope_scenario(
+    database: &'static str,
+    publication: &'static str,
+    runs: Vec<Run>,
+) -> Scenario<'static> {
+    Scenario {
+        database,
+        database_options: "",
+        setup: ENVELOPE_SETUP,
+        publication,
+        workload: ENVELOPE_WORKLOAD,
+        runs,
+    }
+}
+
+/// The envelope under the defaults and with transaction metadata,
+/// truncates and tombstones switched: inserts, updates (also of the key),
+/// deletes, REPLICA IDENTITY DEFAULT and FULL (with and without a key),
+/// unchanged TOAST values, a multi-table transaction with a message,
+/// messages outside transactions, a rolled-back transaction, a
+/// partitioned table, a truncate of two tables.
+#[test]
+fn envelope() {
+    let cluster = DebeziumCluster::start("debezium-envelope");
+    let scenario = envelope_scenario(
+        "dbz_envelope",
+        "pub",
+        vec![
+            Run::new("defaults", &[]),
+            Run::new(
+                "metadata",
+                &[
+                    ("provide.transaction.metadata", "true"),
+                    ("skipped.operations", "none"),
+                    ("schemas.enable", "false"),
+                ],
+            ),
+            Run::new(
+                "skipped_with_metadata",
+                &[
+                    ("provide.transaction.metadata", "true"),
+                    ("skipped.operations", "c,u"),
+                    ("schemas.enable", "false"),
+                ],
+            ),
+            Run::new(
+                "no_tombstones",
+                &[
+                    ("tombstones.on.delete", "false"),
+                    ("skipped.operations", "c,t"),
+                    ("unavailable.value.placeholder", "TOASTED"),
+                ],
+            ),
+        ],
+    );
+    let captured = scenario.capture(&cluster);
+    let compared = assert_runs_equal(&captured);
+    report("envelope", &captured, compared);
+    let root = envelope_scenario(
+        "dbz_root",
+        "pub_root",
+        vec![Run::new(
+            "via_root",
+            &[("provide.transaction.metadata", "true")],
+        )],
+    );
+    let captured = root.capture(&cluster);
+    let compared = assert_runs_equal(&captured);
+    report("envelope via partition root", &captured, compared);
+}

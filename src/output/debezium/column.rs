@@ -147,8 +147,8 @@ fn scalar_kind(base: &[u8], modifiers: &[u32], builtin: bool) -> Kind {
             scale: first.map(|_| modifiers.get(1).copied().unwrap_or(0)),
         },
         b"money" => Kind::Money,
-        b"text" | b"character varying" | b"character" | b"bpchar" | b"name" | b"\"char\"" | b"char"
-        | b"inet" | b"cidr" | b"macaddr" | b"macaddr8" | b"int4range" | b"int8range"
+        b"text" | b"character varying" | b"character" | b"bpchar" | b"name" | b"\"char\""
+        | b"char" | b"inet" | b"cidr" | b"macaddr" | b"macaddr8" | b"int4range" | b"int8range"
         | b"numrange" | b"tsrange" | b"tstzrange" | b"daterange" => Kind::Text,
         b"bytea" => Kind::Bytea,
         b"uuid" => Kind::Uuid,

@@ -438,6 +438,21 @@ impl FormatDebezium {
         out.push(b'}');
     }
 
+    /// An event Debezium leaves out (`skipped.operations`): it still opens
+    /// the transaction (its BEGIN record), uncounted, as Debezium's
+    /// transaction monitor sees the event before it is skipped.
+    fn skipped_event(&mut self, sink: &mut dyn Sink, lsn: u64) {
+        let Some(mut txn) = self.txn.take() else {
+            return;
+        };
+        if self.opts.provide_transaction_metadata && !txn.begun {
+            self.transaction_record(sink.buf(), &txn, lsn, false);
+            self.end_record(sink, false);
+        }
+        txn.begun = true;
+        self.txn = Some(txn);
+    }
+
     /// Counts an event of `collection` in the open transaction and writes
     /// its `"transaction":...` member (BEGIN first, if not yet written).
     fn count_event(&mut self, sink: &mut dyn Sink, collection: &[u8], lsn: u64) -> Vec<u8> {
@@ -727,19 +742,13 @@ impl OutputFormat for FormatDebezium {
         old_key.clear();
         match (c.header.kind, c.new, c.old) {
             (ChangeKind::Insert, Some(new), _) => {
+                let op = if backfill { b'r' } else { b'c' };
                 if backfill || !skipped.create {
                     self.push_key_payload(&mut new_key, rel, table, new);
-                    let op = if backfill { b'r' } else { b'c' };
-                    self.change_record(
-                        sink,
-                        rel,
-                        table,
-                        op,
-                        &new_key,
-                        None,
-                        Some((new, None)),
-                        facts(),
-                    );
+                    let after = Some((new, None));
+                    self.change_record(sink, rel, table, op, &new_key, None, after, facts());
+                } else {
+                    self.skipped_event(sink, c.lsn);
                 }
             }
             (ChangeKind::Update, Some(new), old) => {
@@ -748,62 +757,64 @@ impl OutputFormat for FormatDebezium {
                     self.push_key_payload(&mut old_key, rel, table, old);
                 }
                 let complete = old.filter(|_| old_complete);
-                if old.is_some() && !table.key_columns.is_empty() && old_key != new_key {
-                    // The key changed: a delete (and its tombstone) of the
-                    // old key, then a create, as Debezium writes it.
-                    if let Some(old) = old {
-                        if !skipped.delete {
+                let after = Some((new, complete));
+                match old {
+                    Some(old) if !table.key_columns.is_empty() && old_key != new_key => {
+                        // The key changed: a delete (and its tombstone) of
+                        // the old key, then a create, as Debezium writes it.
+                        if skipped.delete {
+                            self.skipped_event(sink, c.lsn);
+                        } else {
+                            let before = Some((old, None));
                             self.change_record(
                                 sink,
                                 rel,
                                 table,
                                 b'd',
                                 &old_key,
-                                Some((old, None)),
+                                before,
                                 None,
                                 facts(),
                             );
                         }
+                        if skipped.create {
+                            self.skipped_event(sink, c.lsn);
+                        } else {
+                            self.change_record(
+                                sink,
+                                rel,
+                                table,
+                                b'c',
+                                &new_key,
+                                None,
+                                after,
+                                facts(),
+                            );
+                        }
                     }
-                    if !skipped.create {
+                    _ if skipped.update => self.skipped_event(sink, c.lsn),
+                    _ => {
+                        let before = complete.map(|old| (old, None));
                         self.change_record(
                             sink,
                             rel,
                             table,
-                            b'c',
+                            b'u',
                             &new_key,
-                            None,
-                            Some((new, complete)),
+                            before,
+                            after,
                             facts(),
                         );
                     }
-                } else if !skipped.update {
-                    let before = complete.map(|old| (old, None));
-                    self.change_record(
-                        sink,
-                        rel,
-                        table,
-                        b'u',
-                        &new_key,
-                        before,
-                        Some((new, complete)),
-                        facts(),
-                    );
                 }
             }
             (ChangeKind::Delete, _, Some(old)) => {
-                if !skipped.delete {
+                if skipped.delete {
+                    self.skipped_event(sink, c.lsn);
+                } else {
                     self.push_key_payload(&mut old_key, rel, table, old);
-                    self.change_record(
-                        sink,
-                        rel,
-                        table,
-                        b'd',
-                        &old_key,
-                        Some((old, None)),
-                        None,
-                        facts(),
-                    );
+                    let before = Some((old, None));
+                    self.change_record(sink, rel, table, b'd', &old_key, before, None, facts());
                 }
             }
             _ => {}
@@ -814,7 +825,9 @@ impl OutputFormat for FormatDebezium {
     }
 
     fn writes_truncate(&self) -> bool {
-        !self.opts.skipped_operations.truncate
+        // Also when skipped: the transaction's BEGIN record (see
+        // `skipped_event`).
+        true
     }
 
     fn truncate(
@@ -825,6 +838,10 @@ impl OutputFormat for FormatDebezium {
         lsn: u64,
         rel: &RelationMeta,
     ) {
+        if self.opts.skipped_operations.truncate {
+            self.skipped_event(sink, lsn);
+            return;
+        }
         let table = TableRender::new(rel, &self.opts);
         let facts = SourceFacts {
             txid: Some(txn.xid),
