@@ -92,32 +92,40 @@ struct TableRender {
 }
 
 /// The topic-name rule of Debezium's naming strategy: every character
-/// that Kafka does not allow in a topic name becomes `_`.
-fn push_topic_name(out: &mut Vec<u8>, parts: &[&[u8]]) {
+/// that Kafka does not allow in a topic name becomes `_` (one per
+/// character: a UTF-8 sequence is one; in other encodings every byte
+/// outside ASCII is taken for a character, right for the single-byte
+/// ones).
+fn topic_name(parts: &[&[u8]]) -> Vec<u8> {
     let mut name = Vec::new();
     for (i, part) in parts.iter().enumerate() {
         if i > 0 {
             name.push(b'.');
         }
-        name.extend(part.iter().map(|&b| {
+        let mut in_sequence = false;
+        for &b in part.iter() {
             if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
-                b
-            } else {
-                b'_'
+                name.push(b);
+                in_sequence = false;
+            } else if !(in_sequence && (0x80..0xC0).contains(&b)) {
+                name.push(b'_');
+                in_sequence = b >= 0xC0 && std::str::from_utf8(part).is_ok();
             }
-        }));
+        }
     }
-    push_json_string(out, &name);
+    name
 }
 
-/// `<prefix>.<schema>.<table>.<suffix>` as a JSON string (schema names
-/// keep the table's name as it is).
+fn push_topic_name(out: &mut Vec<u8>, parts: &[&[u8]]) {
+    push_json_string(out, &topic_name(parts));
+}
+
+/// `<prefix>.<schema>.<table>.<suffix>` as a JSON string: Debezium names
+/// a table's schemas after its topic.
 fn push_schema_name(out: &mut Vec<u8>, prefix: &[u8], rel: &RelationMeta, suffix: &[u8]) {
-    let mut name = prefix.to_vec();
-    for part in [&rel.schema[..], &rel.table[..], suffix] {
-        name.push(b'.');
-        name.extend_from_slice(part);
-    }
+    let mut name = topic_name(&[prefix, &rel.schema, &rel.table]);
+    name.push(b'.');
+    name.extend_from_slice(suffix);
     push_json_string(out, &name);
 }
 
