@@ -76,7 +76,7 @@ pub fn free_tcp_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     let port = (0..1000)
-        .map(|i| probe_tcp_port(i))
+        .map(probe_tcp_port)
         .find(|p| !given.contains(p))
         .expect("a loopback port not handed out yet");
     given.push(port);

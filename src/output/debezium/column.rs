@@ -758,8 +758,11 @@ fn push_point(out: &mut Vec<u8>, text: &[u8]) -> bool {
     true
 }
 
+/// One key of an hstore value and its value (`None`: NULL).
+pub type HstorePair = (Vec<u8>, Option<Vec<u8>>);
+
 /// hstore's text (`"a"=>"1", "b"=>NULL`) as its pairs.
-pub fn hstore_pairs(text: &[u8]) -> Option<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+pub fn hstore_pairs(text: &[u8]) -> Option<Vec<HstorePair>> {
     fn quoted(text: &[u8], i: &mut usize) -> Option<Vec<u8>> {
         if text.get(*i) != Some(&b'"') {
             return None;
@@ -813,7 +816,7 @@ pub fn hstore_pairs(text: &[u8]) -> Option<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
 }
 
 /// An hstore value as a JSON object (`{"a":"1","b":null}`).
-fn push_hstore_object(out: &mut Vec<u8>, pairs: &[(Vec<u8>, Option<Vec<u8>>)]) {
+fn push_hstore_object(out: &mut Vec<u8>, pairs: &[HstorePair]) {
     out.push(b'{');
     for (n, (k, v)) in pairs.iter().enumerate() {
         if n > 0 {

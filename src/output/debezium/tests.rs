@@ -605,6 +605,7 @@ fn txn() -> TxnInfo {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn change(
     f: &mut FormatDebezium,
     sink: &mut Messages,
