@@ -92,7 +92,10 @@ def main():
         f.write("rootLogger.level=WARN\nrootLogger.appenderRef.stderr.ref=stderr\n"
                 "appender.stderr.type=Console\nappender.stderr.name=stderr\nappender.stderr.target=SYSTEM_ERR\n"
                 "appender.stderr.layout.type=PatternLayout\nappender.stderr.layout.pattern=%d [%p] %c - %m%n\n")
-    ensure_jvm_started(jvm_opts=[f"-Dlog4j2.configurationFile={log4j}"], jvm_path=jvm_path)
+    # A small heap and the quick compiler: the runs are short, and the
+    # suites of two majors may run at once.
+    jvm_opts = [f"-Dlog4j2.configurationFile={log4j}", "-Xms64m", "-Xmx768m", "-XX:TieredStopAtLevel=1"]
+    ensure_jvm_started(jvm_opts=jvm_opts, jvm_path=jvm_path)
     jvm_seconds = time.monotonic() - started
     out = sys.stdout
 
