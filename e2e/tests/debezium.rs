@@ -8,7 +8,9 @@
 //! docs/debezium.md lists every difference; the values Debezium gets wrong
 //! are compared in `values_debezium_gets_wrong` instead.
 
-use pubjson_e2e::debezium::{assert_runs_equal, Captured, DebeziumCluster, Run, Scenario};
+use pubjson_e2e::debezium::{
+    assert_runs_equal, normalized, Captured, DebeziumCluster, Run, Scenario,
+};
 use serde_json::{json, Value};
 
 fn report(label: &str, captured: &Captured, compared: usize) {
@@ -360,4 +362,61 @@ insert into wrong values (2, '-infinity', '-infinity', '-infinity', 'other', 'In
     }
     let compared = assert_runs_equal(&captured);
     report("values_debezium_gets_wrong", &captured, compared);
+}
+
+/// What pubjson does not write yet, because the format interface does not
+/// pass it (docs/debezium.md): an enum column's allowed labels
+/// (`io.debezium.data.Enum`) and a column default in the schema. Checked
+/// to be the only differences, so that the list stays true.
+#[test]
+fn known_differences() {
+    let cluster = DebeziumCluster::start("debezium-known");
+    let scenario = Scenario {
+        database: "dbz_known",
+        database_options: "",
+        setup: r#"
+create type mood as enum ('sad', 'ok', 'happy');
+create table known (id int primary key, e mood, d int default 7, t text default 'x');
+create publication pub for all tables;
+"#,
+        publication: "pub",
+        workload: "insert into known values (1, 'ok', 1, 'y');",
+        runs: vec![Run::new("schemas", &[])],
+    };
+    let captured = scenario.capture(&cluster);
+    let (_, debezium, pubjson) = &captured.runs[0];
+    assert_eq!((debezium.len(), pubjson.len()), (1, 1));
+    let fields = |r: &Value| {
+        r["schema"]["fields"][1]["fields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (theirs, ours) = (fields(&debezium[0].value), fields(&pubjson[0].value));
+    assert_eq!(
+        theirs[1],
+        json!({"type": "string", "optional": true, "name": "io.debezium.data.Enum", "version": 1,
+               "parameters": {"allowed": "sad,ok,happy"}, "field": "e"})
+    );
+    assert_eq!(
+        ours[1],
+        json!({"type": "string", "optional": true, "field": "e"})
+    );
+    assert_eq!(
+        theirs[2],
+        json!({"type": "int32", "optional": true, "default": 7, "field": "d"})
+    );
+    assert_eq!(
+        theirs[3],
+        json!({"type": "string", "optional": true, "default": "x", "field": "t"})
+    );
+    assert_eq!(
+        ours[2],
+        json!({"type": "int32", "optional": true, "field": "d"})
+    );
+    // Everything else, values included, is equal.
+    assert_eq!(
+        normalized(&debezium[0]).payload(),
+        normalized(&pubjson[0]).payload()
+    );
 }
