@@ -38,5 +38,6 @@ pub extern "C-unwind" fn _PG_init() {
     // one: std reads the variables once per process. Backends are
     // single-threaded, so changing the environment here is sound.
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    api::define_settings();
     stats::init();
 }

@@ -17,6 +17,9 @@
 //!   physical standbys, pg_upgrade between two clusters;
 //! - [`recvlogical`]: pg_recvlogical as a consumer;
 //! - [`rng`]: seeded randomness for workloads;
+//! - [`ddl_replica`]: docs/ddl.md's consumer algorithm as code, keeping
+//!   a replica database's tables in step with format 3's `R` and `DDL`
+//!   objects;
 //! - [`debezium`]: the Debezium differential: Debezium 3.6's connector
 //!   (embedded engine, through `e2e/debezium/capture.py`) and pubjson's
 //!   `debezium` format over the same WAL, compared record by record;
@@ -47,6 +50,7 @@
 
 pub mod cluster;
 pub mod conflicts;
+pub mod ddl_replica;
 pub mod debezium;
 pub mod differential;
 pub mod env;
@@ -61,6 +65,7 @@ pub mod wait;
 pub mod walsender;
 
 pub use cluster::{pg_upgrade, ExtraCluster, PgUpgrade, Place, SerialCluster, Standby};
+pub use ddl_replica::SchemaReplica;
 pub use differential::*;
 pub use env::{
     cluster_dir, major_of, note_skip, pg_bin, pg_bin_dir, pg_bin_dir_of, pg_env,

@@ -27,7 +27,39 @@ use pgrx::spi::OwnedPreparedStatement;
 use std::cell::OnceCell;
 use std::ffi::CStr;
 
+use crate::pg::settings::without_jit;
 use crate::text::json::{push_escaped_text, push_u64};
+use crate::text::sql_redact::{self, Statement};
+
+/// `pubjson.ddl_capture_command`: what capture writes of the statement
+/// text (docs/ddl.md).
+#[derive(Clone, Copy, PartialEq, Eq, pgrx::PostgresGucEnum)]
+pub enum CommandText {
+    /// The text, with every value that may be a credential replaced.
+    #[name = c"redacted"]
+    Redacted,
+    /// No text at all.
+    #[name = c"none"]
+    None,
+}
+
+static COMMAND_TEXT: pgrx::GucSetting<CommandText> =
+    pgrx::GucSetting::<CommandText>::new(CommandText::Redacted);
+
+/// Defines `pubjson.ddl_capture_command` (`_PG_init`). Only a superuser
+/// may change it (also per database or role with `ALTER ... SET`): an
+/// operator who wants no text in the stream gets none.
+pub fn define_settings() {
+    pgrx::GucRegistry::define_enum_guc(
+        c"pubjson.ddl_capture_command",
+        c"What DDL capture writes of the statement text: redacted or none.",
+        c"redacted (the default): the client's statement with every value that may be a \
+          credential replaced by '[redacted]'; none: no statement text at all.",
+        &COMMAND_TEXT,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::default(),
+    );
+}
 
 /// The prefix the decoder recognizes (`plugin::ddl`).
 const PREFIX: &str = "pubjson.ddl";
@@ -104,6 +136,11 @@ const PARTITIONS: &str = "SELECT t.relid::pg_catalog.oid
 const CONSTRAINT_RELATION_ID: pg_sys::Oid = pg_sys::Oid::from_u32(2606);
 
 thread_local! {
+    // The statements of the last query string analysed, and the string:
+    // every command of a multi-statement string carries it, so a migration
+    // script sent as one string is parsed once, not once per command.
+    static LAST_PARSE: std::cell::RefCell<(Vec<u8>, Option<Vec<Statement>>)> =
+        const { std::cell::RefCell::new((Vec::new(), None)) };
     // Plans kept for the backend's life (SPI_keepplan): planning them at
     // every command would cost more than running them. Leaked, never
     // dropped: a thread-local's destructor runs in exit(), after
@@ -132,6 +169,9 @@ struct Event {
     relations: Vec<u32>,
     /// The publications as a JSON array.
     publications: Vec<u8>,
+    /// One of the commands carries credentials
+    /// ([`sql_redact::is_credential_tag`]).
+    credential_command: bool,
 }
 
 #[pg_extern(
@@ -173,20 +213,23 @@ fn ddl_event(fcinfo: pg_sys::FunctionCallInfo) {
         )
     };
     let drop_command = tag.starts_with(b"DROP ");
-    let found = match event.as_slice() {
+    // The catalog queries (kept plans included: JIT is decided when they
+    // are planned) are never JIT-compiled (pg::settings).
+    let found = without_jit(|| match event.as_slice() {
         // A DROP command's own message; an ALTER TABLE that drops a column
         // or constraint is reported by its ddl_command_end message.
         b"sql_drop" if drop_command => dropped(),
         // A DROP command's objects are in its sql_drop message.
         b"ddl_command_end" if !drop_command => commands(),
         _ => None,
-    };
+    });
     // None: nothing to report (only temporary objects, or pubjson's own).
     let Some(found) = found else { return };
+    let credential_command = found.credential_command || sql_redact::is_credential_tag(&tag);
     let message = capture_message(&CaptureMessage {
         event: &event,
         tag: &tag,
-        command: current_statement(),
+        command: current_statement(credential_command),
         role: &current_role(),
         search_path: &current_search_path(),
         found: &found,
@@ -238,10 +281,14 @@ fn commands() -> Option<Event> {
     }
     tree.sort_unstable();
     tree.dedup();
+    let credential_command = rows
+        .iter()
+        .any(|c| c.tag.as_deref().is_some_and(sql_redact::is_credential_tag));
     Some(Event {
         objects: objects_json(&rows),
         relations: tree,
         publications: b"[]".to_vec(),
+        credential_command,
     })
 }
 
@@ -259,6 +306,7 @@ fn dropped() -> Option<Event> {
         objects: objects?,
         relations: Vec::new(),
         publications: publications.unwrap_or_else(|| b"[]".to_vec()),
+        credential_command: false,
     })
 }
 
@@ -368,22 +416,48 @@ fn push_nullable(out: &mut Vec<u8>, s: Option<&[u8]>) {
     }
 }
 
-/// The statement that ran (`current_query()`), at most [`COMMAND_CHARS`]
-/// characters of it, and whether it was cut; None outside a client's
-/// query.
-fn current_statement() -> Option<(Vec<u8>, bool)> {
+/// What capture writes of the statement that ran (`current_query()`):
+/// the text with every value that may be a credential replaced
+/// ([`sql_redact::redact`]; all of them when `credential_command`), at
+/// most [`COMMAND_CHARS`] characters of it.
+fn current_statement(credential_command: bool) -> CommandShown {
+    if COMMAND_TEXT.get() == CommandText::None {
+        return CommandShown::Withheld;
+    }
     // SAFETY: debug_query_string is the backend's current query string or
-    // NULL; pg_mbcharcliplen reads at most `len` bytes of it, in the
-    // server's encoding.
-    unsafe {
+    // NULL; it lives until the query ends.
+    let query = unsafe {
         let query = pg_sys::debug_query_string;
         if query.is_null() {
-            return None;
+            return CommandShown::NoStatement;
         }
-        let bytes = CStr::from_ptr(query).to_bytes();
-        let len = i32::try_from(bytes.len()).unwrap_or(i32::MAX);
-        let kept = pg_sys::pg_mbcharcliplen(query, len, COMMAND_CHARS) as usize;
-        Some((bytes[..kept.min(bytes.len())].to_vec(), kept < bytes.len()))
+        CStr::from_ptr(query)
+    };
+    let bytes = query.to_bytes();
+    let statements = LAST_PARSE.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != bytes {
+            *last = (bytes.to_vec(), crate::pg::sql_parse::statements(query));
+        }
+        last.1.clone()
+    });
+    // Text the parser cannot split for sure: nothing of it.
+    let Some(statements) = statements else {
+        return CommandShown::Withheld;
+    };
+    let shown = sql_redact::redact(bytes, &statements, credential_command);
+    let len = i32::try_from(shown.text.len()).unwrap_or(i32::MAX);
+    // SAFETY: pg_mbcharcliplen reads at most `len` bytes of the text, in
+    // the server's encoding (redaction only replaces whole constants and
+    // comments with ASCII).
+    let kept = unsafe {
+        pg_sys::pg_mbcharcliplen(shown.text.as_ptr().cast(), len, COMMAND_CHARS) as usize
+    };
+    let kept = kept.min(shown.text.len());
+    CommandShown::Text {
+        truncated: kept < shown.text.len(),
+        text: shown.text[..kept].to_vec(),
+        redacted: shown.redacted,
     }
 }
 
@@ -455,12 +529,27 @@ fn emit(message: &[u8]) {
     }
 }
 
+/// What a capture message says of the statement.
+enum CommandShown {
+    /// Outside a client's query (no statement text exists).
+    NoStatement,
+    /// Withheld: `pubjson.ddl_capture_command` is `none`, or the text
+    /// could not be analysed.
+    Withheld,
+    Text {
+        text: Vec<u8>,
+        /// Cut at [`COMMAND_CHARS`].
+        truncated: bool,
+        /// Values were replaced.
+        redacted: bool,
+    },
+}
+
 /// The parts of one capture message.
 struct CaptureMessage<'a> {
     event: &'a [u8],
     tag: &'a [u8],
-    /// The statement, and whether it was cut.
-    command: Option<(Vec<u8>, bool)>,
+    command: CommandShown,
     role: &'a [u8],
     search_path: &'a [u8],
     found: &'a Event,
@@ -475,13 +564,28 @@ fn capture_message(m: &CaptureMessage<'_>) -> Vec<u8> {
     out.extend_from_slice(b",\"tag\":");
     push_escaped_text(&mut out, m.tag);
     out.extend_from_slice(b",\"command\":");
-    match &m.command {
-        Some((text, _)) => push_escaped_text(&mut out, text),
-        None => out.extend_from_slice(b"null"),
-    }
+    let (truncated, redacted) = match &m.command {
+        CommandShown::Text {
+            text,
+            truncated,
+            redacted,
+        } => {
+            push_escaped_text(&mut out, text);
+            (*truncated, *redacted)
+        }
+        CommandShown::NoStatement => {
+            out.extend_from_slice(b"null");
+            (false, false)
+        }
+        CommandShown::Withheld => {
+            out.extend_from_slice(b"null");
+            (false, true)
+        }
+    };
     out.extend_from_slice(b",\"command_truncated\":");
-    let truncated = matches!(m.command, Some((_, true)));
     out.extend_from_slice(if truncated { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"command_redacted\":");
+    out.extend_from_slice(if redacted { b"true" } else { b"false" });
     out.extend_from_slice(b",\"role\":");
     push_escaped_text(&mut out, m.role);
     out.extend_from_slice(b",\"search_path\":");
@@ -510,6 +614,15 @@ mod tests {
             objects: objects.to_vec(),
             relations: relations.to_vec(),
             publications: publications.to_vec(),
+            credential_command: false,
+        }
+    }
+
+    fn text(text: &[u8], truncated: bool, redacted: bool) -> CommandShown {
+        CommandShown::Text {
+            text: text.to_vec(),
+            truncated,
+            redacted,
         }
     }
 
@@ -519,7 +632,7 @@ mod tests {
         let m = capture_message(&CaptureMessage {
             event: b"ddl_command_end",
             tag: b"CREATE TABLE",
-            command: Some((b"create table \"t\" (a int);\n".to_vec(), false)),
+            command: text(b"create table \"t\" (a int);\n", false, false),
             role: b"alice",
             search_path: b"\"$user\", public",
             found: &found,
@@ -528,7 +641,7 @@ mod tests {
             m,
             b"{\"event\":\"ddl_command_end\",\"tag\":\"CREATE TABLE\",\
 \"command\":\"create table \\\"t\\\" (a int);\\n\",\"command_truncated\":false,\
-\"role\":\"alice\",\"search_path\":\"\\\"$user\\\", public\",\
+\"command_redacted\":false,\"role\":\"alice\",\"search_path\":\"\\\"$user\\\", public\",\
 \"objects\":[{\"type\":\"table\"}],\"relations\":[16384,16390],\"publications\":[]}"
                 .to_vec()
         );
@@ -540,7 +653,7 @@ mod tests {
         let m = capture_message(&CaptureMessage {
             event: b"sql_drop",
             tag: b"DROP TABLE",
-            command: None,
+            command: CommandShown::NoStatement,
             role: b"r",
             search_path: b"",
             found: &found,
@@ -548,7 +661,7 @@ mod tests {
         assert_eq!(
             m,
             b"{\"event\":\"sql_drop\",\"tag\":\"DROP TABLE\",\"command\":null,\
-\"command_truncated\":false,\"role\":\"r\",\"search_path\":\"\",\"objects\":[],\
+\"command_truncated\":false,\"command_redacted\":false,\"role\":\"r\",\"search_path\":\"\",\"objects\":[],\
 \"relations\":[],\"publications\":[\"p\"]}"
                 .to_vec()
         );
@@ -560,13 +673,15 @@ mod tests {
         let m = capture_message(&CaptureMessage {
             event: b"ddl_command_end",
             tag: b"ALTER TABLE",
-            command: Some((b"alter".to_vec(), true)),
+            command: text(b"alter", true, false),
             role: b"r",
             search_path: b"public",
             found: &found,
         });
         let text = String::from_utf8(m).unwrap();
-        assert!(text.contains("\"command\":\"alter\",\"command_truncated\":true,"));
+        assert!(text.contains(
+            "\"command\":\"alter\",\"command_truncated\":true,\"command_redacted\":false,"
+        ));
     }
 
     #[test]
@@ -586,7 +701,7 @@ mod tests {
         let m = capture_message(&CaptureMessage {
             event: b"ddl_command_end",
             tag: b"CREATE TABLE",
-            command: Some((b"create table t (\xe9 int)".to_vec(), false)),
+            command: text(b"create table t (\xe9 int)", false, false),
             role: b"r",
             search_path: b"public",
             found: &found,
@@ -595,6 +710,6 @@ mod tests {
         let parsed = crate::output::v3::ddl::parse_event(&m).expect("a capture message");
         assert_eq!(parsed.relations, vec![16384]);
         assert_eq!(parsed.objects.len(), 1);
-        assert_eq!(parsed.command, b"create table t (\xe9 int)".to_vec());
+        assert_eq!(parsed.command, Some(b"create table t (\xe9 int)".to_vec()));
     }
 }

@@ -53,3 +53,9 @@ pgrx::extension_sql_file!(
     name = "ddl",
     requires = ["conflicts", "decoding_stats_view", ddl_event]
 );
+
+/// The extension's settings that exist in every process that loads it
+/// (`_PG_init`); the statistics' setting exists only when preloaded.
+pub fn define_settings() {
+    ddl_capture::define_settings();
+}

@@ -254,6 +254,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT c.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
@@ -316,6 +317,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT p.slot_name, x.xid,
            '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,

@@ -10,6 +10,7 @@
 //! Every `unsafe` block here names the invariant it relies on; the decoding
 //! core (`plugin/`, but for its callback shims) has none.
 
+pub mod catalog;
 pub mod handles;
 pub mod invalidation;
 pub mod port;
@@ -17,4 +18,6 @@ pub mod publication;
 pub mod relation;
 pub mod reorder;
 pub mod server_encoding;
+pub mod settings;
+pub mod sql_parse;
 pub mod tuple;

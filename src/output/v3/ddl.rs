@@ -212,10 +212,13 @@ pub struct DdlEvent {
     /// The command tag (`CREATE TABLE`, `ALTER TABLE`, `DROP TABLE`, ...).
     pub tag: Vec<u8>,
     /// The statement text (`current_query()`: the client's whole query
-    /// string).
-    pub command: Vec<u8>,
+    /// string) with every value that may be a credential replaced; `None`
+    /// when withheld or outside a client's statement.
+    pub command: Option<Vec<u8>>,
     /// The trigger cut `command` to its first 65536 characters.
     pub command_truncated: bool,
+    /// Values of `command` were replaced, or all of it withheld.
+    pub command_redacted: bool,
     pub role: Vec<u8>,
     pub search_path: Vec<u8>,
     pub objects: Vec<DdlObject>,
@@ -319,17 +322,18 @@ pub fn parse_event(content: &[u8]) -> Option<DdlEvent> {
             .collect::<Option<Vec<_>>>()?,
         Some(_) => return None,
     };
-    let command_truncated = match member(&m, b"command_truncated") {
-        None | Some(Json::Bool(false)) => false,
-        Some(Json::Bool(true)) => true,
-        Some(_) => return None,
+    let flag = |key: &[u8]| match member(&m, key) {
+        None | Some(Json::Bool(false)) => Some(false),
+        Some(Json::Bool(true)) => Some(true),
+        Some(_) => None,
     };
     Some(DdlEvent {
         publications,
-        command_truncated,
+        command_truncated: flag(b"command_truncated")?,
+        command_redacted: flag(b"command_redacted")?,
         event,
         tag: required(b"tag")?,
-        command: required(b"command")?,
+        command: text(member(&m, b"command")?)?,
         role: required(b"role")?,
         search_path: required(b"search_path")?,
         objects: objects.iter().map(object).collect::<Option<Vec<_>>>()?,
@@ -380,9 +384,12 @@ pub fn ddl_object(
     out.push(b'"');
     push_text(out, b"event", Some(&event.event));
     push_text(out, b"tag", Some(&event.tag));
-    push_text(out, b"command", Some(&event.command));
+    push_text(out, b"command", event.command.as_deref());
     if event.command_truncated {
         out.extend_from_slice(b",\"command_truncated\":true");
+    }
+    if event.command_redacted {
+        out.extend_from_slice(b",\"command_redacted\":true");
     }
     push_text(out, b"role", Some(&event.role));
     push_text(out, b"search_path", Some(&event.search_path));
@@ -484,8 +491,8 @@ mod tests {
         assert_eq!(e.event, b"ddl_command_end");
         assert_eq!(e.tag, b"ALTER TABLE");
         assert_eq!(
-            e.command,
-            b"ALTER TABLE \"we\"\"ird\\\" ADD b int;\nSELECT 1"
+            e.command.as_deref(),
+            Some(&b"ALTER TABLE \"we\"\"ird\\\" ADD b int;\nSELECT 1"[..])
         );
         assert_eq!(e.search_path, b"\"$user\", public");
         assert_eq!(e.relations, vec![16420]);
@@ -551,6 +558,37 @@ mod tests {
     }
 
     #[test]
+    fn a_redacted_or_withheld_command_says_so() {
+        let redacted = br#"{"event":"ddl_command_end","tag":"CREATE USER MAPPING","command":"CREATE USER MAPPING FOR r SERVER s OPTIONS (password '[redacted]')","command_truncated":false,"command_redacted":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
+        let e = parse_event(redacted).expect("redacted");
+        assert!(e.command_redacted);
+        let mut out = Vec::new();
+        ddl_object(&mut out, &e, None, 1, &[]);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!(v["command_redacted"], true);
+        assert_eq!(
+            v["command"],
+            "CREATE USER MAPPING FOR r SERVER s OPTIONS (password '[redacted]')"
+        );
+        let withheld = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":null,"command_truncated":false,"command_redacted":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
+        let e = parse_event(withheld).expect("withheld");
+        assert_eq!(e.command, None);
+        let mut out = Vec::new();
+        ddl_object(&mut out, &e, None, 1, &[]);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
+        assert!(v["command"].is_null());
+        assert_eq!(v["command_redacted"], true);
+        // Neither flag: no key.
+        let plain = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"c","role":"r","search_path":"p","objects":[],"relations":[]}"#;
+        let mut out = Vec::new();
+        ddl_object(&mut out, &parse_event(plain).expect("plain"), None, 1, &[]);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
+        assert!(v.get("command_redacted").is_none());
+        let bad = br#"{"event":"ddl_command_end","tag":"T","command":"C","command_redacted":1,"role":"r","search_path":"p","objects":[]}"#;
+        assert!(parse_event(bad).is_none());
+    }
+
+    #[test]
     fn a_truncated_command_says_so() {
         let cut = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"CREATE","command_truncated":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
         let e = parse_event(cut).expect("the trigger's shape");
@@ -574,7 +612,10 @@ mod tests {
     fn null_members_and_escapes() {
         let content = br#"{"event":"ddl_command_end","tag":"GRANT","command":"\u0001\ud83d\ude00\u00e9","role":"r","search_path":"","objects":[{"type":"SCHEMA","schema":null,"identity":null,"oid":null,"classid":null,"subid":null,"tag":"GRANT"}],"relations":[]}"#;
         let e = parse_event(content).expect("nulls are allowed");
-        assert_eq!(e.command, "\u{1}\u{1F600}\u{e9}".as_bytes());
+        assert_eq!(
+            e.command.as_deref(),
+            Some("\u{1}\u{1F600}\u{e9}".as_bytes())
+        );
         assert_eq!(e.objects[0].oid, None);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
@@ -594,7 +635,7 @@ mod tests {
             br#" ()","role":"r","search_path":"p","objects":[],"relations":[]}"#,
         );
         let e = parse_event(&content).expect("raw bytes in strings");
-        assert_eq!(e.command.last(), Some(&b')'));
+        assert_eq!(e.command.as_deref().and_then(<[u8]>::last), Some(&b')'));
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
         assert!(serde_json::from_slice::<serde_json::Value>(&out).is_ok());
