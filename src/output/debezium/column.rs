@@ -472,6 +472,67 @@ pub fn unscaled_bytes(text: &[u8], scale: usize) -> Option<Vec<u8>> {
     Some(magnitude)
 }
 
+/// [`unscaled_bytes`] in base64; through an i128 when the digits fit
+/// (nearly always: 38 of them), without allocating.
+pub fn push_unscaled(out: &mut Vec<u8>, text: &[u8], scale: usize) -> bool {
+    if let Some(v) = unscaled_i128(text, scale) {
+        let bytes = v.to_be_bytes();
+        // Fewest bytes: drop sign-extension bytes the next byte repeats.
+        let mut from = 0;
+        while from < 15 {
+            let (b, next) = (bytes[from], bytes[from + 1]);
+            if (b == 0 && next & 0x80 == 0) || (b == 0xFF && next & 0x80 != 0) {
+                from += 1;
+            } else {
+                break;
+            }
+        }
+        push_bytes(out, &bytes[from..]);
+        return true;
+    }
+    match unscaled_bytes(text, scale) {
+        Some(bytes) => {
+            push_bytes(out, &bytes);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The unscaled value of a decimal text at `scale` as an i128, `None`
+/// when it does not fit (or is not a decimal: [`unscaled_bytes`] decides).
+fn unscaled_i128(text: &[u8], scale: usize) -> Option<i128> {
+    let (negative, digits) = match text.first()? {
+        b'-' => (true, &text[1..]),
+        _ => (false, text),
+    };
+    let mut v: i128 = 0;
+    let mut fraction = None;
+    let mut count = 0;
+    for &b in digits {
+        if b == b'.' && fraction.is_none() {
+            fraction = Some(0);
+            continue;
+        }
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((b - b'0') as i128)?;
+        count += 1;
+        if let Some(f) = fraction.as_mut() {
+            *f += 1;
+        }
+    }
+    let fraction = fraction.unwrap_or(0);
+    if count == 0 || fraction > scale {
+        return None;
+    }
+    for _ in fraction..scale {
+        v = v.checked_mul(10)?;
+    }
+    Some(if negative { -v } else { v })
+}
+
 /// The number of fraction digits of a decimal text.
 fn fraction_digits(text: &[u8]) -> usize {
     text.iter()
@@ -506,20 +567,20 @@ fn push_decimal(out: &mut Vec<u8>, text: &[u8], scale: Option<u32>, mode: Decima
             }
             match scale {
                 Some(scale) => {
-                    let Some(bytes) = unscaled_bytes(text, scale as usize) else {
+                    if !push_unscaled(out, text, scale as usize) {
                         return false;
-                    };
-                    push_bytes(out, &bytes);
+                    }
                 }
                 None => {
                     let scale = fraction_digits(text);
-                    let Some(bytes) = unscaled_bytes(text, scale) else {
-                        return false;
-                    };
+                    let start = out.len();
                     out.extend_from_slice(b"{\"scale\":");
                     push_i64(out, scale as i64);
                     out.extend_from_slice(b",\"value\":");
-                    push_bytes(out, &bytes);
+                    if !push_unscaled(out, text, scale) {
+                        out.truncate(start);
+                        return false;
+                    }
                     out.push(b'}');
                 }
             }

@@ -34,7 +34,7 @@ mod tests;
 use std::cell::OnceCell;
 
 use crate::model::{
-    BackfillMarker, Cell, ChangeKind, ChangeSource, ColumnMeta, EncodeError, RelationMeta,
+    BackfillMarker, CellValue, ChangeKind, ChangeSource, EncodeError, RelationMeta,
     ReplicaIdentity, TupleValues, TxnInfo, ValueReads,
 };
 use crate::options::{DebeziumOptions, Options};
@@ -515,36 +515,37 @@ impl FormatDebezium {
     ) {
         out.push(b'{');
         let mut first = true;
-        let plans: Box<dyn Iterator<Item = usize>> = match only {
-            Some(indexes) => Box::new(indexes.iter().copied()),
-            None => Box::new(0..table.columns.len()),
-        };
-        for i in plans {
+        let count = only.map_or(table.columns.len(), <[usize]>::len);
+        for n in 0..count {
+            let i = only.map_or(n, |indexes| indexes[n]);
             let plan = &table.columns[i];
             let col = &rel.columns[plan.index];
-            let mut source = row;
-            let cell = match row.cell(col) {
-                Cell::UnchangedToast => match complete_from {
-                    Some(old) if old.cell(col) == Cell::Value => {
-                        source = old;
-                        Cell::Value
-                    }
-                    _ => Cell::UnchangedToast,
+            // One call per column: whether it is published, null, an
+            // unchanged TOAST value, and its value.
+            let cell = match row.read(col) {
+                CellValue::Hidden => continue,
+                CellValue::UnchangedToast => match complete_from.map(|old| old.read(col)) {
+                    Some(CellValue::Value(v)) => (CellValue::Value(v), complete_from),
+                    _ => (CellValue::UnchangedToast, None),
                 },
-                cell => cell,
+                cell => (cell, Some(row)),
             };
-            if cell == Cell::Hidden {
-                continue;
-            }
             if !first {
                 out.push(b',');
             }
             first = false;
             out.extend_from_slice(&table.keys[i]);
             match cell {
-                Cell::Null | Cell::Hidden => out.extend_from_slice(b"null"),
-                Cell::UnchangedToast => column::push_unavailable(out, &plan.kind, &self.opts),
-                Cell::Value => push_cell(out, &plan.kind, source, col, &self.opts),
+                (CellValue::Value(value), Some(source)) => {
+                    let text = || source.text(col).to_vec();
+                    if !column::push_value(out, &plan.kind, value, &text, &self.opts) {
+                        out.extend_from_slice(b"null");
+                    }
+                }
+                (CellValue::UnchangedToast, _) => {
+                    column::push_unavailable(out, &plan.kind, &self.opts)
+                }
+                _ => out.extend_from_slice(b"null"),
             }
         }
         out.push(b'}');
@@ -632,21 +633,6 @@ impl FormatDebezium {
             out.extend_from_slice(b",\"value\":null}");
             self.end_record(sink, false);
         }
-    }
-}
-
-/// A non-null value of `col` in `row`.
-fn push_cell(
-    out: &mut Vec<u8>,
-    kind: &Kind,
-    row: &dyn TupleValues,
-    col: &ColumnMeta,
-    opts: &DebeziumOptions,
-) {
-    let value = row.value(col);
-    let text = || row.text(col).to_vec();
-    if !column::push_value(out, kind, value, &text, opts) {
-        out.extend_from_slice(b"null");
     }
 }
 

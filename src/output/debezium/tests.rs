@@ -104,6 +104,21 @@ proptest! {
         }
     }
 
+    /// The i128 fast path writes what the general conversion writes.
+    #[test]
+    fn unscaled_fast_path_agrees(v in any::<i64>(), scale in 0usize..8, extra in 0usize..3) {
+        let digits = v.unsigned_abs().to_string();
+        let padded = format!("{digits:0>width$}", width = scale + 1);
+        let (int, frac) = padded.split_at(padded.len() - scale);
+        let sign = if v < 0 { "-" } else { "" };
+        let text = if scale == 0 { format!("{sign}{int}") } else { format!("{sign}{int}.{frac}") };
+        let mut fast = Vec::new();
+        prop_assert!(column::push_unscaled(&mut fast, text.as_bytes(), scale + extra));
+        let mut general = Vec::new();
+        column::push_bytes(&mut general, &unscaled_bytes(text.as_bytes(), scale + extra).unwrap());
+        prop_assert_eq!(fast, general);
+    }
+
     /// Every value written is JSON, whatever the text.
     #[test]
     fn text_values_are_json(text in proptest::collection::vec(any::<u8>(), 0..40)) {
