@@ -260,6 +260,39 @@ impl Default for DebeziumOptions {
     }
 }
 
+/// Debezium connector properties that pubjson takes under other names:
+/// named in the error's hint.
+const DEBEZIUM_PROPERTIES_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "message.prefix.include.list",
+        "add-msg-prefixes (exact prefixes)",
+    ),
+    (
+        "message.prefix.exclude.list",
+        "filter-msg-prefixes (exact prefixes)",
+    ),
+    (
+        "table.include.list",
+        "the publication's tables (publication_names) or add-tables",
+    ),
+    (
+        "table.exclude.list",
+        "the publication's tables (publication_names) or filter-tables",
+    ),
+    ("column.include.list", "a publication's column list"),
+    ("column.exclude.list", "a publication's column list"),
+    ("publication.name", "publication_names"),
+    ("slot.name", "the slot your client reads"),
+    (
+        "plugin.name",
+        "the output plugin pubjson with format-version debezium",
+    ),
+    ("snapshot.mode", "CALL pubjson.backfill(table)"),
+    ("converter.schemas.enable", "schemas.enable"),
+    ("key.converter.schemas.enable", "schemas.enable"),
+    ("value.converter.schemas.enable", "schemas.enable"),
+];
+
 /// The options of `format-version` `debezium` (Debezium's names).
 pub const DEBEZIUM_OPTIONS: &[&str] = &[
     "topic.prefix",
@@ -735,8 +768,18 @@ impl Options {
                     format!("option \"{name}\" = \"{shown}\" is unknown"),
                 );
                 err.hint = Some(
-                    "See the options reference, docs/options.md in pubjson's documentation."
-                        .to_owned(),
+                    match DEBEZIUM_PROPERTIES_ELSEWHERE
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                    {
+                        Some((_, instead)) => format!(
+                            "Debezium's {name} is {instead} with pubjson (docs/debezium.md)."
+                        ),
+                        None => {
+                            "See the options reference, docs/options.md in pubjson's documentation."
+                                .to_owned()
+                        }
+                    },
                 );
                 Err(err)
             }

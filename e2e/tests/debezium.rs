@@ -420,3 +420,86 @@ create publication pub for all tables;
         normalized(&pubjson[0]).payload()
     );
 }
+
+/// `pubjson.backfill()` read as Debezium's incremental-snapshot events
+/// (`op` `r`, `source.snapshot` `incremental`), while a writer changes the
+/// table: a replica built from the events (`c`, `u`, `r` upsert by key,
+/// `d` deletes) equals the table.
+#[test]
+fn backfill_as_incremental_snapshot() {
+    use pubjson_e2e::debezium::{pubjson_records, TOPIC_PREFIX};
+    use std::collections::BTreeMap;
+    let cluster = DebeziumCluster::start("debezium-backfill");
+    let server = cluster.server();
+    let mut c = server.fresh_database("dbz_backfill");
+    c.batch_execute(
+        "create extension pubjson;
+         create table items (id int primary key, v text, n int);
+         insert into items select g, 'v' || g, g from generate_series(1, 2000) g;
+         create publication pub for table items;",
+    )
+    .unwrap_or_else(|e| panic!("{}", pubjson_e2e::describe_error(&e)));
+    pubjson_e2e::exec(
+        &mut c,
+        "select pg_create_logical_replication_slot('dbz_backfill', 'pubjson')",
+    );
+    // A writer runs while the backfill reads the table in chunks.
+    let mut writer = server.connect("dbz_backfill");
+    let writing = std::thread::spawn(move || {
+        for i in 0..300 {
+            let id = 1 + (i * 7) % 2000;
+            writer
+                .batch_execute(&format!(
+                    "update items set n = n + 1000 where id = {id};
+                     delete from items where id = {};
+                     insert into items values ({}, 'new', 0);",
+                    1 + (i * 13) % 2000,
+                    3000 + i
+                ))
+                .expect("writer");
+        }
+    });
+    c.batch_execute("call pubjson.backfill('items', chunk_rows => 100)")
+        .unwrap_or_else(|e| panic!("{}", pubjson_e2e::describe_error(&e)));
+    writing.join().expect("writer thread");
+    let run = Run::new("backfill", &[("schemas.enable", "false")]);
+    let records = pubjson_records(&mut c, "dbz_backfill", "pub", &run);
+    let mut replica: BTreeMap<i64, Value> = BTreeMap::new();
+    let mut snapshot_rows = 0;
+    for r in &records {
+        assert_eq!(r.destination, format!("{TOPIC_PREFIX}.public.items"));
+        if r.value.is_null() {
+            continue; // a tombstone
+        }
+        let op = r.value["op"].as_str().unwrap_or_default();
+        let snapshot = r.value["source"]["snapshot"].as_str().unwrap_or_default();
+        assert_eq!(snapshot == "incremental", op == "r", "{}", r.value);
+        match op {
+            "c" | "u" | "r" => {
+                snapshot_rows += (op == "r") as usize;
+                let after = r.value["after"].clone();
+                replica.insert(after["id"].as_i64().expect("id"), after);
+            }
+            "d" => {
+                replica.remove(&r.value["before"]["id"].as_i64().expect("id"));
+            }
+            other => panic!("op {other}: {}", r.value),
+        }
+    }
+    assert!(snapshot_rows >= 1700, "{snapshot_rows} backfilled rows");
+    let table: BTreeMap<i64, Value> = c
+        .query("select id, v, n from items", &[])
+        .expect("read the table")
+        .iter()
+        .map(|row| {
+            let id: i32 = row.get(0);
+            let v: String = row.get(1);
+            let n: i32 = row.get(2);
+            (id as i64, json!({"id": id, "v": v, "n": n}))
+        })
+        .collect();
+    assert_eq!(replica.len(), table.len());
+    assert!(replica == table, "the replica differs from the table");
+    drop(c);
+    let _ = server.drop_database("dbz_backfill");
+}

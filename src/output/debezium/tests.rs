@@ -11,7 +11,7 @@ use super::column::{
     unscaled_bytes, Kind,
 };
 use super::*;
-use crate::model::{ChangeHeader, Value, ValueKind};
+use crate::model::{ChangeHeader, ColumnMeta, Value, ValueKind};
 use crate::options::{
     Batching, BinaryMode, DecimalMode, HstoreMode, IntervalMode, OptionErrorKind, TimePrecisionMode,
 };
@@ -1138,4 +1138,15 @@ fn options_under_debeziums_names() {
         assert_eq!(err.kind, OptionErrorKind::InvalidParameterValue, "{opts:?}");
         assert!(err.message.contains(message), "{opts:?}: {}", err.message);
     }
+    // Debezium's properties that are other options here name them.
+    let err = parse(&[
+        ("format-version", "debezium"),
+        ("message.prefix.include.list", "a.*"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.kind, OptionErrorKind::InvalidParameterValue);
+    assert_eq!(
+        err.hint.as_deref(),
+        Some("Debezium's message.prefix.include.list is add-msg-prefixes (exact prefixes) with pubjson (docs/debezium.md).")
+    );
 }
