@@ -503,3 +503,232 @@ fn backfill_as_incremental_snapshot() {
     drop(c);
     let _ = server.drop_database("dbz_backfill");
 }
+
+/// Transactions of the reconnect test: inserts, updates (some of the key),
+/// deletes, a message; each in several output messages (`batch-bytes`).
+const RECONNECT_TRANSACTIONS: i64 = 40;
+
+/// A consumer of the `debezium` format through the replication protocol
+/// (the support library's client), written as docs/debezium.md says
+/// ("Consuming"): with transaction metadata, it applies a transaction at
+/// its `END` record and skips one whose `END` LSN is not after the last
+/// it applied, and confirms only at `END` records. Its walsender is
+/// terminated, and killed with SIGKILL, mid-transaction and after
+/// transactions it applied without confirming them (sent again: skipped);
+/// its copy of the table equals the table, every transaction applied once.
+#[test]
+fn consumer_through_reconnects() {
+    use pubjson_e2e::{retry, Walsender, WalsenderFault, XLogData};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::{Duration, Instant};
+
+    let cluster = DebeziumCluster::start("debezium-reconnect");
+    let server = cluster.server();
+    let db = "dbz_reconnect";
+    let mut c = server.fresh_database(db);
+    pubjson_e2e::exec(
+        &mut c,
+        "create table t (id bigint primary key, v text not null, n int not null)",
+    );
+    pubjson_e2e::exec(
+        &mut c,
+        &format!("select pg_create_logical_replication_slot('{db}', 'pubjson')"),
+    );
+    for i in 0..RECONNECT_TRANSACTIONS {
+        let first = i * 100 + 1;
+        c.batch_execute(&format!(
+            "begin;
+             insert into t select g, 'row ' || g, 0 from generate_series({first}, {}) g;
+             update t set n = n + 1, v = v || '+' where id % 7 = {} and id < {first};
+             delete from t where id % 11 = {} and id < {first};
+             update t set id = id + 100000 where id = {};
+             select pg_logical_emit_message(true, 'app', 'txn {i}');
+             commit;",
+            first + 99,
+            i % 7,
+            i % 11,
+            first + 50
+        ))
+        .unwrap_or_else(|e| panic!("{}", pubjson_e2e::describe_error(&e)));
+    }
+    let table: BTreeMap<i64, (String, i64)> = c
+        .query("select id, v, n from t", &[])
+        .expect("read the table")
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get::<_, i32>(2) as i64)))
+        .collect();
+    drop(c);
+
+    let options = [
+        ("format-version", "debezium"),
+        ("topic.prefix", "dbz"),
+        ("schemas.enable", "false"),
+        ("provide.transaction.metadata", "true"),
+        ("batch-bytes", "2000"),
+    ];
+    let session = |from: u64| -> Walsender {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let attempt = retry(Duration::from_secs(60), || {
+                Walsender::try_connect(&server, db, "postgres")
+            })
+            .and_then(|mut ws| ws.start(db, &options, from).map(|()| ws));
+            match attempt {
+                Ok(ws) => return ws,
+                // The slot still held by the ended session's walsender.
+                Err(e) if e.sqlstate() == Some("55006") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => panic!("starting a session: {e}"),
+            }
+        }
+    };
+
+    #[derive(Default)]
+    struct Consumer {
+        rows: BTreeMap<i64, (String, i64)>,
+        open: Option<(String, Vec<Value>)>,
+        last_end: u64,
+        applied: BTreeSet<String>,
+        duplicates: usize,
+        position: u64,
+    }
+    impl Consumer {
+        /// The records of one message; true when it ended a transaction.
+        fn take(&mut self, m: &XLogData) -> bool {
+            let text = String::from_utf8(m.payload.clone()).expect("UTF-8");
+            let mut ended = false;
+            for line in text.split('\n') {
+                let r: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                let value = &r["value"];
+                if r["destination"] == "dbz.transaction" {
+                    let id = value["id"].as_str().expect("id").to_owned();
+                    if value["status"] == "BEGIN" {
+                        assert!(self.open.is_none(), "BEGIN inside a transaction: {line}");
+                        self.open = Some((id, Vec::new()));
+                        continue;
+                    }
+                    let (begin, events) = self.open.take().expect("END outside a transaction");
+                    let xid = |id: &str| id.split(':').next().unwrap_or_default().to_owned();
+                    assert_eq!(xid(&begin), xid(&id), "{line}");
+                    assert_eq!(value["event_count"].as_u64(), Some(events.len() as u64));
+                    let end: u64 = id
+                        .split(':')
+                        .nth(1)
+                        .and_then(|l| l.parse().ok())
+                        .expect("LSN");
+                    ended = true;
+                    if end <= self.last_end {
+                        self.duplicates += 1;
+                        assert!(
+                            self.applied.contains(&xid(&id)),
+                            "skipped but never applied: {line}"
+                        );
+                        continue;
+                    }
+                    for e in &events {
+                        self.apply(e);
+                    }
+                    assert!(self.applied.insert(xid(&id)), "applied twice: {line}");
+                    self.last_end = end;
+                } else if !value.is_null() {
+                    let (_, events) = self.open.as_mut().expect("an event outside a transaction");
+                    events.push(value.clone());
+                }
+            }
+            ended
+        }
+        fn apply(&mut self, e: &Value) {
+            let row = |v: &Value| {
+                (
+                    v["id"].as_i64().expect("id"),
+                    (
+                        v["v"].as_str().expect("v").to_owned(),
+                        v["n"].as_i64().expect("n"),
+                    ),
+                )
+            };
+            match e["op"].as_str().unwrap_or_default() {
+                "c" | "u" => {
+                    let (id, r) = row(&e["after"]);
+                    self.rows.insert(id, r);
+                }
+                "d" => {
+                    self.rows.remove(&e["before"]["id"].as_i64().expect("id"));
+                }
+                "m" => {}
+                op => panic!("op {op}: {e}"),
+            }
+        }
+    }
+
+    let mut consumer = Consumer::default();
+    let next = |ws: &mut Walsender| -> XLogData {
+        ws.next_message(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("reading: {e}"))
+            .expect("a message within 60 s")
+    };
+    let mut ws = session(0);
+    let faults = [
+        WalsenderFault::TerminateWalsender,
+        WalsenderFault::KillWalsender,
+    ];
+    for round in 0..6 {
+        // Some transactions applied and confirmed, then (odd rounds) one
+        // applied without confirming, then into the middle of the next.
+        let applied = consumer.applied.len() + consumer.duplicates;
+        while consumer.applied.len() + consumer.duplicates < applied + 3 {
+            let m = next(&mut ws);
+            if consumer.take(&m) && consumer.open.is_none() {
+                ws.confirm(m.lsn).expect("confirm");
+                consumer.position = consumer.position.max(m.lsn);
+            }
+        }
+        if round % 2 == 1 {
+            let applied = consumer.applied.len();
+            while consumer.applied.len() == applied {
+                let m = next(&mut ws);
+                consumer.take(&m);
+            }
+        }
+        while consumer.open.as_ref().is_none_or(|(_, e)| e.is_empty()) {
+            let m = next(&mut ws);
+            consumer.take(&m);
+        }
+        match faults[round % 2] {
+            WalsenderFault::KillWalsender => server.kill9_backend(ws.pid),
+            _ => {
+                let mut admin = server.connect("postgres");
+                let done: bool = admin
+                    .query_one("select pg_terminate_backend($1)", &[&ws.pid])
+                    .expect("pg_terminate_backend")
+                    .get(0);
+                assert!(done);
+            }
+        }
+        drop(ws);
+        // What the ended session left open is sent again from its start.
+        consumer.open = None;
+        ws = session(consumer.position);
+    }
+    while consumer.applied.len() < RECONNECT_TRANSACTIONS as usize {
+        let m = next(&mut ws);
+        if consumer.take(&m) && consumer.open.is_none() {
+            ws.confirm(m.lsn).expect("confirm");
+        }
+    }
+    drop(ws);
+    assert!(
+        consumer.duplicates >= 3,
+        "{} duplicates skipped",
+        consumer.duplicates
+    );
+    assert_eq!(consumer.rows.len(), table.len());
+    assert!(consumer.rows == table, "the copy differs from the table");
+    eprintln!(
+        "consumer_through_reconnects: {} transactions applied, {} sent again and skipped, 6 reconnects",
+        consumer.applied.len(),
+        consumer.duplicates
+    );
+    let _ = server.drop_database(db);
+}
