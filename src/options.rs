@@ -232,6 +232,53 @@ pub struct DebeziumOptions {
     /// The database's name (`source.db`): set by the plugin at startup,
     /// not an option.
     pub database: Vec<u8>,
+    /// `message.prefix.include.list` / `exclude.list`: Debezium's lists of
+    /// regular expressions (checked when parsed; see [`PrefixPatterns`]).
+    pub message_prefix_include_list: Option<String>,
+    pub message_prefix_exclude_list: Option<String>,
+}
+
+/// A `message.prefix.*.list` compiled as Debezium reads it: regular
+/// expressions separated by commas (`\,` is a comma inside one), each
+/// matching a whole prefix, case-insensitively (Java's
+/// `Pattern.CASE_INSENSITIVE`; the syntax is the `regex` crate's, which
+/// has no look-around or backreferences).
+#[derive(Debug, Clone)]
+pub struct PrefixPatterns(Vec<regex::Regex>);
+
+impl PrefixPatterns {
+    pub fn parse(list: &str) -> Result<PrefixPatterns, String> {
+        let mut items = Vec::new();
+        let mut current = String::new();
+        let mut chars = list.chars().peekable();
+        while let Some(ch) = chars.next() {
+            match ch {
+                '\\' if chars.peek() == Some(&',') => {
+                    current.push(',');
+                    chars.next();
+                }
+                ',' => items.push(std::mem::take(&mut current)),
+                _ => current.push(ch),
+            }
+        }
+        items.push(current);
+        let mut patterns = Vec::new();
+        for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
+            let regex = regex::RegexBuilder::new(&format!("^(?:{item})$"))
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| format!("{item}: {e}"))?;
+            patterns.push(regex);
+        }
+        Ok(PrefixPatterns(patterns))
+    }
+
+    /// Whether one of the expressions matches the whole prefix (in the
+    /// database's encoding: bytes outside UTF-8 as U+FFFD).
+    pub fn matches(&self, prefix: &[u8]) -> bool {
+        let text = String::from_utf8_lossy(prefix);
+        self.0.iter().any(|r| r.is_match(&text))
+    }
 }
 
 impl Default for DebeziumOptions {
@@ -256,6 +303,8 @@ impl Default for DebeziumOptions {
             },
             provide_transaction_metadata: false,
             database: Vec::new(),
+            message_prefix_include_list: None,
+            message_prefix_exclude_list: None,
         }
     }
 }
@@ -263,14 +312,6 @@ impl Default for DebeziumOptions {
 /// Debezium connector properties that pubjson takes under other names:
 /// named in the error's hint.
 const DEBEZIUM_PROPERTIES_ELSEWHERE: &[(&str, &str)] = &[
-    (
-        "message.prefix.include.list",
-        "add-msg-prefixes (exact prefixes)",
-    ),
-    (
-        "message.prefix.exclude.list",
-        "filter-msg-prefixes (exact prefixes)",
-    ),
     (
         "table.include.list",
         "the publication's tables (publication_names) or add-tables",
@@ -307,6 +348,8 @@ pub const DEBEZIUM_OPTIONS: &[&str] = &[
     "tombstones.on.delete",
     "skipped.operations",
     "provide.transaction.metadata",
+    "message.prefix.include.list",
+    "message.prefix.exclude.list",
 ];
 
 /// Everything the consumer asked for. Field names follow the option names.
@@ -522,6 +565,14 @@ impl Options {
             return refuse(
                 name,
                 "Debezium's events cannot take back a change: transactions are delivered at COMMIT.",
+            );
+        }
+        if self.debezium.message_prefix_include_list.is_some()
+            && self.debezium.message_prefix_exclude_list.is_some()
+        {
+            return refuse(
+                "message.prefix.exclude.list",
+                "message.prefix.include.list and message.prefix.exclude.list cannot be used together, as in Debezium.",
             );
         }
         if self.debezium.topic_prefix.is_none() {
@@ -882,6 +933,20 @@ impl DebeziumOptions {
                     b"json" => HstoreMode::Json,
                     b"map" => HstoreMode::Map,
                     _ => return Err(bad(v, "One of json, map.")),
+                }
+            }
+            "message.prefix.include.list" | "message.prefix.exclude.list" => {
+                let list = String::from_utf8_lossy(v).into_owned();
+                if let Err(e) = PrefixPatterns::parse(&list) {
+                    return Err(bad(
+                        v,
+                        &format!("A list of regular expressions separated by commas: {e}"),
+                    ));
+                }
+                if name == "message.prefix.include.list" {
+                    self.message_prefix_include_list = Some(list);
+                } else {
+                    self.message_prefix_exclude_list = Some(list);
                 }
             }
             "unavailable.value.placeholder" => {

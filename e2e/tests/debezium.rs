@@ -180,6 +180,7 @@ update items set name = 'SEVEN' where id = 7;
 commit;
 select pg_logical_emit_message(false, 'outside', 'bye');
 select pg_logical_emit_message(false, 'binary', '\x00ff'::bytea);
+select pg_logical_emit_message(true, 'My.Other', 'alone in its transaction');
 begin;
 insert into other values (9, 'rolled back');
 rollback;
@@ -231,6 +232,22 @@ fn envelope() {
                 &[
                     ("provide.transaction.metadata", "true"),
                     ("skipped.operations", "c,u"),
+                    ("schemas.enable", "false"),
+                ],
+            ),
+            Run::new(
+                "message_include",
+                &[
+                    ("provide.transaction.metadata", "true"),
+                    ("message.prefix.include.list", r"my\.p.*,BIN.*"),
+                    ("schemas.enable", "false"),
+                ],
+            ),
+            Run::new(
+                "message_exclude",
+                &[
+                    ("provide.transaction.metadata", "true"),
+                    ("message.prefix.exclude.list", r"my\..*, out.*"),
                     ("schemas.enable", "false"),
                 ],
             ),

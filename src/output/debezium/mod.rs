@@ -37,7 +37,7 @@ use crate::model::{
     BackfillMarker, CellValue, ChangeKind, ChangeSource, EncodeError, RelationMeta,
     ReplicaIdentity, TupleValues, TxnInfo, ValueReads,
 };
-use crate::options::{DebeziumOptions, Options};
+use crate::options::{DebeziumOptions, Options, PrefixPatterns};
 use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
     shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, StreamedCommit,
@@ -283,6 +283,8 @@ pub struct FormatDebezium {
     /// Scratch buffers for a change's rendered key.
     new_key: Vec<u8>,
     old_key: Vec<u8>,
+    /// `message.prefix.include.list` (true) or `exclude.list` (false).
+    message_filter: Option<(bool, PrefixPatterns)>,
 }
 
 impl FormatDebezium {
@@ -298,7 +300,6 @@ impl FormatDebezium {
         let mut message_topic = Vec::new();
         push_topic_name(&mut message_topic, &[&prefix, b"message"]);
         FormatDebezium {
-            opts: dbz,
             batch_bytes: opts.batching.bytes(),
             clock,
             txn: None,
@@ -309,6 +310,16 @@ impl FormatDebezium {
             message_schema: message_value_schema(),
             new_key: Vec::new(),
             old_key: Vec::new(),
+            // Checked when the options were parsed.
+            message_filter: match (
+                &dbz.message_prefix_include_list,
+                &dbz.message_prefix_exclude_list,
+            ) {
+                (Some(list), _) => PrefixPatterns::parse(list).ok().map(|p| (true, p)),
+                (None, Some(list)) => PrefixPatterns::parse(list).ok().map(|p| (false, p)),
+                (None, None) => None,
+            },
+            opts: dbz,
         }
     }
 
@@ -857,6 +868,16 @@ impl OutputFormat for FormatDebezium {
         prefix: &[u8],
         content: &[u8],
     ) {
+        if let Some((include, patterns)) = &self.message_filter {
+            if patterns.matches(prefix) != *include {
+                // Left out, as Debezium's filter does after its transaction
+                // monitor has seen it.
+                if transactional {
+                    self.skipped_event(sink, lsn);
+                }
+                return;
+            }
+        }
         if !transactional {
             // Debezium takes a message outside a transaction as one that
             // commits at its own position, with the last commit's time.

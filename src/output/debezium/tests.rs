@@ -1141,12 +1141,92 @@ fn options_under_debeziums_names() {
     // Debezium's properties that are other options here name them.
     let err = parse(&[
         ("format-version", "debezium"),
-        ("message.prefix.include.list", "a.*"),
+        ("table.include.list", "a.*"),
     ])
     .unwrap_err();
     assert_eq!(err.kind, OptionErrorKind::InvalidParameterValue);
     assert_eq!(
         err.hint.as_deref(),
-        Some("Debezium's message.prefix.include.list is add-msg-prefixes (exact prefixes) with pubjson (docs/debezium.md).")
+        Some("Debezium's table.include.list is the publication's tables (publication_names) or add-tables with pubjson (docs/debezium.md).")
+    );
+    // Message prefix lists: regular expressions, not both.
+    for (list, message) in [
+        (
+            "message.prefix.include.list",
+            "\"a(\" for parameter \"message.prefix.include.list\"",
+        ),
+        (
+            "message.prefix.exclude.list",
+            "\"a(\" for parameter \"message.prefix.exclude.list\"",
+        ),
+    ] {
+        let err = parse(&[
+            ("format-version", "debezium"),
+            ("topic.prefix", "x"),
+            (list, "a("),
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind, OptionErrorKind::InvalidParameterValue);
+        assert!(err.message.contains(message), "{}", err.message);
+    }
+    let err = parse(&[
+        ("format-version", "debezium"),
+        ("topic.prefix", "x"),
+        ("message.prefix.include.list", "a"),
+        ("message.prefix.exclude.list", "b"),
+    ])
+    .unwrap_err();
+    assert!(
+        err.message
+            .contains("\"message.prefix.exclude.list\" does not apply"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn message_prefix_patterns_match_whole_prefixes_ignoring_case() {
+    let p = crate::options::PrefixPatterns::parse(r"app\..*, oth.r,a\,b").unwrap();
+    for (prefix, matches) in [
+        (&b"app.one"[..], true),
+        (b"App.One", true),
+        (b"appXy", false),
+        (b"other", true),
+        (b"others", false),
+        (b"a,b", true),
+        (b"\xff", false),
+    ] {
+        assert_eq!(
+            p.matches(prefix),
+            matches,
+            "{}",
+            String::from_utf8_lossy(prefix)
+        );
+    }
+    // Transactional messages left out still open the transaction (BEGIN
+    // and END with no events), as in Debezium; one outside is dropped.
+    let mut f = format(|o| {
+        o.debezium.schemas_enable = false;
+        o.debezium.provide_transaction_metadata = true;
+        o.debezium.message_prefix_exclude_list = Some("app.*".to_owned());
+    });
+    let mut sink = Messages::default();
+    f.begin(&mut sink, &txn(), 50);
+    f.message(&mut sink, &txn(), true, None, 200, b"App.x", b"x");
+    f.commit(&mut sink, &txn(), 0x16B_3748, 1);
+    f.message(&mut sink, &txn(), false, None, 300, b"app", b"x");
+    f.message(&mut sink, &txn(), false, None, 400, b"kept", b"x");
+    let records = sink.records();
+    let statuses: Vec<(&Json, &Json)> = records
+        .iter()
+        .map(|r| (&r["destination"], &r["value"]["event_count"]))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (&json!("dbz.transaction"), &Json::Null),
+            (&json!("dbz.transaction"), &json!(0)),
+            (&json!("dbz.message"), &Json::Null),
+        ]
     );
 }
