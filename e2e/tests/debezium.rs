@@ -749,3 +749,38 @@ fn consumer_through_reconnects() {
     );
     let _ = server.drop_database(db);
 }
+
+/// A publication's row filter (an UPDATE leaving or entering it is a
+/// delete or a create, as pgoutput sends it to Debezium) and column list.
+#[test]
+fn publication_rules() {
+    let cluster = DebeziumCluster::start("debezium-rules");
+    let scenario = Scenario {
+        database: "dbz_rules",
+        database_options: "",
+        setup: r#"
+create table filtered (id int primary key, n int, v text);
+alter table filtered replica identity full;
+create table narrow (id int primary key, shown text, hidden text);
+create publication pub for table filtered where (n > 5), table narrow (id, shown);
+"#,
+        publication: "pub",
+        workload: r#"
+insert into filtered values (1, 1, 'out'), (2, 10, 'in');
+update filtered set n = 20 where id = 1;
+update filtered set n = 2 where id = 2;
+update filtered set v = 'still in' where id = 1;
+delete from filtered where id = 1;
+insert into narrow values (1, 'a', 'secret');
+update narrow set shown = 'b', hidden = 'other secret';
+delete from narrow;
+"#,
+        runs: vec![
+            Run::new("schemas", &[]),
+            Run::new("payload", &[("schemas.enable", "false")]),
+        ],
+    };
+    let captured = scenario.capture(&cluster);
+    let compared = assert_runs_equal(&captured);
+    report("publication_rules", &captured, compared);
+}

@@ -31,7 +31,8 @@ pub mod column;
 #[cfg(test)]
 mod tests;
 
-use std::cell::OnceCell;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use crate::model::{
     BackfillMarker, CellValue, ChangeKind, ChangeSource, EncodeError, RelationMeta,
@@ -69,10 +70,14 @@ struct ColumnPlan {
 /// What the format renders once per relation.
 #[derive(Default)]
 pub struct DebeziumRender {
-    table: OnceCell<TableRender>,
+    /// Made for the published columns of the relation's rows (a
+    /// publication's column list), made again if they change.
+    table: RefCell<Option<Rc<TableRender>>>,
 }
 
 struct TableRender {
+    /// Which of the relation's columns it was made for.
+    visible: Vec<bool>,
     /// `{"destination":"<prefix>.<schema>.<table>","key":`.
     head: Vec<u8>,
     /// The columns in the events (unknown types may be left out).
@@ -146,7 +151,9 @@ fn message_value_schema() -> String {
 }
 
 impl TableRender {
-    fn new(rel: &RelationMeta, opts: &DebeziumOptions) -> Self {
+    /// The rendering of `rel`'s columns that `visible` publishes (Debezium
+    /// writes only those, in schemas and rows alike).
+    fn new(rel: &RelationMeta, opts: &DebeziumOptions, visible: Vec<bool>) -> Self {
         let prefix = opts.topic_prefix.as_deref().unwrap_or_default();
         let mut head = b"{\"destination\":".to_vec();
         push_topic_name(&mut head, &[prefix, &rel.schema, &rel.table]);
@@ -159,7 +166,7 @@ impl TableRender {
                 index,
                 kind: column::kind_of(c),
             })
-            .filter(|p| column::is_included(&p.kind, opts))
+            .filter(|p| visible[p.index] && column::is_included(&p.kind, opts))
             .collect();
         let keys = columns
             .iter()
@@ -229,6 +236,7 @@ impl TableRender {
         source_table.extend_from_slice(b",\"table\":");
         source_table.extend_from_slice(&rel.table_json);
         TableRender {
+            visible,
             head,
             columns,
             keys,
@@ -728,9 +736,21 @@ impl OutputFormat for FormatDebezium {
             }
         };
         let rel = c.rel;
-        let table = render
-            .table
-            .get_or_init(|| TableRender::new(rel, &self.opts));
+        let Some(row) = c.new.or(c.old) else {
+            return Ok(None);
+        };
+        let mut cached = render.table.borrow_mut();
+        let current = matches!(&*cached, Some(t)
+            if rel.columns.iter().zip(&t.visible).all(|(col, &shown)| row.is_visible(col) == shown));
+        if !current {
+            let visible = rel.columns.iter().map(|col| row.is_visible(col)).collect();
+            *cached = Some(Rc::new(TableRender::new(rel, &self.opts, visible)));
+        }
+        let Some(table) = cached.clone() else {
+            return Ok(None);
+        };
+        drop(cached);
+        let table = &*table;
         let backfill = c.header.source == ChangeSource::Backfill;
         let skipped = self.opts.skipped_operations;
         let facts = || SourceFacts {
@@ -847,7 +867,7 @@ impl OutputFormat for FormatDebezium {
             self.skipped_event(sink, lsn);
             return;
         }
-        let table = TableRender::new(rel, &self.opts);
+        let table = TableRender::new(rel, &self.opts, vec![true; rel.columns.len()]);
         let facts = SourceFacts {
             txid: Some(txn.xid),
             time: txn.commit_time,

@@ -516,6 +516,8 @@ fn field_schemas() {
 /// A test row: one cell per column.
 #[derive(Clone)]
 enum C {
+    /// Left out by a publication's column list.
+    Hidden,
     Null,
     Toast,
     Int(i64),
@@ -525,6 +527,9 @@ enum C {
 struct Row(Vec<C>);
 
 impl TupleValues for Row {
+    fn is_visible(&self, c: &ColumnMeta) -> bool {
+        !matches!(self.0[c.attr_index], C::Hidden)
+    }
     fn is_null(&self, c: &ColumnMeta) -> bool {
         matches!(self.0[c.attr_index], C::Null)
     }
@@ -535,7 +540,7 @@ impl TupleValues for Row {
         match &self.0[c.attr_index] {
             C::Int(i) => Value::Int(*i),
             C::Text(t) => Value::Text(t.as_bytes()),
-            C::Null | C::Toast => Value::OutputText(b""),
+            C::Null | C::Toast | C::Hidden => Value::OutputText(b""),
         }
     }
     fn text(&self, _: &ColumnMeta) -> &[u8] {
@@ -794,6 +799,52 @@ fn schemas_wrap_key_and_value() {
     assert_eq!(
         r["value"]["payload"]["after"],
         json!({"id": 1, "name": "a"})
+    );
+}
+
+#[test]
+fn column_lists_leave_columns_out_of_schemas_and_rows() {
+    let mut f = format(|_| {});
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Default, true);
+    let render = RelationRender::default();
+    f.begin(&mut sink, &txn(), 100);
+    let row = Row(vec![C::Int(1), C::Hidden]);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeKind::Insert,
+        100,
+        Some(&row),
+        None,
+    );
+    // The same relation without the column list: the column is back.
+    let row = Row(vec![C::Int(2), C::Text("b")]);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeKind::Insert,
+        200,
+        Some(&row),
+        None,
+    );
+    let records = sink.records();
+    let fields = |r: &Json| {
+        r["value"]["schema"]["fields"][1]["fields"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(fields(&records[0]), 1);
+    assert_eq!(records[0]["value"]["payload"]["after"], json!({"id": 1}));
+    assert_eq!(fields(&records[1]), 2);
+    assert_eq!(
+        records[1]["value"]["payload"]["after"],
+        json!({"id": 2, "name": "b"})
     );
 }
 
