@@ -547,7 +547,16 @@ fn fraction_digits(text: &[u8]) -> usize {
 fn push_decimal(out: &mut Vec<u8>, text: &[u8], scale: Option<u32>, mode: DecimalMode) -> bool {
     let special = matches!(text, b"NaN" | b"Infinity" | b"-Infinity");
     match mode {
-        DecimalMode::String => push_json_string(out, text),
+        // Debezium writes the specials by its Java enum's names.
+        DecimalMode::String => push_json_string(
+            out,
+            match text {
+                b"NaN" => b"NAN",
+                b"Infinity" => b"POSITIVE_INFINITY",
+                b"-Infinity" => b"NEGATIVE_INFINITY",
+                _ => text,
+            },
+        ),
         DecimalMode::Double => {
             if special {
                 push_json_string(out, text);
@@ -684,7 +693,12 @@ pub fn parse_time(text: &[u8]) -> Option<i64> {
     } else {
         format!("{frac:0<6}").parse().ok()?
     };
-    Some(((h * 60 + m) * 60 + s) * 1_000_000 + micros)
+    h.checked_mul(60)?
+        .checked_add(m)?
+        .checked_mul(60)?
+        .checked_add(s)?
+        .checked_mul(1_000_000)?
+        .checked_add(micros)
 }
 
 /// timetz's text (`13:14:15.5+02`, `10:00:00-03:30`) as Debezium's
@@ -702,7 +716,8 @@ pub fn push_zoned_time(out: &mut Vec<u8>, text: &[u8]) -> bool {
     };
     let mut offset = 0i64;
     for (i, part) in zone.split(':').enumerate() {
-        let Ok(v) = part.parse::<i64>() else {
+        // PostgreSQL's offsets are within ±15:59:59.
+        let Some(v) = part.parse::<i64>().ok().filter(|v| (0..100).contains(v)) else {
             return false;
         };
         offset += v * [3600, 60, 1].get(i).copied().unwrap_or(0);
@@ -710,7 +725,10 @@ pub fn push_zoned_time(out: &mut Vec<u8>, text: &[u8]) -> bool {
     if text[sign_at] == b'-' {
         offset = -offset;
     }
-    let utc = (local - offset * 1_000_000).rem_euclid(MICROS_PER_DAY);
+    let Some(utc) = local.checked_sub(offset * 1_000_000) else {
+        return false;
+    };
+    let utc = utc.rem_euclid(MICROS_PER_DAY);
     let secs = utc / 1_000_000;
     let micros = utc % 1_000_000;
     out.extend_from_slice(
@@ -745,8 +763,12 @@ fn push_zoned_timestamp(out: &mut Vec<u8>, ts: i64, precision: u32) -> bool {
     }
     let start = out.len();
     out.push(b'"');
-    // With all six digits, then cut to the precision.
-    let whole = ts.div_euclid(1_000_000) * 1_000_000;
+    // The whole seconds, then the fraction cut to the precision (beyond
+    // PostgreSQL's range nothing is written).
+    let Some(whole) = ts.checked_sub(ts.rem_euclid(1_000_000)) else {
+        out.truncate(start);
+        return false;
+    };
     if !push_iso8601_timestamp(out, whole, true) {
         out.truncate(start);
         return false;
@@ -996,9 +1018,14 @@ pub fn push_value(
                 micros,
             },
         ) => match opts.interval_handling_mode {
+            // Saturating: PostgreSQL 17's infinite intervals (every field
+            // at its end) are the int64's ends.
             IntervalMode::Numeric => push_i64(
                 out,
-                months as i64 * MICROS_PER_MONTH + days as i64 * MICROS_PER_DAY + micros,
+                (months as i64)
+                    .saturating_mul(MICROS_PER_MONTH)
+                    .saturating_add((days as i64).saturating_mul(MICROS_PER_DAY))
+                    .saturating_add(micros),
             ),
             IntervalMode::String => push_interval_string(out, months, days, micros),
         },

@@ -167,7 +167,12 @@ fn decimals_in_every_mode() {
     );
     assert_eq!(
         value_with(&fixed, Value::Numeric(&nan), b"", &o),
-        r#""NaN""#
+        r#""NAN""#
+    );
+    let infinity = numeric(&[0xD000]);
+    assert_eq!(
+        value_with(&fixed, Value::Numeric(&infinity), b"", &o),
+        r#""POSITIVE_INFINITY""#
     );
     // money from its text, in every locale's signs.
     assert_eq!(
@@ -336,6 +341,19 @@ fn intervals() {
         micros: -1_000_000,
     };
     assert_eq!(value(&Kind::Interval, negative, b""), "-2457001000000");
+    // PostgreSQL 17's infinite intervals: the int64's ends.
+    let infinite = Value::Interval {
+        months: i32::MAX,
+        days: i32::MAX,
+        micros: i64::MAX,
+    };
+    assert_eq!(value(&Kind::Interval, infinite, b""), i64::MAX.to_string());
+    let minus = Value::Interval {
+        months: i32::MIN,
+        days: i32::MIN,
+        micros: i64::MIN,
+    };
+    assert_eq!(value(&Kind::Interval, minus, b""), i64::MIN.to_string());
     assert_eq!(
         value_with(&Kind::Interval, negative, b"", &o),
         r#""P0Y-1M2DT0H0M-1S""#
