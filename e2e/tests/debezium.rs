@@ -289,12 +289,13 @@ fn latin1_database() {
         database: "dbz_latin1",
         database_options: "encoding 'LATIN1' lc_collate 'C' lc_ctype 'C' template template0",
         setup: r#"
-create table "tablé" (id int primary key, "nâme" text, c char(2), v varchar(5));
+create extension hstore;
+create table "tablé" (id int primary key, "nâme" text, c char(2), v varchar(5), h hstore, j json);
 create publication pub for all tables;
 "#,
         publication: "pub",
         workload: r#"
-insert into "tablé" values (1, 'déjà vu ÿ', 'éa', 'ñ');
+insert into "tablé" values (1, 'déjà vu ÿ', 'éa', 'ñ', 'clé=>"vålue", "a b"=>NULL', '{"é": "ü\\u00e9"}');
 update "tablé" set "nâme" = 'naïve' where id = 1;
 select pg_logical_emit_message(true, 'préfixe', 'contenu é');
 delete from "tablé";

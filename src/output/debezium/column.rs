@@ -898,21 +898,39 @@ pub fn hstore_pairs(text: &[u8]) -> Option<Vec<HstorePair>> {
     Some(pairs)
 }
 
-/// An hstore value as a JSON object (`{"a":"1","b":null}`).
-fn push_hstore_object(out: &mut Vec<u8>, pairs: &[HstorePair]) {
+/// An hstore value as a JSON object (`{"a":"1","b":null}`), its strings
+/// written by `string`.
+fn push_hstore_object(out: &mut Vec<u8>, pairs: &[HstorePair], string: fn(&mut Vec<u8>, &[u8])) {
     out.push(b'{');
     for (n, (k, v)) in pairs.iter().enumerate() {
         if n > 0 {
             out.push(b',');
         }
-        push_json_string(out, k);
+        string(out, k);
         out.push(b':');
         match v {
-            Some(v) => push_json_string(out, v),
+            Some(v) => string(out, v),
             None => out.extend_from_slice(b"null"),
         }
     }
     out.push(b'}');
+}
+
+/// A JSON string whose bytes outside ASCII stay as they are: for JSON
+/// text that is itself written as a JSON string, whose own escaping then
+/// turns them into `\u00XX` where they are not UTF-8 (and the rewrite of
+/// non-UTF-8 databases into their characters: one level of escapes only).
+fn push_json_string_raw(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'"');
+    for &b in s {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0..=0x1F => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
 }
 
 /// The interval as Debezium's ISO 8601 string (`interval.handling.mode`
@@ -1039,10 +1057,10 @@ pub fn push_value(
                 return false;
             };
             match opts.hstore_handling_mode {
-                HstoreMode::Map => push_hstore_object(out, &pairs),
+                HstoreMode::Map => push_hstore_object(out, &pairs, push_json_string),
                 HstoreMode::Json => {
                     let mut doc = Vec::new();
-                    push_hstore_object(&mut doc, &pairs);
+                    push_hstore_object(&mut doc, &pairs, push_json_string_raw);
                     push_json_string(out, &doc);
                 }
             }

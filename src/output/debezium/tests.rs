@@ -383,6 +383,16 @@ fn bits_points_hstore() {
         ])
     );
     assert_eq!(hstore_pairs(b""), Some(vec![]));
+    // Text outside ASCII gets one level of escapes (a LATIN1 byte: the
+    // outer string's \u00e9, which the non-UTF-8 rewrite converts), UTF-8
+    // stays as it is.
+    let latin1 = b"\"k\xe9\"=>\"\xe9\"";
+    assert_eq!(
+        v(&Kind::Hstore, latin1),
+        "\"{\\\"k\\u00e9\\\":\\\"\\u00e9\\\"}\""
+    );
+    let utf8 = "\"k\u{e9}\"=>\"v\"".as_bytes();
+    assert_eq!(v(&Kind::Hstore, utf8), "\"{\\\"k\u{e9}\\\":\\\"v\\\"}\"");
     assert_eq!(hstore_pairs(b"\"a\"=>"), None);
     let h = br#""a"=>"1", "b"=>NULL"#;
     assert_eq!(v(&Kind::Hstore, h), r#""{\"a\":\"1\",\"b\":null}""#);
