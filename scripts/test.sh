@@ -8,7 +8,8 @@
 # (PUBJSON_PG_VERSIONS="15 18" picks majors by hand.) In order:
 #   1. installs what is missing (scripts/install-deps.sh)
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
-#   3. unit tests of the pure modules (cargo test)
+#   3. unit tests: the pure core (cargo test -p pubjson-core, no pgrx) and
+#      the extension's own
 #   4. their fuzz targets, briefly, from the committed corpus (scripts/fuzz.sh)
 #   5. the end-to-end checks that need no server (version_independent::)
 #   then for each major, one at a time:
@@ -126,7 +127,10 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
   run_step "lint" "cargo fmt --check / clippy" "$all" lint || true
 fi
 
-run_step "unit tests" "unit tests" "$all" cargo test -p pubjson --lib || true
+unit_tests() {
+  cargo test -p pubjson-core && cargo test -p pubjson --lib
+}
+run_step "unit tests" "unit tests" "$all" unit_tests || true
 # The pure modules' fuzz targets, briefly, from their committed corpus.
 run_step "fuzz" "fuzz targets (briefly)" "$all" scripts/fuzz.sh || true
 # Checks of files alone (the alerting rules with promtool, the links

@@ -406,7 +406,7 @@ $proc$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- pubjson::api::ddl_capture::ddl_event
+-- pubjson::api::event_trigger::ddl_event
 
 -- The event triggers' function: the message of one DDL command
 -- (src/api/ddl_capture.rs). Not SECURITY DEFINER and no SET search_path:

@@ -17,15 +17,9 @@ compile_error!(
 );
 
 pub mod api;
-pub mod backfill;
-pub mod model;
-pub mod options;
-pub mod output;
 pub mod pg;
 pub mod plugin;
-pub mod rules;
 pub mod stats;
-pub mod text;
 
 pgrx::pg_module_magic!(name, version);
 

@@ -4,12 +4,12 @@
 //! databases; where it writes nothing the caller writes null.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::model::Value;
-use pubjson_fuzz::options::{
+use pubjson_core::model::Value;
+use pubjson_core::options::{
     BinaryMode, DebeziumOptions, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode,
 };
-use pubjson_fuzz::output::debezium::column::{push_value, Kind};
-use pubjson_fuzz::text::encoding::{push_ascii_json, ToUtf8};
+use pubjson_core::output::debezium::column::{push_value, Kind};
+use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
 
 struct Latin1;
 impl ToUtf8 for Latin1 {

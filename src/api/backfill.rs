@@ -22,9 +22,12 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgSqlErrorCode};
 
-use crate::backfill::{self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE};
-use crate::pg::catalog;
+use crate::pg::error::Report;
 use crate::pg::settings::{without_jit, Settings, NO_JIT};
+use crate::pg::{catalog, session, spi};
+use pubjson_core::protocol::backfill::{
+    self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE,
+};
 
 /// Settings a chunk's reads of the table run under, whatever the
 /// session's: the last key is kept as text (`backfill_progress.last_key`),
@@ -68,14 +71,7 @@ struct Key {
 }
 
 fn error(code: PgSqlErrorCode, message: String, hint: &str) -> ! {
-    let report = pg_sys::panic::ErrorReport::new(code, message, "pubjson backfill");
-    let report = if hint.is_empty() {
-        report
-    } else {
-        report.set_hint(hint)
-    };
-    report.report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    Report::new(code, message).hint(hint).error()
 }
 
 fn check_sizes(chunk_rows: i32, chunk_bytes: i64) {
@@ -225,22 +221,7 @@ fn as_owner<R>(f: impl FnOnce() -> R) -> R {
             "",
         );
     };
-    let mut caller = pg_sys::InvalidOid;
-    let mut context = 0;
-    // SAFETY: reads and sets the backend's current user id and security
-    // context (plain globals); the owner is a role that exists (it owns a
-    // relation). SECURITY_LOCAL_USERID_CHANGE is what SECURITY DEFINER uses.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
-        pg_sys::SetUserIdAndSecContext(
-            owner,
-            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
-    }
-    let result = f();
-    // SAFETY: as above, back to what was read.
-    unsafe { pg_sys::SetUserIdAndSecContext(caller, context) };
-    result
+    session::as_role(owner, f)
 }
 
 /// The relation's row type: with its OID, its identity in
@@ -653,7 +634,7 @@ mod sql {
         });
         // As the caller: writing logical messages is their privilege. The
         // bytea is built in place (one copy of the message at a time).
-        let content = bytea_datum(message);
+        let content = spi::bytea_argument(message);
         Spi::connect_mut(|client| {
             client
                 .update(
@@ -663,9 +644,7 @@ mod sql {
                         DatumWithOid::from(
                             std::str::from_utf8(backfill::PREFIX).unwrap_or_default(),
                         ),
-                        // SAFETY: a bytea datum (bytea_datum), palloc'd in
-                        // this function's memory context, alive for the call.
-                        unsafe { DatumWithOid::new(content, pg_sys::BYTEAOID) },
+                        content,
                     ],
                 )
                 .map(|_| ())
@@ -679,20 +658,6 @@ mod sql {
         });
         internal.restore();
         chunk.exhausted
-    }
-}
-
-/// `bytes` as a bytea datum in the current memory context (the Vec freed
-/// once copied). At most [`MAX_MESSAGE`] bytes: below the allocation limit.
-fn bytea_datum(bytes: Vec<u8>) -> pg_sys::Datum {
-    let len = bytes.len() + pg_sys::VARHDRSZ;
-    // SAFETY: palloc of len bytes (below MaxAllocSize: MAX_MESSAGE plus a
-    // header); a 4-byte varlena header is written, then the bytes.
-    unsafe {
-        let ptr = pg_sys::palloc(len) as *mut u8;
-        pgrx::varlena::set_varsize_4b(ptr as *mut pg_sys::varlena, len as i32);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(pg_sys::VARHDRSZ), bytes.len());
-        pg_sys::Datum::from(ptr)
     }
 }
 
@@ -930,36 +895,38 @@ fn read_chunk(
             let Ok(Some(value)) = row.get::<pgrx::AnyElement>(1) else {
                 continue;
             };
-            let datum = value.datum();
-            // SAFETY: a non-null composite datum of the relation's row type
-            // (the query's first column); pg_detoast_datum returns it
-            // untoasted with a 4-byte header, palloc'd in the SPI context
-            // or in place, valid until SPI_finish; VARSIZE bytes follow.
-            let row_bytes = unsafe {
-                let value = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
-                let len = pgrx::varlena::varsize_any(value);
-                std::slice::from_raw_parts(value as *const u8, len)
-            };
-            if message.len_with(row_bytes.len()) > MAX_MESSAGE {
-                if message.is_empty() {
-                    error(
-                        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                        format!(
-                            "a row of \"{table}\" is {} bytes detoasted: more than a backfill message can carry ({MAX_MESSAGE} bytes)",
-                            row_bytes.len()
-                        ),
-                        "pubjson.backfill() cannot send this row; the stream carries its later changes.",
-                    );
+            // The row's image (the query's first column, of the relation's
+            // row type), detoasted, in SPI's memory for the call.
+            let fits = spi::with_row_image(&value, |row_bytes| {
+                if message.len_with(row_bytes.len()) > MAX_MESSAGE {
+                    if message.is_empty() {
+                        error(
+                            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                            format!(
+                                "a row of \"{table}\" is {} bytes detoasted: more than a backfill message can carry ({MAX_MESSAGE} bytes)",
+                                row_bytes.len()
+                            ),
+                            "pubjson.backfill() cannot send this row; the stream carries its later changes.",
+                        );
+                    }
+                    return false;
                 }
-                stopped = true;
-                break 'fetch;
+                largest = if largest == usize::MAX {
+                    row_bytes.len() + 4
+                } else {
+                    largest.max(row_bytes.len() + 4)
+                };
+                message.push(row_bytes);
+                true
+            });
+            match fits {
+                None => continue,
+                Some(false) => {
+                    stopped = true;
+                    break 'fetch;
+                }
+                Some(true) => {}
             }
-            largest = if largest == usize::MAX {
-                row_bytes.len() + 4
-            } else {
-                largest.max(row_bytes.len() + 4)
-            };
-            message.push(row_bytes);
             if snapshot.is_none() {
                 snapshot = row
                     .get::<String>(xmin_column + 1)

@@ -5,7 +5,7 @@
 //! `src/stats.rs` and `src/stats/`.
 
 use pgrx::prelude::*;
-use pgrx::{pg_sys, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
 
 use crate::stats;
 
@@ -208,13 +208,12 @@ mod sql {
     /// Clears the statistics (all slots, or one); superuser only.
     #[pg_extern(volatile)]
     fn reset_stats(slot_name: default!(Option<String>, "NULL")) -> bool {
-        // SAFETY: reads the current role's superuser flag.
-        if !unsafe { pg_sys::superuser() } {
-            ereport!(
-                ERROR,
+        if !crate::pg::session::is_superuser() {
+            crate::pg::error::Report::new(
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                "must be superuser to reset pubjson statistics"
-            );
+                "must be superuser to reset pubjson statistics",
+            )
+            .error();
         }
         stats::reset(slot_name.as_deref());
         true

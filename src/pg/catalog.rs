@@ -123,3 +123,23 @@ pub fn key_columns(relid: pg_sys::Oid) -> Vec<KeyColumn> {
             .collect()
     }
 }
+
+/// `pg_class.relkind` of `relid`, 0 for a relation that does not exist.
+pub fn relkind(relid: pg_sys::Oid) -> u8 {
+    // SAFETY: a syscache lookup that returns '\0' for a missing relation.
+    unsafe { pg_sys::get_rel_relkind(relid) as u8 }
+}
+
+/// The table of index `index`, `None` when it does not exist.
+pub fn index_table(index: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: a syscache lookup; missing_ok, so no ERROR.
+    let table = unsafe { pg_sys::IndexGetRelation(index, true) };
+    (table != pg_sys::InvalidOid).then_some(table)
+}
+
+/// The OID of extension `name`, `None` when it is not installed.
+pub fn extension_oid(name: &CStr) -> Option<pg_sys::Oid> {
+    // SAFETY: a catalog lookup by name; missing_ok, so no ERROR.
+    let oid = unsafe { pg_sys::get_extension_oid(name.as_ptr(), true) };
+    (oid != pg_sys::InvalidOid).then_some(oid)
+}

@@ -1,6 +1,6 @@
 //! PostgreSQL's raw parser, for DDL capture: where each statement of a
 //! query string is and what kind of statement it is, as
-//! [`crate::text::sql_redact`] needs it to decide what of the text may be
+//! [`pubjson_core::text::sql_redact`] needs it to decide what of the text may be
 //! shown.
 
 use std::ffi::CStr;
@@ -9,7 +9,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgList;
 
-use crate::text::sql_redact::{Statement, StatementKind};
+use pubjson_core::text::sql_redact::{Statement, StatementKind};
 
 /// The statements of `query` as the server's parser splits them, or
 /// `None` when the text cannot be split for sure: it does not parse (now:

@@ -1,7 +1,8 @@
 //! The output formats (pure code): the format chosen for a session
 //! ([`format_for`], the interface and what every format shares in
 //! `format.rs`), wal2json's formats 1 and 2 (`wal2json/`), pubjson's
-//! format 3 (`v3/`), Debezium's change events (`debezium/`), the streaming and two-phase objects (`control.rs`),
+//! format 3 (`v3/`), Debezium's change events (`debezium/`), the
+//! streaming and two-phase objects (`control.rs`),
 //! and the value encoders they use: jsonb from its binary form
 //! (`jsonb.rs`), numeric and timestamp text (`numeric.rs`, `datetime.rs`).
 //! The JSON and encoding primitives PostgreSQL's side uses too are in

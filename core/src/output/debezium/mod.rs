@@ -41,8 +41,8 @@ use crate::model::{
 use crate::options::{DebeziumOptions, Options, PrefixPatterns};
 use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, StreamedCommit,
-    TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, FormatEvents, OutputFormat, PreparedTxn, Sink,
+    StreamedCommit, TypeName, TypeRendering,
 };
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_u64};
@@ -665,6 +665,18 @@ impl OutputFormat for FormatDebezium {
         }
     }
 
+    fn events(&self) -> FormatEvents {
+        FormatEvents {
+            // Also when skipped: a skipped truncate still opens its
+            // transaction's BEGIN record (see `skipped_event`).
+            truncate: true,
+            // Backfilled rows are `op` `r` (the markers write nothing).
+            backfill: true,
+            // Debezium's PostgreSQL connector has no schema change events.
+            ddl: false,
+        }
+    }
+
     fn wants_database_name(&self) -> bool {
         self.opts.database.is_empty()
     }
@@ -849,12 +861,6 @@ impl OutputFormat for FormatDebezium {
         Ok(None)
     }
 
-    fn writes_truncate(&self) -> bool {
-        // Also when skipped: the transaction's BEGIN record (see
-        // `skipped_event`).
-        true
-    }
-
     fn truncate(
         &mut self,
         sink: &mut dyn Sink,
@@ -961,10 +967,6 @@ impl OutputFormat for FormatDebezium {
         self.end_record(sink, !transactional);
     }
 
-    fn writes_backfill(&self) -> bool {
-        true
-    }
-
     /// Debezium marks an incremental snapshot's window in its signalling
     /// table, not in the events: nothing is written.
     fn backfill_marker(
@@ -974,10 +976,6 @@ impl OutputFormat for FormatDebezium {
         _rel: &RelationMeta,
         _marker: BackfillMarker,
     ) {
-    }
-
-    fn object_written(&mut self, sink: &mut dyn Sink) {
-        self.end_record(sink, false);
     }
 
     // Streaming and two-phase decoding are refused with this format
