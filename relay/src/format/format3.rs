@@ -71,6 +71,10 @@ pub struct Format3 {
     /// Changes counted per (top-level xid, subtransaction) of streamed
     /// transactions.
     streamed_seq: HashMap<(u32, u32), u32>,
+    /// The changes of each streamed transaction still running, with their
+    /// subtransaction: published when it ends (C or P), so that the broker
+    /// holds only what committed (or was prepared).
+    streams: HashMap<u32, Vec<(u32, Event)>>,
 }
 
 impl Format3 {
@@ -82,6 +86,7 @@ impl Format3 {
             txn: None,
             block: None,
             streamed_seq: HashMap::new(),
+            streams: HashMap::new(),
         }
     }
 }
@@ -195,10 +200,17 @@ impl Format3 {
                 // The end of a streamed transaction (outside B … C).
                 let lsn = lsn_field(&o, o.lsn.as_ref(), "lsn", line)?;
                 let next = lsn_field(&o, o.nextlsn.as_ref(), "nextlsn", line)?;
-                if let Some(xid) = o.xid {
-                    self.streamed_seq.retain(|(top, _), _| *top != xid);
+                let xid = o.xid.ok_or_else(|| bad("streamed end without xid", line))?;
+                self.streamed_seq.retain(|(top, _), _| *top != xid);
+                // The buffered changes, numbered from 1 under the end's LSN,
+                // then the end itself.
+                let mut index = 1;
+                for (_, mut change) in self.streams.remove(&xid).unwrap_or_default() {
+                    change.id = EventId::Committed { lsn, index };
+                    index += 1;
+                    out.push(change);
                 }
-                ev.id = EventId::Committed { lsn, index: 0 };
+                ev.id = EventId::Committed { lsn, index };
                 ev.boundary = Some(Boundary {
                     lsn: next,
                     commit_time: commit_time(&o),
@@ -237,7 +249,9 @@ impl Format3 {
             "S" => {
                 let xid = o.xid.ok_or_else(|| bad("S without xid", line))?;
                 if o.first == Some(true) {
+                    // Streamed again from its start (a new session).
                     self.streamed_seq.retain(|(top, _), _| *top != xid);
+                    self.streams.remove(&xid);
                 }
                 self.block = Some(xid);
                 // Session framing only: not published.
@@ -252,9 +266,12 @@ impl Format3 {
                 let subxid = o.subxid.unwrap_or(xid);
                 if subxid == xid {
                     self.streamed_seq.retain(|(top, _), _| *top != xid);
+                    self.streams.remove(&xid);
+                } else if let Some(buffer) = self.streams.get_mut(&xid) {
+                    buffer.retain(|(sub, _)| *sub != subxid);
                 }
-                ev.id = EventId::StreamAbort { xid, subxid };
-                ev.action = "A";
+                // Nothing of it was published: nothing to publish.
+                return Ok(());
             }
             "M" if o.transactional != Some(true) => {
                 // A message outside any transaction.
@@ -322,6 +339,10 @@ impl Format3 {
                         ev.key = record_key(rel, row);
                     }
                 }
+                if let EventId::Streamed { xid, subxid, .. } = ev.id {
+                    self.streams.entry(xid).or_default().push((subxid, ev));
+                    return Ok(());
+                }
             }
         }
         out.push(ev);
@@ -357,8 +378,10 @@ impl Format for Format3 {
         self.relations.clear();
         self.txn = None;
         self.block = None;
-        // Streamed numbering restarts at the next `first` block; a
-        // transaction streamed again comes with one.
+        // A new session streams every running transaction again from its
+        // start (format 3's rule 1).
+        self.streams.clear();
+        self.streamed_seq.clear();
     }
 
     fn message(
@@ -505,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn streamed_changes_numbered_per_subtransaction_and_renumbered_from_first() {
+    fn streamed_transactions_published_whole_at_their_end() {
         let mut f = Format3::new(false);
         let s1 = [
             r#"{"action":"S","xid":7,"first":true}"#,
@@ -516,66 +539,83 @@ mod tests {
         ];
         let evs = run(&mut f, &s1);
         assert_eq!(
-            evs[1].id,
-            EventId::Streamed {
-                xid: 7,
-                subxid: 7,
-                seq: 0
-            }
+            evs.iter().map(|e| e.action).collect::<Vec<_>>(),
+            vec!["R"],
+            "changes held back"
         );
-        assert_eq!(
-            evs[2].id,
-            EventId::Streamed {
-                xid: 7,
-                subxid: 8,
-                seq: 0
-            }
-        );
-        let evs = run(
+        run(
             &mut f,
             &[
                 r#"{"action":"S","xid":7,"first":false}"#,
-                r#"{"action":"I","xid":7,"relid":5,"schema":"public","table":"t","new":{"id":3}}"#,
+                r#"{"action":"I","xid":9,"relid":5,"schema":"public","table":"t","new":{"id":3}}"#,
             ],
-        );
-        assert_eq!(
-            evs[0].id,
-            EventId::Streamed {
-                xid: 7,
-                subxid: 7,
-                seq: 1
-            }
         );
         assert!(f.in_transaction());
         run(&mut f, &[r#"{"action":"E","xid":7}"#]);
-        assert!(!f.in_transaction());
-        // A new session streams it again from the start.
+        assert!(
+            !f.in_transaction(),
+            "a keepalive may be confirmed between blocks"
+        );
+        // A new session streams it again from the start: nothing twice.
         f.session_start();
-        let evs = run(&mut f, &s1);
-        assert_eq!(
-            evs[1].id,
-            EventId::Streamed {
-                xid: 7,
-                subxid: 7,
-                seq: 0
-            }
+        run(&mut f, &s1);
+        run(
+            &mut f,
+            &[
+                r#"{"action":"S","xid":7,"first":false}"#,
+                r#"{"action":"I","xid":9,"relid":5,"schema":"public","table":"t","new":{"id":3}}"#,
+                r#"{"action":"E","xid":7}"#,
+            ],
         );
         let evs = run(
             &mut f,
             &[
                 r#"{"action":"A","xid":7,"subxid":8,"lsn":"0/200"}"#,
-                r#"{"action":"C","xid":7,"streamed":true,"lsn":"0/300","nextlsn":"0/330","timestamp":"2026-12-03T05:08:36Z","changes":2}"#,
+                r#"{"action":"C","xid":7,"streamed":true,"lsn":"0/300","nextlsn":"0/330","timestamp":"2026-12-03T05:08:36Z","changes":3}"#,
             ],
         );
-        assert_eq!(evs[0].id, EventId::StreamAbort { xid: 7, subxid: 8 });
+        let got: Vec<_> = evs
+            .iter()
+            .map(|e| (e.action, e.id, e.boundary.map(|b| b.lsn)))
+            .collect();
         assert_eq!(
-            evs[1].id,
-            EventId::Committed {
-                lsn: 0x300,
-                index: 0
-            }
+            got,
+            vec![
+                (
+                    "I",
+                    EventId::Committed {
+                        lsn: 0x300,
+                        index: 1
+                    },
+                    None
+                ),
+                (
+                    "I",
+                    EventId::Committed {
+                        lsn: 0x300,
+                        index: 2
+                    },
+                    None
+                ),
+                (
+                    "C",
+                    EventId::Committed {
+                        lsn: 0x300,
+                        index: 3
+                    },
+                    Some(0x330)
+                ),
+            ]
         );
-        assert_eq!(evs[1].boundary.unwrap().lsn, 0x330);
+        assert!(evs[1].payload.ends_with(br#"{"id":3}}"#));
+        // A whole transaction aborted: nothing published.
+        run(&mut f, &s1);
+        assert!(run(
+            &mut f,
+            &[r#"{"action":"A","xid":7,"subxid":7,"lsn":"0/400"}"#]
+        )
+        .is_empty());
+        assert!(f.streams.is_empty());
     }
 
     #[test]

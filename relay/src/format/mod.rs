@@ -47,10 +47,9 @@ pub enum EventId {
     /// transaction).
     Committed { lsn: u64, index: u32 },
     /// The `seq`-th change (from 0) of subtransaction `subxid` of the
-    /// streamed, still running transaction `xid`.
+    /// streamed, still running transaction `xid`: held by the format until
+    /// the transaction ends, then numbered as `Committed`.
     Streamed { xid: u32, subxid: u32, seq: u32 },
-    /// The abort of subtransaction `subxid` of streamed transaction `xid`.
-    StreamAbort { xid: u32, subxid: u32 },
     /// Not de-duplicated (relation descriptions, which a new session sends
     /// again anyway).
     None,
@@ -65,7 +64,6 @@ impl EventId {
                 Some(format!("{:X}/{:X}:{index}", lsn >> 32, lsn & 0xffff_ffff))
             }
             EventId::Streamed { xid, subxid, seq } => Some(format!("s{xid}:{subxid}:{seq}")),
-            EventId::StreamAbort { xid, subxid } => Some(format!("a{xid}:{subxid}")),
             EventId::None => None,
         }
     }
