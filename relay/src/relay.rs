@@ -111,7 +111,12 @@ impl Relay {
                 return Ok(());
             }
             if self.sink.is_none() {
-                match self.connect_sink().await {
+                let mut stop = self.shutdown.clone();
+                let connected = tokio::select! {
+                    c = self.connect_sink() => c,
+                    _ = stop.wait_for(|s| *s) => return Ok(()),
+                };
+                match connected {
                     Ok(s) => {
                         self.sink = Some(Arc::new(s));
                         self.metrics.set_broker_ok(true);
@@ -131,7 +136,14 @@ impl Relay {
                 }
             }
             let started = Instant::now();
-            let result = self.session().await;
+            let mut stop = self.shutdown.clone();
+            let grace = self.settings.drain_timeout + Duration::from_secs(5);
+            // Connecting and preparing can wait on an unresponsive server:
+            // a shutdown then ends them (streaming has its own drain).
+            let result = tokio::select! {
+                r = self.session() => r,
+                _ = async { stop.wait_for(|s| *s).await.ok(); tokio::time::sleep(grace).await } => Ok(SessionEnd::Shutdown),
+            };
             self.metrics.set_streaming(false);
             // A session that streamed a while resets the backoff.
             if started.elapsed() > Duration::from_secs(10) {
@@ -401,6 +413,12 @@ impl Relay {
                     self.metrics.unacknowledged.set(pending.len() as i64);
                 }
                 _ = tick.tick() => {
+                    if sink.is_broken() {
+                        return Err(SessionError::Broker(SinkError {
+                            message: "the connection to the broker was lost".into(),
+                            permanent: false,
+                        }));
+                    }
                     stream.send_status(self.confirmed, false).await?;
                     sent_status = self.confirmed;
                     let lag = waiting_times

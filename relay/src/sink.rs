@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -75,6 +76,15 @@ impl Sink {
         }
     }
 
+    /// The connection was lost: the sink must be replaced (NATS: the
+    /// client does not reconnect by itself, see [`NatsSink::connect`]).
+    pub fn is_broken(&self) -> bool {
+        match self {
+            Sink::Nats(s) => s.broken.load(Ordering::Relaxed),
+            Sink::Kafka(_) => false,
+        }
+    }
+
     /// Lets go of everything unsent (Kafka: purges librdkafka's queues, so
     /// that dropping the producer does not wait for them).
     pub fn abandon(&self) {
@@ -94,6 +104,7 @@ fn id_text(ev: &Event) -> Option<String> {
 
 pub struct NatsSink {
     js: jetstream::Context,
+    broken: Arc<AtomicBool>,
     stream: String,
     settings: NatsSettings,
 }
@@ -134,19 +145,35 @@ impl NatsSink {
         relay_id: &str,
         metrics: Arc<Metrics>,
     ) -> Result<NatsSink, SinkError> {
+        let broken = Arc::new(AtomicBool::new(false));
+        let flag = broken.clone();
+        // The client never reconnects by itself: after a reconnect it
+        // would send what it had buffered, possibly after events the
+        // server lost with the old connection, and a key's events could
+        // be stored out of order. The relay replaces the client instead
+        // and sends again, in order, from its confirmed position.
         let mut opts = async_nats::ConnectOptions::new()
             .name(format!("pubjson-relay {relay_id}"))
             .connection_timeout(Duration::from_secs(5))
+            .reconnect_delay_callback({
+                // Called before each attempt: the first is the initial
+                // connection, every later one a reconnect.
+                let calls = AtomicUsize::new(0);
+                move |_| {
+                    if calls.fetch_add(1, Ordering::Relaxed) == 0 {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_secs(24 * 3600)
+                    }
+                }
+            })
             .event_callback(move |event| {
                 let m = metrics.clone();
+                let flag = flag.clone();
                 async move {
-                    match event {
-                        async_nats::Event::Connected => m.set_broker_ok(true),
-                        async_nats::Event::Disconnected => {
-                            m.set_broker_ok(false);
-                            m.reconnect("broker");
-                        }
-                        _ => {}
+                    if let async_nats::Event::Disconnected = event {
+                        flag.store(true, Ordering::Relaxed);
+                        m.set_broker_ok(false);
                     }
                 }
             });
@@ -199,6 +226,7 @@ impl NatsSink {
         }
         Ok(NatsSink {
             js,
+            broken,
             stream: settings.stream.clone(),
             settings: settings.clone(),
         })
