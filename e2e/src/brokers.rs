@@ -167,6 +167,22 @@ impl Nats {
         panic!("NATS did not start (see {}/nats.log)", dir.display());
     }
 
+    /// A fresh server on `port` (for a client configured before the
+    /// server existed).
+    pub fn start_at(dir: &Path, port: u16) -> Nats {
+        let _ = std::fs::remove_dir_all(dir.join("store"));
+        std::fs::create_dir_all(dir).expect("NATS directory");
+        for _ in 0..5 {
+            if let Some(n) = Nats::start_on(dir, port, free_port()) {
+                return n;
+            }
+        }
+        panic!(
+            "NATS did not start on port {port} (see {}/nats.log)",
+            dir.display()
+        );
+    }
+
     fn start_on(dir: &Path, port: u16, monitor_port: u16) -> Option<Nats> {
         let store = dir.join("store");
         let mut cmd = Command::new(broker_program("nats-server"));

@@ -105,6 +105,10 @@ impl Relay {
 
     /// Runs until shutdown (Ok) or an error no retry can cure.
     pub async fn run(mut self) -> Result<(), Fatal> {
+        // The format's options are checked before anything connects.
+        Format3::new(false)
+            .plugin_options(&self.settings.options)
+            .map_err(|e| Fatal(e.0))?;
         let mut backoff = self.settings.reconnect_min;
         loop {
             if self.stopping() {
