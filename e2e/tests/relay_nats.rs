@@ -27,7 +27,7 @@ create_slot = true
 kind = "nats"
 [nats]
 url = "{url}"
-ack_timeout = "5s"
+ack_timeout = "10s"
 [topics]
 transactions = "pubjson.{{database}}.tx"
 [relay]

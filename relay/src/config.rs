@@ -388,7 +388,7 @@ pub fn settings(file_text: Option<&str>, flags: &Flags) -> Result<Settings, Conf
                 ack_timeout: duration(
                     "[nats] ack_timeout",
                     file.nats.ack_timeout.as_ref(),
-                    Duration::from_secs(10),
+                    Duration::from_secs(30),
                 )?,
                 credentials: flags.nats_credentials.clone().or(file.nats.credentials),
                 recovery_scan: file.nats.recovery_scan.unwrap_or(100_000),
@@ -456,7 +456,7 @@ pub fn settings(file_text: Option<&str>, flags: &Flags) -> Result<Settings, Conf
             "relay id \"{relay_id}\" is invalid (letters, digits, '_' and '-')"
         )));
     }
-    let max_in_flight = file.relay.max_in_flight.unwrap_or(100_000);
+    let max_in_flight = file.relay.max_in_flight.unwrap_or(10_000);
     if max_in_flight == 0 {
         return Err(cerr("[relay] max_in_flight must be at least 1"));
     }
