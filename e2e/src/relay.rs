@@ -357,60 +357,68 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
     let md = consumer
         .fetch_metadata(None, Duration::from_secs(30))
         .expect("Kafka metadata");
-    let mut out = Vec::new();
+    // Every partition assigned at once, read until each reaches the high
+    // watermark it had when reading started; records bucketed by the
+    // partition they say they come from.
+    let mut tpl = TopicPartitionList::new();
+    let mut remaining: HashMap<(String, i32), i64> = HashMap::new();
     for topic in md.topics().iter().filter(|t| t.name().starts_with(prefix)) {
         for p in topic.partitions() {
             let (low, high) = consumer
                 .fetch_watermarks(topic.name(), p.id(), Duration::from_secs(30))
                 .expect("watermarks");
-            if high <= low {
-                continue;
-            }
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition_offset(topic.name(), p.id(), Offset::Offset(low))
-                .expect("partition");
-            consumer.assign(&tpl).expect("assign");
-            let mut next = low;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while next < high {
-                assert!(
-                    Instant::now() < deadline,
-                    "reading {} [{}] stalled at {next} of {high}",
-                    topic.name(),
-                    p.id()
-                );
-                let Some(m) = consumer.poll(Duration::from_millis(500)) else {
-                    continue;
-                };
-                let m = m.expect("Kafka message");
-                next = m.offset() + 1;
-                let mut event = None;
-                let mut relay = None;
-                if let Some(h) = m.headers() {
-                    for i in 0..h.count() {
-                        let header = h.get(i);
-                        let value = header
-                            .value
-                            .map(|v| String::from_utf8_lossy(v).into_owned());
-                        match header.key {
-                            "pubjson-event" => event = value,
-                            "pubjson-relay" => relay = value,
-                            _ => {}
-                        }
-                    }
-                }
-                out.push(Record {
-                    dest: topic.name().to_string(),
-                    partition: p.id(),
-                    key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-                    event,
-                    relay,
-                    object: serde_json::from_slice(m.payload().unwrap_or_default())
-                        .expect("JSON payload"),
-                });
+            if high > low {
+                tpl.add_partition_offset(topic.name(), p.id(), Offset::Offset(low))
+                    .expect("partition");
+                remaining.insert((topic.name().to_string(), p.id()), high);
             }
         }
     }
+    let mut by_partition: BTreeMap<(String, i32), Vec<Record>> = BTreeMap::new();
+    if remaining.is_empty() {
+        return Vec::new();
+    }
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !remaining.is_empty() {
+        assert!(Instant::now() < deadline, "reading Kafka stalled: still to read {remaining:?}");
+        let Some(m) = consumer.poll(Duration::from_millis(500)) else {
+            continue;
+        };
+        let m = m.expect("Kafka message");
+        let part = (m.topic().to_string(), m.partition());
+        let Some(high) = remaining.get(&part).copied() else {
+            continue;
+        };
+        if m.offset() + 1 >= high {
+            remaining.remove(&part);
+        }
+        if m.offset() >= high {
+            continue;
+        }
+        let mut event = None;
+        let mut relay = None;
+        if let Some(h) = m.headers() {
+            for i in 0..h.count() {
+                let header = h.get(i);
+                let value = header.value.map(|v| String::from_utf8_lossy(v).into_owned());
+                match header.key {
+                    "pubjson-event" => event = value,
+                    "pubjson-relay" => relay = value,
+                    _ => {}
+                }
+            }
+        }
+        by_partition.entry(part.clone()).or_default().push(Record {
+            dest: part.0,
+            partition: part.1,
+            key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+            event,
+            relay,
+            object: serde_json::from_slice(m.payload().unwrap_or_default()).expect("JSON payload"),
+        });
+    }
+    let out: Vec<Record> = by_partition.into_values().flatten().collect();
     out
 }
 
@@ -447,13 +455,13 @@ pub fn drop_kafka_duplicates(records: Vec<Record>) -> (Vec<Record>, usize) {
     (kept, dropped)
 }
 
-/// Checks that no two records have the same identity (per relay):
-/// exactly once.
+/// Checks that no two records have the same identity (per relay and
+/// partition: a truncate goes to every partition): exactly once.
 pub fn assert_no_duplicates(records: &[Record]) {
-    let mut seen: HashMap<(Option<String>, String), &Record> = HashMap::new();
+    let mut seen: HashMap<(Option<String>, i32, String), &Record> = HashMap::new();
     for r in records {
         if let Some(e) = &r.event {
-            if let Some(first) = seen.insert((r.relay.clone(), e.clone()), r) {
+            if let Some(first) = seen.insert((r.relay.clone(), r.partition, e.clone()), r) {
                 panic!("event {e} stored twice:\n{first:?}\n{r:?}");
             }
         }

@@ -1,0 +1,127 @@
+//! pubjson-relay into a Kafka-protocol broker (tansu, memory only, so it
+//! is never restarted; its transactions are not isolated, and the relay
+//! does not use them): the idempotent producer with acks=all, at least
+//! once through relay kills, an immediate PostgreSQL restart and a frozen
+//! broker, every duplicate caught by the documented rule (docs/relay.md),
+//! each key on one partition in commit order, the replica equal to the
+//! table.
+
+use pubjson_e2e::brokers::Tansu;
+use pubjson_e2e::relay::{
+    assert_no_duplicates, build_replica, conninfo, create_workload_table, drop_kafka_duplicates,
+    read_kafka, run_workload, seed, source_rows, wait_caught_up, Record, RelayProcess, Replica,
+};
+use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[test]
+fn at_least_once_with_every_duplicate_caught_by_the_rule() {
+    let cluster = Place::new("relay-kafka", 54391).take();
+    let server = cluster.server();
+    let db = "relay_kafka";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    let dir = scratch_dir("relay-kafka");
+    let tansu = Tansu::start(&dir.join("tansu"));
+    let config = format!(
+        r#"
+[source]
+conninfo = "{conn} options='-c logical_decoding_work_mem=64kB'"
+slot = "relay_kafka"
+create_slot = true
+[source.options]
+streaming = "on"
+[broker]
+kind = "kafka"
+[kafka]
+brokers = "{bootstrap}"
+delivery_timeout = "20s"
+[relay]
+reconnect_max = "2s"
+"#,
+        conn = conninfo(&server, db),
+        bootstrap = tansu.bootstrap()
+    );
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(120));
+    let seed = seed();
+    let stop = AtomicBool::new(false);
+    let kills = if soak() { 30 } else { 5 };
+    let frozen_for = Duration::from_secs(if soak() { 30 } else { 10 });
+    let stats = std::thread::scope(|s| {
+        let writer = s.spawn(|| run_workload(&server, db, "t", seed, 2000, true, true, &stop));
+        let mut rng = SeededRng::new(seed ^ 0x6b61);
+        for _ in 0..kills {
+            std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+            relay.restart();
+        }
+        relay.wait_healthy(Duration::from_secs(120));
+        cluster.pg_ctl_restart("immediate");
+        relay.wait_healthy(Duration::from_secs(120));
+        tansu.freeze();
+        let frozen = Instant::now();
+        std::thread::sleep(frozen_for.saturating_sub(frozen.elapsed()));
+        tansu.thaw();
+        relay.wait_healthy(Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("workload")
+    });
+    eprintln!("workload: {stats:?}");
+    assert!(stats.large > 0 && stats.transactions > 50, "{stats:?}");
+    let mut client = server.connect_retrying(db, Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_kafka", Duration::from_secs(180));
+    let records = read_kafka(&tansu.bootstrap(), "pubjson.relay_kafka.");
+    let total = records.len();
+    let (kept, dropped) = drop_kafka_duplicates(records);
+    eprintln!("{total} records, {dropped} duplicates dropped by the rule");
+    assert_no_duplicates(&kept);
+    // A key stays on one partition.
+    let mut partition_of: HashMap<String, i32> = HashMap::new();
+    for r in kept.iter().filter(|r| r.key.is_some()) {
+        let p = *partition_of.entry(r.key.clone().unwrap_or_default()).or_insert(r.partition);
+        assert_eq!(p, r.partition, "key {:?} on two partitions", r.key);
+    }
+    // Each partition's records replayed on their own (a truncate reaches
+    // every partition), then put together.
+    let mut by_partition: BTreeMap<(String, i32), Vec<Record>> = BTreeMap::new();
+    for r in kept {
+        by_partition.entry((r.dest.clone(), r.partition)).or_default().push(r);
+    }
+    let mut replica = Replica::new();
+    for records in by_partition.values() {
+        for (table, rows) in build_replica(records, &|_| vec!["id".to_string()]) {
+            replica.entry(table).or_default().extend(rows);
+        }
+    }
+    let all: Vec<Record> = by_partition.values().flatten().cloned().collect();
+    let source = source_rows(&mut client, "t", &["id"]);
+    let got = replica.remove("public.t").unwrap_or_default();
+    assert!(!source.is_empty(), "nothing to compare");
+    let missing: Vec<_> = source.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
+    let extra: Vec<_> = got.keys().filter(|k| !source.contains_key(*k)).take(5).collect();
+    let about = |k: &String| -> Vec<String> {
+        let id: i64 = k.trim_matches(|c| c == '[' || c == ']').parse().unwrap_or(-1);
+        all.iter()
+            .filter(|r| {
+                r.object["new"]["id"].as_i64() == Some(id)
+                    || r.object["old"]["id"].as_i64() == Some(id)
+            })
+            .map(|r| format!("[{}] {:?} {}", r.partition, r.event, r.object))
+            .collect()
+    };
+    assert!(
+        missing.is_empty() && extra.is_empty() && source == got,
+        "the replica differs from t ({} rows, replica {}): missing {missing:?}, extra {extra:?}; records of the first: {:#?}",
+        source.len(),
+        got.len(),
+        missing.first().or(extra.first()).map(|k| about(k)).unwrap_or_default()
+    );
+    wait_for("no unacknowledged events", Duration::from_secs(30), || {
+        relay.metric("pubjson_relay_unacknowledged_events") == Some(0.0)
+    });
+    assert!(relay.terminate(Duration::from_secs(60)).success(), "{}", relay.log_text());
+    pubjson_e2e::drop_slot(&mut client, "relay_kafka");
+}
