@@ -381,7 +381,10 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
     consumer.assign(&tpl).expect("assign");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !remaining.is_empty() {
-        assert!(Instant::now() < deadline, "reading Kafka stalled: still to read {remaining:?}");
+        assert!(
+            Instant::now() < deadline,
+            "reading Kafka stalled: still to read {remaining:?}"
+        );
         let Some(m) = consumer.poll(Duration::from_millis(500)) else {
             continue;
         };
@@ -401,7 +404,9 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
         if let Some(h) = m.headers() {
             for i in 0..h.count() {
                 let header = h.get(i);
-                let value = header.value.map(|v| String::from_utf8_lossy(v).into_owned());
+                let value = header
+                    .value
+                    .map(|v| String::from_utf8_lossy(v).into_owned());
                 match header.key {
                     "pubjson-event" => event = value,
                     "pubjson-relay" => relay = value,

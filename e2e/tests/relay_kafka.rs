@@ -81,14 +81,19 @@ reconnect_max = "2s"
     // A key stays on one partition.
     let mut partition_of: HashMap<String, i32> = HashMap::new();
     for r in kept.iter().filter(|r| r.key.is_some()) {
-        let p = *partition_of.entry(r.key.clone().unwrap_or_default()).or_insert(r.partition);
+        let p = *partition_of
+            .entry(r.key.clone().unwrap_or_default())
+            .or_insert(r.partition);
         assert_eq!(p, r.partition, "key {:?} on two partitions", r.key);
     }
     // Each partition's records replayed on their own (a truncate reaches
     // every partition), then put together.
     let mut by_partition: BTreeMap<(String, i32), Vec<Record>> = BTreeMap::new();
     for r in kept {
-        by_partition.entry((r.dest.clone(), r.partition)).or_default().push(r);
+        by_partition
+            .entry((r.dest.clone(), r.partition))
+            .or_default()
+            .push(r);
     }
     let mut replica = Replica::new();
     for records in by_partition.values() {
@@ -100,10 +105,21 @@ reconnect_max = "2s"
     let source = source_rows(&mut client, "t", &["id"]);
     let got = replica.remove("public.t").unwrap_or_default();
     assert!(!source.is_empty(), "nothing to compare");
-    let missing: Vec<_> = source.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !source.contains_key(*k)).take(5).collect();
+    let missing: Vec<_> = source
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !source.contains_key(*k))
+        .take(5)
+        .collect();
     let about = |k: &String| -> Vec<String> {
-        let id: i64 = k.trim_matches(|c| c == '[' || c == ']').parse().unwrap_or(-1);
+        let id: i64 = k
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .unwrap_or(-1);
         all.iter()
             .filter(|r| {
                 r.object["new"]["id"].as_i64() == Some(id)
@@ -122,6 +138,10 @@ reconnect_max = "2s"
     wait_for("no unacknowledged events", Duration::from_secs(30), || {
         relay.metric("pubjson_relay_unacknowledged_events") == Some(0.0)
     });
-    assert!(relay.terminate(Duration::from_secs(60)).success(), "{}", relay.log_text());
+    assert!(
+        relay.terminate(Duration::from_secs(60)).success(),
+        "{}",
+        relay.log_text()
+    );
     pubjson_e2e::drop_slot(&mut client, "relay_kafka");
 }
