@@ -613,6 +613,18 @@ pub fn create_workload_table(client: &mut postgres::Client, name: &str) {
         .unwrap_or_else(|e| panic!("create {name}: {e}"));
 }
 
+/// A workload of [`run_workload`].
+#[derive(Debug, Clone, Copy)]
+pub struct Workload<'a> {
+    pub db: &'a str,
+    pub table: &'a str,
+    pub seed: u64,
+    /// Rows of a large transaction.
+    pub large: u32,
+    pub two_phase: bool,
+    pub truncates: bool,
+}
+
 /// What a workload did, for the failure messages.
 #[derive(Debug, Default, Clone)]
 pub struct WorkloadStats {
@@ -632,15 +644,18 @@ pub struct WorkloadStats {
 /// next one goes on), then commits any prepared transaction a crash left.
 pub fn run_workload(
     server: &Server,
-    db: &str,
-    table: &str,
-    seed: u64,
-    large: u32,
-    two_phase: bool,
-    truncates: bool,
+    w: &Workload,
     stop: &std::sync::atomic::AtomicBool,
 ) -> WorkloadStats {
     use std::sync::atomic::Ordering;
+    let Workload {
+        db,
+        table,
+        seed,
+        large,
+        two_phase,
+        truncates,
+    } = *w;
     let mut rng = crate::SeededRng::new(seed);
     let mut client = None;
     let mut stats = WorkloadStats::default();

@@ -9,7 +9,7 @@
 use pubjson_e2e::brokers::Nats;
 use pubjson_e2e::relay::{
     assert_no_duplicates, build_replica, conninfo, create_workload_table, read_jetstream,
-    run_relay, run_workload, seed, source_rows, wait_caught_up, RelayProcess, Replica,
+    run_relay, run_workload, seed, source_rows, wait_caught_up, RelayProcess, Replica, Workload,
 };
 use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng, Server};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,7 +137,20 @@ fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
     let stop = AtomicBool::new(false);
     let kills = if soak() { 30 } else { 5 };
     let stats = std::thread::scope(|s| {
-        let writer = s.spawn(|| run_workload(&server, db, "t", seed, 3000, true, true, &stop));
+        let writer = s.spawn(|| {
+            run_workload(
+                &server,
+                &Workload {
+                    db,
+                    table: "t",
+                    seed,
+                    large: 3000,
+                    two_phase: true,
+                    truncates: true,
+                },
+                &stop,
+            )
+        });
         let mut rng = SeededRng::new(seed ^ 0x5eed);
         // kill -9 at random points: mid-transaction, mid-batch, between an
         // acknowledgement and the confirmation.
@@ -490,7 +503,20 @@ fn two_relays_on_disjoint_row_filters_make_the_whole_table() {
     let stop = AtomicBool::new(false);
     let seed = seed();
     std::thread::scope(|s| {
-        let writer = s.spawn(|| run_workload(&server, db, "t", seed, 500, false, false, &stop));
+        let writer = s.spawn(|| {
+            run_workload(
+                &server,
+                &Workload {
+                    db,
+                    table: "t",
+                    seed,
+                    large: 500,
+                    two_phase: false,
+                    truncates: false,
+                },
+                &stop,
+            )
+        });
         std::thread::sleep(Duration::from_secs(8));
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("workload")

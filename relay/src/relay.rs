@@ -245,7 +245,7 @@ impl Relay {
                     }
                     self.scanned = true;
                 }
-                Ok(Sink::Nats(sink))
+                Ok(Sink::Nats(Box::new(sink)))
             }
             BrokerKind::Kafka => {
                 let kafka = s.kafka.as_ref().ok_or_else(|| SinkError {

@@ -59,7 +59,7 @@ pub struct Acked {
 pub type AckFuture = Pin<Box<dyn Future<Output = Result<Acked, SinkError>> + Send>>;
 
 pub enum Sink {
-    Nats(NatsSink),
+    Nats(Box<NatsSink>),
     Kafka(KafkaSink),
 }
 
