@@ -21,9 +21,18 @@ loop). The first chunk's interval starts at _backfill_start's commit,
 which the stream does not show: it is left out.
 
 --chunk-rows N passes chunk_rows => N instead of the default (1000): a
-bigger chunk costs less per row and holds its locks longer.
+bigger chunk costs less per row and holds its locks longer. The CALL's
+time per chunk is printed too: with small chunks it is mostly each
+chunk's fixed cost (its queries, its commit).
 
-Usage: bench/backfill_bench.py [--rows 1000000] [--runs 3] [--chunk-rows N]
+JIT: the server's setting (`jit`, whether a JIT provider is there, the
+cost thresholds) is printed beside the figures: PostgreSQL's JIT compiles
+a query whose estimated cost passes jit_above_cost, which made every chunk
+cost ~70 ms before the extension turned it off for its own queries (issue
+42). --jit on|off runs the CALL's session with that setting instead of the
+server's (PGOPTIONS).
+
+Usage: bench/backfill_bench.py [--rows 1000000] [--runs 3] [--chunk-rows N] [--jit on|off]
 Needs PGHOST/PGPORT/PGUSER/PUBJSON_PG_BIN (scripts/cluster.sh env) and
 pubjson installed in the server's tree (scripts/bench.sh backfill does it).
 """
@@ -146,7 +155,16 @@ def chunk_commits(path):
     return commits, rows
 
 
-def time_backfill(scratch, rows, chunk_rows):
+def jit_report():
+    """The server's JIT: setting, provider present, thresholds."""
+    row = psql("SELECT current_setting('jit') || ' ' || pg_jit_available()::text || ' '"
+               " || current_setting('jit_provider') || ' ' || current_setting('jit_above_cost')")
+    setting, available, provider, above = row.split(" ")
+    return (f"jit = {setting}, provider {provider} "
+            f"{'available' if available == 'true' else 'not installed'}, jit_above_cost = {above}")
+
+
+def time_backfill(scratch, rows, chunk_rows, jit):
     out = os.path.join(scratch, "backfill.out")
     psql(f"SELECT 'ok' FROM pg_create_logical_replication_slot('{SLOT}', 'pubjson')")
     recv = subprocess.Popen([RECVLOGICAL, "-d", DB, "-S", SLOT, "--start", "-o", "format-version=3",
@@ -156,9 +174,12 @@ def time_backfill(scratch, rows, chunk_rows):
         wait_streaming(recv)
         wal_before = psql("SELECT pg_current_wal_insert_lsn()")
         started = time.monotonic()
+        env = dict(os.environ)
+        if jit:
+            env["PGOPTIONS"] = f"-c jit={jit}"
         call = subprocess.Popen([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", DB,
                                  "-c", f"CALL pubjson.backfill('t'{chunk_rows})"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         received, call_exit = wait_fe(out, recv, call, 3600)
         call_error = call.communicate()[1]
         call_exit = call_exit or time.monotonic()
@@ -183,6 +204,7 @@ def main():
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--chunk-rows", type=int)
+    ap.add_argument("--jit", choices=["on", "off"])
     args = ap.parse_args()
     chunk_rows = f", chunk_rows => {args.chunk_rows}" if args.chunk_rows else ""
     setup(args.rows)
@@ -193,18 +215,21 @@ def main():
             same_state()
             copies.append(time_copy(scratch))
             same_state()
-            backfills.append(time_backfill(scratch, args.rows, chunk_rows))
+            backfills.append(time_backfill(scratch, args.rows, chunk_rows, args.jit))
     copy_seconds, copy_bytes = min(copies)
     seconds, wal, gaps, size, call_seconds = min(backfills, key=lambda r: r[0])
     longest = max(max(r[2]) for r in backfills if r[2]) if any(r[2] for r in backfills) else 0.0
     gaps = sorted(gaps)
     print(f"\n== backfill of {args.rows:,} rows (mixed table, {'default settings' if not chunk_rows else chunk_rows[2:]}, best of {args.runs})")
+    print(f"server: {psql('SHOW server_version')}; {jit_report()}"
+          + (f"; the CALL's session: jit = {args.jit}" if args.jit else ""))
     print(f"{'':44} {'seconds':>8} {'MB out':>8}")
     print(f"{'COPY t TO STDOUT (psql into a file)':44} {copy_seconds:8.3f} {copy_bytes / 1e6:8.1f}")
     print(f"{'backfill to pg_recvlogical, format 3':44} {seconds:8.3f} {size / 1e6:8.1f}")
     print(f"{'  of which the CALL (psql process)':44} {call_seconds:8.3f}")
     print(f"rows/s: {args.rows / seconds:,.0f}; WAL bytes per row: {wal / args.rows:.1f}"
-          f" ({wal / 1e6:.1f} MB); chunks: {len(gaps) + 1}")
+          f" ({wal / 1e6:.1f} MB); chunks: {len(gaps) + 1};"
+          f" the CALL's time per chunk: {call_seconds / (len(gaps) + 1) * 1000:.2f} ms")
     if gaps:
         print(f"a chunk's locks (time between chunk commits), best run: median {gaps[len(gaps) // 2] * 1000:.1f} ms,"
               f" 99th percentile {gaps[int(len(gaps) * 0.99)] * 1000:.1f} ms, longest {gaps[-1] * 1000:.1f} ms;"

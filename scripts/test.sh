@@ -8,7 +8,8 @@
 # (PUBJSON_PG_VERSIONS="15 18" picks majors by hand.) In order:
 #   1. installs what is missing (scripts/install-deps.sh)
 #   2. formatting and clippy (clippy once per major: cfg'd code differs)
-#   3. unit tests of the pure modules (cargo test)
+#   3. unit tests: the pure core (cargo test -p pubjson-core, no pgrx) and
+#      the extension's own
 #   4. their fuzz targets, briefly, from the committed corpus (scripts/fuzz.sh)
 #   5. the relay's Debian package (scripts/deb-relay.sh; it builds the relay
 #      the suites run) and the end-to-end checks that need no server
@@ -129,7 +130,10 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
   run_step "lint" "cargo fmt --check / clippy" "$all" lint || true
 fi
 
-run_step "unit tests" "unit tests" "$all" cargo test -p pubjson --lib -p pubjson-relay || true
+unit_tests() {
+  cargo test -p pubjson-core && cargo test -p pubjson --lib && cargo test -p pubjson-relay
+}
+run_step "unit tests" "unit tests" "$all" unit_tests || true
 # The pure modules' fuzz targets, briefly, from their committed corpus.
 run_step "fuzz" "fuzz targets (briefly)" "$all" scripts/fuzz.sh || true
 # The relay's Debian package; its binary (cargo's e2e profile) is the one

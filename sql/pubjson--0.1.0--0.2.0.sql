@@ -243,6 +243,7 @@ CREATE FUNCTION pubjson.publication_risks(publication text)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
 LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -575,6 +576,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -733,6 +735,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -845,6 +848,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -912,6 +916,9 @@ GRANT EXECUTE ON FUNCTION pubjson._replay_receipt_time() TO pg_monitor;
 -- decoding_counters and worst_transactions read this backend's state when
 -- pubjson is not preloaded: parallel workers would not see it.
 ALTER FUNCTION pubjson.worst_transactions() PARALLEL RESTRICTED;
+
+-- The extension's queries are never JIT-compiled (src/pg/settings.rs).
+ALTER FUNCTION pubjson.subscription_status() SET jit = off;
 
 -- decoding_counters gains the live view's totals and decoding_stats shows
 -- them: their result columns change, so both are created anew (a view
@@ -998,6 +1005,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT c.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
@@ -1053,6 +1061,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT p.slot_name, x.xid,
            '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,
@@ -1297,6 +1306,7 @@ CREATE FUNCTION pubjson.enable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r
@@ -1335,6 +1345,7 @@ CREATE FUNCTION pubjson.disable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r

@@ -406,7 +406,7 @@ $proc$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- pubjson::api::ddl_capture::ddl_event
+-- pubjson::api::event_trigger::ddl_event
 
 -- The event triggers' function: the message of one DDL command
 -- (src/api/ddl_capture.rs). Not SECURITY DEFINER and no SET search_path:
@@ -548,6 +548,7 @@ CREATE FUNCTION pubjson.publication_risks(publication text)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
 LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -863,6 +864,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 DECLARE
     -- The apply progress (replication origin pg_<subscription oid>) is
@@ -990,6 +992,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -1146,6 +1149,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -1258,6 +1262,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -1440,6 +1445,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT c.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
@@ -1502,6 +1508,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT p.slot_name, x.xid,
            '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,
@@ -1570,6 +1577,7 @@ CREATE FUNCTION pubjson.enable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r
@@ -1608,6 +1616,7 @@ CREATE FUNCTION pubjson.disable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r

@@ -17,15 +17,9 @@ compile_error!(
 );
 
 pub mod api;
-pub mod backfill;
-pub mod model;
-pub mod options;
-pub mod output;
 pub mod pg;
 pub mod plugin;
-pub mod rules;
 pub mod stats;
-pub mod text;
 
 pgrx::pg_module_magic!(name, version);
 
@@ -38,5 +32,6 @@ pub extern "C-unwind" fn _PG_init() {
     // one: std reads the variables once per process. Backends are
     // single-threaded, so changing the environment here is sound.
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    api::define_settings();
     stats::init();
 }

@@ -17,119 +17,18 @@
 //! counts what it decodes every time it is called, and so does decoding the
 //! same transactions again after a restart from the slot's restart_lsn.
 
-pub mod live;
 mod shmem;
-pub mod table;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-use pgrx::{PgLogLevel, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
 
-use live::LiveView;
-use table::{Placement, SlotEntry, SlotKey};
+use crate::pg::error::Report;
 
-/// Worst recent transactions kept per slot.
-pub const WORST_KEPT: usize = 8;
-
-/// One finished transaction, as `worst_transactions()` and the `largest_txn_*`
-/// columns report it: what the decoding session counted for it (see
-/// `TxnState` in `plugin/state.rs`) and the reorder buffer's facts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(C)]
-pub struct TxnRecord {
-    pub xid: u32,
-    /// Changes decoded, emitted or not (with subtransactions).
-    pub changes: u64,
-    /// JSON bytes written for it (all its blocks when streamed).
-    pub bytes: u64,
-    pub spilled: bool,
-    pub streamed: bool,
-    /// WAL between the transaction's first change and its commit record.
-    pub wal_span: u64,
-    /// From its commit to its output, in microseconds.
-    pub commit_to_emit_us: i64,
-    pub commit_time: i64,
-}
-
-/// Counters of one slot. Plain data: lives in shared memory as it is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(C)]
-pub struct Counters {
-    pub txns_decoded: u64,
-    pub txns_emitted: u64,
-    pub txns_skipped_empty: u64,
-    pub changes_seen: u64,
-    pub changes_emitted: u64,
-    pub filtered_by_table: u64,
-    pub filtered_by_action: u64,
-    pub filtered_by_row_filter: u64,
-    pub filtered_by_origin: u64,
-    pub updates_to_insert: u64,
-    pub updates_to_delete: u64,
-    pub bytes_emitted: u64,
-    pub streamed_txns: u64,
-    pub prepared_txns: u64,
-    pub peak_reorder_buffer_bytes: u64,
-    pub largest: TxnRecord,
-    pub max_wal_span: u64,
-    pub max_commit_to_emit_us: i64,
-    /// The transactions with the longest commit-to-emit delay, worst first.
-    pub worst: [TxnRecord; WORST_KEPT],
-}
-
-impl Counters {
-    /// Adds `delta` (counts of one publishing interval) to these totals.
-    pub fn merge(&mut self, delta: &Counters) {
-        self.txns_decoded += delta.txns_decoded;
-        self.txns_emitted += delta.txns_emitted;
-        self.txns_skipped_empty += delta.txns_skipped_empty;
-        self.changes_seen += delta.changes_seen;
-        self.changes_emitted += delta.changes_emitted;
-        self.filtered_by_table += delta.filtered_by_table;
-        self.filtered_by_action += delta.filtered_by_action;
-        self.filtered_by_row_filter += delta.filtered_by_row_filter;
-        self.filtered_by_origin += delta.filtered_by_origin;
-        self.updates_to_insert += delta.updates_to_insert;
-        self.updates_to_delete += delta.updates_to_delete;
-        self.bytes_emitted += delta.bytes_emitted;
-        self.streamed_txns += delta.streamed_txns;
-        self.prepared_txns += delta.prepared_txns;
-        self.peak_reorder_buffer_bytes = self
-            .peak_reorder_buffer_bytes
-            .max(delta.peak_reorder_buffer_bytes);
-        self.max_wal_span = self.max_wal_span.max(delta.max_wal_span);
-        self.max_commit_to_emit_us = self.max_commit_to_emit_us.max(delta.max_commit_to_emit_us);
-        if delta.largest.changes > self.largest.changes {
-            self.largest = delta.largest;
-        }
-        for record in delta.worst.iter().filter(|r| r.xid != 0) {
-            self.note_worst(*record);
-        }
-    }
-
-    /// Records a finished transaction in the maxima and the worst list.
-    pub fn note_transaction(&mut self, record: TxnRecord) {
-        self.max_wal_span = self.max_wal_span.max(record.wal_span);
-        self.max_commit_to_emit_us = self.max_commit_to_emit_us.max(record.commit_to_emit_us);
-        if record.changes > self.largest.changes {
-            self.largest = record;
-        }
-        self.note_worst(record);
-    }
-
-    fn note_worst(&mut self, record: TxnRecord) {
-        // Keep the list sorted by delay, worst first; empty slots have xid 0.
-        let position = self
-            .worst
-            .iter()
-            .position(|r| r.xid == 0 || record.commit_to_emit_us > r.commit_to_emit_us);
-        if let Some(i) = position {
-            self.worst.copy_within(i..WORST_KEPT - 1, i + 1);
-            self.worst[i] = record;
-        }
-    }
-}
+use pubjson_core::stats::live::LiveView;
+use pubjson_core::stats::table::{self, Placement, SlotEntry, SlotKey};
+pub use pubjson_core::stats::{Counters, TxnRecord};
 
 thread_local! {
     /// What this backend decoded, per slot (the view without preloading;
@@ -221,23 +120,22 @@ fn warn_untracked(slot: &SlotKey) {
         return;
     }
     let capacity = shmem::capacity();
-    pgrx::pg_sys::panic::ErrorReport::new(
+    Report::new(
         PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
         format!(
             "pubjson does not track decoding statistics of replication slot \"{}\"",
             slot.name_text()
         ),
-        "pubjson statistics",
     )
-    .set_detail(format!(
+    .detail(format!(
         "All {capacity} entries of pubjson.max_tracked_slots belong to existing slots: \
          this slot is decoded but not counted until an entry is free."
     ))
-    .set_hint(
+    .hint(
         "Raise pubjson.max_tracked_slots (takes effect at server restart), \
          or drop replication slots that are no longer used.",
     )
-    .report(PgLogLevel::WARNING);
+    .warning();
 }
 
 /// One slot's statistics as read.
@@ -288,51 +186,4 @@ pub fn reset(slot_name: Option<&str>) {
     LOCAL.with(|l| forget(&mut l.borrow_mut()));
     WARNED.with(|w| w.borrow_mut().clear());
     shmem::with_table(forget);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(xid: u32, changes: u64, delay: i64) -> TxnRecord {
-        TxnRecord {
-            xid,
-            changes,
-            commit_to_emit_us: delay,
-            ..TxnRecord::default()
-        }
-    }
-
-    #[test]
-    fn worst_list_keeps_the_longest_delays_in_order() {
-        let mut c = Counters::default();
-        for (i, delay) in [5, 50, 1, 30, 70, 2, 9, 100, 3, 60, 40].iter().enumerate() {
-            c.note_transaction(record(i as u32 + 1, *delay as u64, *delay));
-        }
-        let delays: Vec<i64> = c.worst.iter().map(|r| r.commit_to_emit_us).collect();
-        assert_eq!(delays, vec![100, 70, 60, 50, 40, 30, 9, 5]);
-        assert_eq!(c.largest.changes, 100);
-        assert_eq!(c.max_commit_to_emit_us, 100);
-    }
-
-    #[test]
-    fn merge_adds_counts_and_keeps_maxima() {
-        let mut total = Counters {
-            changes_seen: 3,
-            peak_reorder_buffer_bytes: 10,
-            ..Counters::default()
-        };
-        let mut delta = Counters {
-            changes_seen: 4,
-            peak_reorder_buffer_bytes: 7,
-            ..Counters::default()
-        };
-        delta.note_transaction(record(9, 12, 5));
-        total.merge(&delta);
-        assert_eq!(total.changes_seen, 7);
-        assert_eq!(total.peak_reorder_buffer_bytes, 10);
-        assert_eq!(total.largest.xid, 9);
-        assert_eq!(total.worst[0].xid, 9);
-        assert_eq!(total.worst[1].xid, 0);
-    }
 }

@@ -36,12 +36,13 @@
 //! slot consumed equals what was peeked from it. A permutation must make as
 //! many decoding calls as its steps name (an erroring call writes no file).
 
+use crate::change_stream::{show_items, Change, Item, Old};
 use crate::cluster::run;
 use crate::env::{fresh_dir, note_skip, pg_bin, pg_bin_dir, tmp_root};
-use crate::pgoutput::{
-    decode_pgoutput, pair_items, read_format3, read_pubjson, read_test_decoding_rows, show_items,
-    Change, Item, Old, Paired,
-};
+use crate::pgoutput_proto::decode_pgoutput;
+use crate::pubjson_reader::{read_format3, read_pubjson};
+use crate::stream_comparison::{pair_items, Paired};
+use crate::test_decoding_reader::read_test_decoding_rows;
 use crate::{exec, Place, Server};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -627,7 +628,7 @@ pub fn compare_canonical(
 #[cfg(test)]
 mod unit {
     use super::*;
-    use crate::pgoutput::read_test_decoding_rows;
+    use crate::test_decoding_reader::read_test_decoding_rows;
 
     fn rows(lines: &[&str]) -> Vec<String> {
         lines.iter().map(|s| s.to_string()).collect()

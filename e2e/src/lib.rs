@@ -17,13 +17,27 @@
 //!   physical standbys, pg_upgrade between two clusters;
 //! - [`recvlogical`]: pg_recvlogical as a consumer;
 //! - [`rng`]: seeded randomness for workloads;
+//! - [`ddl_replica`]: docs/ddl.md's consumer algorithm as code, keeping
+//!   a replica database's tables in step with format 3's `R` and `DDL`
+//!   objects;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
 //!   query file, scraped over loopback;
-//! - [`pgoutput`]: pgoutput's binary protocol decoded, pubjson's format 2
-//!   and test_decoding read, both streams compared, and the scenario
-//!   harness of the pgoutput differential suite (`tests/publications.rs`);
+//! - [`change_stream`]: transactions of changes with each value as
+//!   PostgreSQL text, the one form every reader below gives, whatever
+//!   plugin wrote the stream;
+//! - [`pgoutput_proto`]: pgoutput's binary protocol (version 1) decoded;
+//! - [`pubjson_reader`]: pubjson's format-2 and format-3 rows read
+//!   (streamed blocks put back together, prepared transactions as
+//!   committed);
+//! - [`test_decoding_reader`]: test_decoding's rows read, as raw change
+//!   letters per transaction or whole rows with their values;
+//! - [`stream_comparison`]: two such streams compared, transaction by
+//!   transaction and change by change;
+//! - [`pgoutput_scenario`]: the scenario harness of the pgoutput
+//!   differential suite (`tests/publications.rs`): a database and slots of
+//!   its own, both plugins peeked, decoded and compared;
 //! - [`isolation`]: PostgreSQL's decoding scenarios as isolation specs,
 //!   run with isolationtester and compared across test_decoding, pgoutput
 //!   and pubjson's formats 2 and 3;
@@ -47,22 +61,29 @@
 //! "Tested examples" in docs/development.md).
 
 pub mod brokers;
+pub mod change_stream;
 pub mod cluster;
 pub mod conflicts;
+pub mod ddl_replica;
 pub mod differential;
 pub mod env;
 pub mod exporter;
 pub mod isolation;
-pub mod pgoutput;
+pub mod pgoutput_proto;
+pub mod pgoutput_scenario;
+pub mod pubjson_reader;
 pub mod recvlogical;
 pub mod relay;
 pub mod reliability;
 pub mod rng;
 pub mod server;
+pub mod stream_comparison;
+pub mod test_decoding_reader;
 pub mod wait;
 pub mod walsender;
 
 pub use cluster::{pg_upgrade, ExtraCluster, PgUpgrade, Place, SerialCluster, Standby};
+pub use ddl_replica::SchemaReplica;
 pub use differential::*;
 pub use env::{
     cluster_dir, major_of, note_skip, pg_bin, pg_bin_dir, pg_bin_dir_of, pg_env,

@@ -11,7 +11,7 @@ use postgres::Client;
 // pubjson (`slot`).
 use pubjson_e2e::{
     drop_slot, exec, get_format3 as get3, json_lines, peek_texts, pubjson_slot as slot,
-    scratch_dir, sqlstate, suite_database, wait_commits, RecvLogical, Server,
+    scratch_dir, sqlstate, suite_database, wait_commits, RecvLogical, SchemaReplica, Server,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -594,202 +594,6 @@ impl GenTable {
     }
 }
 
-/// What the replica remembers of one source table: its name there and the
-/// last R object applied.
-struct ReplicaTable {
-    schema: String,
-    table: String,
-    r: Value,
-}
-
-fn quote_ident(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
-/// The columns of an R object by attnum: (attnum, name, type, nullable).
-fn r_columns(r: &Value) -> Vec<(i64, String, String, bool)> {
-    r["columns"]
-        .as_array()
-        .expect("R columns")
-        .iter()
-        .map(|c| {
-            (
-                c["attnum"].as_i64().expect("attnum"),
-                c["name"].as_str().expect("name").to_string(),
-                c["type"].as_str().expect("type").to_string(),
-                c["nullable"].as_bool().expect("nullable"),
-            )
-        })
-        .collect()
-}
-
-/// The primary key an R object implies: the key columns under identity
-/// `default`, in attnum order.
-fn r_primary_key(r: &Value) -> Vec<String> {
-    if r["identity"] != "default" {
-        return Vec::new();
-    }
-    r["columns"]
-        .as_array()
-        .expect("R columns")
-        .iter()
-        .filter(|c| c["key"] == true)
-        .map(|c| c["name"].as_str().expect("name").to_string())
-        .collect()
-}
-
-/// docs/ddl.md's algorithm, step by step: an R object (standalone or in a
-/// DDL object's relations) creates or brings in step the replica's table.
-fn apply_r(
-    replica: &mut Client,
-    tables: &mut std::collections::BTreeMap<u64, ReplicaTable>,
-    r: &Value,
-) {
-    let relid = r["relid"].as_u64().expect("relid");
-    let schema = r["schema"].as_str().expect("schema").to_string();
-    let table = r["table"].as_str().expect("table").to_string();
-    let columns = r_columns(r);
-    let pk = r_primary_key(r);
-    let Some(have) = tables.get_mut(&relid) else {
-        // Step 1: create it.
-        let mut defs: Vec<String> = columns
-            .iter()
-            .map(|(_, n, t, nullable)| {
-                format!(
-                    "{} {t}{}",
-                    quote_ident(n),
-                    if *nullable { "" } else { " NOT NULL" }
-                )
-            })
-            .collect();
-        if !pk.is_empty() {
-            let keys: Vec<String> = pk.iter().map(|k| quote_ident(k)).collect();
-            defs.push(format!("PRIMARY KEY ({})", keys.join(", ")));
-        }
-        exec(
-            replica,
-            &format!(
-                "CREATE SCHEMA IF NOT EXISTS {s}; CREATE TABLE {s}.{t} ({})",
-                defs.join(", "),
-                s = quote_ident(&schema),
-                t = quote_ident(&table)
-            ),
-        );
-        tables.insert(
-            relid,
-            ReplicaTable {
-                schema,
-                table,
-                r: r.clone(),
-            },
-        );
-        return;
-    };
-    // Step 2: moved, renamed.
-    if have.schema != schema {
-        exec(
-            replica,
-            &format!(
-                "CREATE SCHEMA IF NOT EXISTS {s}; ALTER TABLE {}.{} SET SCHEMA {s}",
-                quote_ident(&have.schema),
-                quote_ident(&have.table),
-                s = quote_ident(&schema)
-            ),
-        );
-        have.schema = schema.clone();
-    }
-    if have.table != table {
-        exec(
-            replica,
-            &format!(
-                "ALTER TABLE {}.{} RENAME TO {}",
-                quote_ident(&have.schema),
-                quote_ident(&have.table),
-                quote_ident(&table)
-            ),
-        );
-        have.table = table.clone();
-    }
-    let target = format!("{}.{}", quote_ident(&schema), quote_ident(&table));
-    // Columns by attnum: dropped, renamed, retyped, NOT NULL, added.
-    let old = r_columns(&have.r);
-    for (attnum, name, _, _) in &old {
-        if !columns.iter().any(|(a, ..)| a == attnum) {
-            exec(
-                replica,
-                &format!("ALTER TABLE {target} DROP COLUMN {}", quote_ident(name)),
-            );
-        }
-    }
-    for (attnum, name, ty, nullable) in &columns {
-        match old.iter().find(|(a, ..)| a == attnum) {
-            Some((_, old_name, old_ty, old_nullable)) => {
-                if old_name != name {
-                    exec(
-                        replica,
-                        &format!(
-                            "ALTER TABLE {target} RENAME COLUMN {} TO {}",
-                            quote_ident(old_name),
-                            quote_ident(name)
-                        ),
-                    );
-                }
-                let col = quote_ident(name);
-                if old_ty != ty {
-                    exec(
-                        replica,
-                        &format!("ALTER TABLE {target} ALTER COLUMN {col} TYPE {ty} USING {col}::text::{ty}"),
-                    );
-                }
-                if old_nullable != nullable {
-                    let how = if *nullable { "DROP" } else { "SET" };
-                    exec(
-                        replica,
-                        &format!("ALTER TABLE {target} ALTER COLUMN {col} {how} NOT NULL"),
-                    );
-                }
-            }
-            None => exec(
-                replica,
-                &format!(
-                    "ALTER TABLE {target} ADD COLUMN {} {ty}{}",
-                    quote_ident(name),
-                    if *nullable { "" } else { " NOT NULL" }
-                ),
-            ),
-        }
-    }
-    // The primary key.
-    if r_primary_key(&have.r) != pk {
-        let existing: Vec<String> = replica
-            .query(
-                "select conname::text from pg_constraint where conrelid = $1::text::regclass and contype = 'p'",
-                &[&target],
-            )
-            .expect("primary key")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        for name in existing {
-            exec(
-                replica,
-                &format!(
-                    "ALTER TABLE {target} DROP CONSTRAINT {}",
-                    quote_ident(&name)
-                ),
-            );
-        }
-        if !pk.is_empty() {
-            let keys: Vec<String> = pk.iter().map(|k| quote_ident(k)).collect();
-            exec(
-                replica,
-                &format!("ALTER TABLE {target} ADD PRIMARY KEY ({})", keys.join(", ")),
-            );
-        }
-    }
-    have.r = r.clone();
-}
-
 /// pg_dump --schema-only of schemas `public` and `other`, reduced to what
 /// the events carry: per table, its columns (name, type, NOT NULL) in
 /// order and its primary key's columns; sorted by table.
@@ -1107,47 +911,9 @@ fn replica_kept_by_the_documented_algorithm() {
     }
     let objects = get3(&mut c, "ddl_replica", &[]);
     // docs/ddl.md's algorithm.
-    let mut tables: std::collections::BTreeMap<u64, ReplicaTable> = Default::default();
+    let mut schema_replica = SchemaReplica::default();
     for o in &objects {
-        match o["action"].as_str().unwrap_or("") {
-            "R" => apply_r(&mut replica, &mut tables, o),
-            "DDL" => {
-                for r in o["relations"].as_array().into_iter().flatten() {
-                    apply_r(&mut replica, &mut tables, r);
-                }
-                if o["event"] == "sql_drop" {
-                    for dropped in o["objects"].as_array().into_iter().flatten() {
-                        if dropped["type"] != "table" {
-                            continue;
-                        }
-                        if let Some(t) = dropped["oid"].as_u64().and_then(|oid| tables.remove(&oid))
-                        {
-                            exec(
-                                &mut replica,
-                                &format!(
-                                    "DROP TABLE {}.{}",
-                                    quote_ident(&t.schema),
-                                    quote_ident(&t.table)
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-            "I" => {
-                let target = format!(
-                    "{}.{}",
-                    quote_ident(o["schema"].as_str().expect("schema")),
-                    quote_ident(o["table"].as_str().expect("table"))
-                );
-                let row = o["new"].to_string().replace('\'', "''");
-                exec(
-                    &mut replica,
-                    &format!("INSERT INTO {target} SELECT * FROM json_populate_record(NULL::{target}, '{row}')"),
-                );
-            }
-            _ => {}
-        }
+        schema_replica.apply(&mut replica, o);
     }
     let source_schema = normalized_schema("pubjson_ddl_replica");
     assert!(source_schema.len() >= 2, "{source_schema:#?}");
@@ -1600,22 +1366,24 @@ fn long_query_strings_are_truncated() {
     let (_db, mut c) = database("long");
     exec(&mut c, "select pubjson.enable_ddl_capture()");
     slot(&mut c, "ddl_long");
-    // Non-ASCII filler: the limit counts characters.
+    // Non-ASCII filler: the limit counts characters. A comment's text is
+    // kept as written (a query's constants would be replaced).
     let filler = "é".repeat(70_000);
-    let script =
-        format!("create table long1 (id int); create table long2 (id int); select '{filler}'");
+    let script = format!(
+        "create table long1 (id int); create table long2 (id int); comment on table long1 is '{filler}'"
+    );
     exec(&mut c, &script);
     exec(&mut c, "create table short1 (id int)");
     let objects = get3(&mut c, "ddl_long", &[]);
     let events = ddl(&objects);
-    assert_eq!(events.len(), 3, "{}", summary(&objects));
+    assert_eq!(events.len(), 4, "{}", summary(&objects));
     let prefix: String = script.chars().take(65536).collect();
-    for e in &events[..2] {
+    for e in &events[..3] {
         assert_eq!(e["command"].as_str(), Some(prefix.as_str()));
         assert_eq!(e["command_truncated"], true);
     }
-    assert_eq!(events[2]["command"], "create table short1 (id int)");
-    assert!(events[2].get("command_truncated").is_none());
+    assert_eq!(events[3]["command"], "create table short1 (id int)");
+    assert!(events[3].get("command_truncated").is_none());
     drop_slot(&mut c, "ddl_long");
 }
 

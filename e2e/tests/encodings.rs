@@ -17,9 +17,9 @@ use pubjson_e2e::{
 };
 use serde_json::Value;
 
-/// Included from the extension: the table checked against `pg_conversion`.
-#[path = "../../src/text/conversions.rs"]
-mod conversions;
+/// The extension's table of conversion routines, checked against
+/// `pg_conversion`.
+use pubjson_core::text::conversions;
 
 struct Sample {
     encoding: &'static str,

@@ -8,7 +8,9 @@
 //! serialized with the other suites.
 
 use postgres::Client;
-use pubjson_e2e::pgoutput::{decode_pgoutput, read_format3, Item};
+use pubjson_e2e::change_stream::Item;
+use pubjson_e2e::pgoutput_proto::decode_pgoutput;
+use pubjson_e2e::pubjson_reader::read_format3;
 use pubjson_e2e::{
     column, complete_lines, drop_slot, exec, json_lines, poll, rows, scratch_dir, serialize,
     server_major, suite_database, wait_commits, RecvLogical,

@@ -6,7 +6,7 @@
 //! decodes the same WAL with both plugins:
 //!
 //! * pgoutput: `pg_logical_slot_peek_binary_changes(..., 'proto_version',
-//!   '1', 'publication_names', P)`, decoded by `pubjson_e2e::pgoutput`;
+//!   '1', 'publication_names', P)`, decoded by `pubjson_e2e::pgoutput_proto`;
 //! * pubjson: `pg_logical_slot_peek_changes(..., 'format-version', '2',
 //!   'publication_names', P, 'include-types', '0', 'include-xids', '1')`.
 //!
@@ -23,7 +23,10 @@
 //! `--nocapture` prints the counts of every comparison;
 //! `PUBJSON_PUB_SHOW=1` also prints both decoded streams.
 
-use pubjson_e2e::pgoutput::{decode_pgoutput, read_pubjson, xids, Check, Item, Scenario};
+use pubjson_e2e::change_stream::{xids, Item};
+use pubjson_e2e::pgoutput_proto::decode_pgoutput;
+use pubjson_e2e::pgoutput_scenario::{Check, Scenario};
+use pubjson_e2e::pubjson_reader::read_pubjson;
 use pubjson_e2e::{
     complete_lines, db_err, scratch_dir, serialize, wait_slot_released, RecvLogical, Server,
 };
@@ -1036,7 +1039,7 @@ fn pg_recvlogical_stream() {
         .unwrap_or_else(|e| panic!("pgoutput: {e}"));
     let pg = decode_pgoutput(&pg).unwrap_or_else(|e| panic!("{e}"));
     let pj = read_pubjson(&streamed_lines).unwrap_or_else(|e| panic!("{e}"));
-    let stats = pubjson_e2e::pgoutput::compare_streams(&pg, &pj, None)
+    let stats = pubjson_e2e::stream_comparison::compare_streams(&pg, &pj, None)
         .unwrap_or_else(|e| panic!("pg_recvlogical stream diverges from pgoutput: {e}"));
     println!(
         "[recvlogical] {} lines through pg_recvlogical in {:.2?}; {} transactions, {} changes compared",

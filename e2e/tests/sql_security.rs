@@ -862,7 +862,7 @@ fn planted_lookalikes_are_never_called() {
                join pg_catalog.pg_language l on l.oid operator(pg_catalog.=) p.prolang
               where p.pronamespace operator(pg_catalog.=) 'pubjson'::pg_catalog.regnamespace
                 and l.lanname operator(pg_catalog.=) any ('{sql,plpgsql}'::pg_catalog.name[])
-                and p.proconfig is distinct from '{\"search_path=pg_catalog, pg_temp\"}'::pg_catalog.text[]
+                and not coalesce('search_path=pg_catalog, pg_temp' operator(pg_catalog.=) any (p.proconfig), false)
                 and p.oid operator(pg_catalog.<>) 'pubjson.backfill(pg_catalog.regclass, pg_catalog.int4, pg_catalog.int8, pg_catalog.bool)'::pg_catalog.regprocedure
                 and p.oid operator(pg_catalog.<>) 'pubjson._ddl_event()'::pg_catalog.regprocedure",
         )

@@ -2,8 +2,8 @@
 //! pure ASCII and decodes to the database text's characters.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::text::encoding::{push_ascii_json, ToUtf8};
-use pubjson_fuzz::text::json::json_string;
+use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
+use pubjson_core::text::json::json_string;
 
 /// LATIN1: every byte is the code point of the same number.
 struct Latin1;

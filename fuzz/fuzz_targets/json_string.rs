@@ -2,7 +2,7 @@
 //! as it was (wal2json's escapes), other bytes as their Latin-1 reading.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::text::json::push_json_string;
+use pubjson_core::text::json::push_json_string;
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();

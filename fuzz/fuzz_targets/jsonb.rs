@@ -4,8 +4,8 @@
 //! the ASCII rewrite of other databases), wal2json's string always.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::output::jsonb::{jsonb_compact, jsonb_json_string};
-use pubjson_fuzz::text::encoding::{push_ascii_json, ToUtf8};
+use pubjson_core::output::jsonb::{jsonb_compact, jsonb_json_string};
+use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
 
 struct Latin1;
 impl ToUtf8 for Latin1 {

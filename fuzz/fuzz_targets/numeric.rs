@@ -2,7 +2,7 @@
 //! JSON number, a special one NaN or an infinity.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::output::numeric::{numeric_text, NumericKind};
+use pubjson_core::output::numeric::{numeric_text, NumericKind};
 
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();

@@ -2,7 +2,7 @@
 //! error, never a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::options::Options;
+use pubjson_core::options::Options;
 
 fuzz_target!(|data: &[u8]| {
     // Options are separated by 0xff, a name from its value by 0xfe (no

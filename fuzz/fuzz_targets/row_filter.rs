@@ -4,8 +4,8 @@
 //! matches.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::model::ChangeKind;
-use pubjson_fuzz::rules::row_filter::{filter_verdict, FilterVerdict};
+use pubjson_core::model::ChangeKind;
+use pubjson_core::rules::row_filter::{filter_verdict, FilterVerdict};
 
 fn matched(b: u8) -> Option<bool> {
     match b % 3 {

@@ -4,9 +4,9 @@
 //! refuses) is only required not to panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::model::Value;
-use pubjson_fuzz::output::v3::value::{push_value, Style};
-use pubjson_fuzz::text::encoding::{push_ascii_json, ToUtf8};
+use pubjson_core::model::Value;
+use pubjson_core::output::v3::value::{push_value, Style};
+use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
 
 struct Latin1;
 impl ToUtf8 for Latin1 {

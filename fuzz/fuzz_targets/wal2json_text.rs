@@ -3,8 +3,8 @@
 //! refused (an ERROR), never written.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pubjson_fuzz::model::ValueKind;
-use pubjson_fuzz::output::wal2json::push_text_value;
+use pubjson_core::model::ValueKind;
+use pubjson_core::output::wal2json::push_text_value;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, text)) = data.split_first() else {

@@ -22,17 +22,24 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgSqlErrorCode};
 
-use crate::backfill::{self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE};
+use crate::pg::error::Report;
+use crate::pg::settings::{without_jit, Settings, NO_JIT};
+use crate::pg::{catalog, session, spi};
+use pubjson_core::protocol::backfill::{
+    self, ChunkBuilder, SnapshotXids, FIRST, LAST, MAX_MESSAGE,
+};
 
-/// Settings a chunk runs under, whatever the session's: the last key is
-/// kept as text (`backfill_progress.last_key`), written by one chunk and
-/// read back by the next, possibly in another session, so every setting
-/// that changes the text of a key type (dates and times, intervals,
-/// floating point, bytea, money) or how text is read back (the order of
-/// day and month) is fixed; and the chunk's query walks the key's index
-/// (a sort would detoast every row of the range before the first is
-/// locked).
-const CHUNK_SETTINGS: &[(&CStr, &CStr)] = &[
+/// Settings a chunk's reads of the table run under, whatever the
+/// session's: the last key is kept as text (`backfill_progress.last_key`),
+/// written by one chunk and read back by the next, possibly in another
+/// session, so every setting that changes the text of a key type (dates
+/// and times, intervals, floating point, bytea, money) or how text is read
+/// back (the order of day and month) is fixed; and the reads walk the key's
+/// index (a sort would detoast every row of the range before the first is
+/// locked). Only those queries run under them: the planner settings would
+/// make any other query's plan (a catalog look-up's sorts) look costly
+/// (issue 42). JIT is off for all of a chunk's queries (`pg::settings`).
+const TABLE_READ_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"DateStyle", c"ISO, YMD"),
     (c"IntervalStyle", c"postgres"),
     (c"TimeZone", c"UTC"),
@@ -42,43 +49,6 @@ const CHUNK_SETTINGS: &[(&CStr, &CStr)] = &[
     (c"enable_sort", c"off"),
     (c"enable_indexscan", c"on"),
 ];
-
-/// The GUC nest level [`CHUNK_SETTINGS`] were set at; [`Self::restore`]
-/// puts the session's values back (an ERROR does too: the transaction's or
-/// subtransaction's abort undoes the level).
-struct FixedSettings(i32);
-
-impl FixedSettings {
-    fn set() -> FixedSettings {
-        // SAFETY: a new GUC nest level, popped by `restore` or by the
-        // (sub)transaction's abort, as a function's SET clause does.
-        let level = unsafe { pg_sys::NewGUCNestLevel() };
-        for (name, value) in CHUNK_SETTINGS {
-            // SAFETY: NUL-terminated strings that live across the call;
-            // GUC_ACTION_SAVE records the old value at this nest level; an
-            // invalid value raises an ERROR (elevel 0 means ERROR).
-            unsafe {
-                pg_sys::set_config_option(
-                    name.as_ptr(),
-                    value.as_ptr(),
-                    pg_sys::GucContext::PGC_USERSET,
-                    pg_sys::GucSource::PGC_S_SESSION,
-                    pg_sys::GucAction::GUC_ACTION_SAVE,
-                    true,
-                    0,
-                    false,
-                )
-            };
-        }
-        FixedSettings(level)
-    }
-
-    fn restore(self) {
-        // SAFETY: the level `set` opened, still open (not popped by an
-        // abort: this runs on the normal path only).
-        unsafe { pg_sys::AtEOXact_GUC(true, self.0) };
-    }
-}
 
 /// Whether the session that owns progress row `p` is still running the
 /// `CALL` that took it over: alive (the same pid and start), active, in
@@ -101,14 +71,7 @@ struct Key {
 }
 
 fn error(code: PgSqlErrorCode, message: String, hint: &str) -> ! {
-    let report = pg_sys::panic::ErrorReport::new(code, message, "pubjson backfill");
-    let report = if hint.is_empty() {
-        report
-    } else {
-        report.set_hint(hint)
-    };
-    report.report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    Report::new(code, message).hint(hint).error()
 }
 
 fn check_sizes(chunk_rows: i32, chunk_bytes: i64) {
@@ -170,51 +133,49 @@ fn check_readable(relation: pg_sys::Oid) {
     }
 }
 
-/// The relation's name for messages and its key, or an ERROR naming what
-/// is missing.
-fn key_of(client: &SpiClient<'_>, relation: pg_sys::Oid) -> (String, Key) {
-    let name = client
-        .select(
-            "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass), \
-                    c.relkind::pg_catalog.text, c.relpersistence::pg_catalog.text, \
-                    c.relnamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace \
-                      OR c.relnamespace OPERATOR(pg_catalog.=) 'pubjson'::pg_catalog.regnamespace \
-             FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
-            None,
-            &[oid_arg(relation)],
+/// Text of the server's encoding as a Rust string: names are spliced into
+/// the chunk's queries, which SPI takes as UTF-8 text (pgrx), so a name
+/// that is not valid UTF-8 (a non-ASCII name in a database of another
+/// encoding) cannot be read.
+fn server_text(bytes: Vec<u8>, what: &str) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| {
+        error(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!(
+                "pubjson.backfill() cannot read a table whose {what} is not valid UTF-8: {}",
+                String::from_utf8_lossy(e.as_bytes())
+            ),
+            "Rename it with ASCII characters, or run the backfill in a UTF-8 database.",
         )
-        .ok()
-        .and_then(|t| {
-            let row = t.first();
-            Some((
-                row.get::<String>(1).ok()??,
-                row.get::<String>(2).ok()??,
-                row.get::<String>(3).ok()??,
-                row.get::<bool>(4).ok()??,
-            ))
-        });
-    let Some((name, relkind, persistence, internal)) = name else {
+    })
+}
+
+/// The relation's name for messages and its key, or an ERROR naming what
+/// is missing. From the syscache: no query to plan.
+fn key_of(relation: pg_sys::Oid) -> (String, Key) {
+    let Some(summary) = catalog::relation_summary(relation) else {
         error(
             PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
             format!("relation with OID {relation} does not exist"),
             "",
         );
     };
-    if relkind != "r" {
+    let name = server_text(catalog::relation_name(relation), "name");
+    if summary.kind != b'r' {
         error(
             PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
             format!("\"{name}\" is not a table or partitioned table"),
             "pubjson.backfill() reads tables (a partitioned table partition by partition).",
         );
     }
-    if internal {
+    if summary.internal {
         error(
             PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
             format!("\"{name}\" is a system catalog or pubjson's own table"),
             "",
         );
     }
-    if persistence != "p" {
+    if summary.persistence != b'p' {
         error(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("table \"{name}\" is temporary or unlogged: logical decoding does not see its changes"),
@@ -223,32 +184,15 @@ fn key_of(client: &SpiClient<'_>, relation: pg_sys::Oid) -> (String, Key) {
     }
     // The primary key, else the replica identity index: the order of the
     // chunks and where a resumed backfill goes on.
-    let columns = client.select(
-        "SELECT pg_catalog.quote_ident(a.attname::pg_catalog.text), \
-                pg_catalog.format_type(a.atttypid, NULL) \
-         FROM (SELECT i.indkey FROM pg_catalog.pg_index i \
-               WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND (i.indisprimary OR i.indisreplident) \
-               ORDER BY i.indisprimary DESC LIMIT 1) k, \
-              LATERAL pg_catalog.unnest(k.indkey::pg_catalog.int2[]) WITH ORDINALITY AS u(attnum, n) \
-              JOIN pg_catalog.pg_attribute a \
-                ON a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) u.attnum \
-         ORDER BY u.n",
-        None,
-        &[oid_arg(relation)],
-    );
     let mut key = Key {
         columns: Vec::new(),
         types: Vec::new(),
     };
-    if let Ok(rows) = columns {
-        for row in rows {
-            if let (Ok(Some(column)), Ok(Some(type_name))) =
-                (row.get::<String>(1), row.get::<String>(2))
-            {
-                key.columns.push(column);
-                key.types.push(type_name);
-            }
-        }
+    for column in catalog::key_columns(relation) {
+        key.columns
+            .push(server_text(column.name, "key column's name"));
+        key.types
+            .push(server_text(column.type_name, "key column's type"));
     }
     if key.columns.is_empty() {
         error(
@@ -277,46 +221,18 @@ fn as_owner<R>(f: impl FnOnce() -> R) -> R {
             "",
         );
     };
-    let mut caller = pg_sys::InvalidOid;
-    let mut context = 0;
-    // SAFETY: reads and sets the backend's current user id and security
-    // context (plain globals); the owner is a role that exists (it owns a
-    // relation). SECURITY_LOCAL_USERID_CHANGE is what SECURITY DEFINER uses.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
-        pg_sys::SetUserIdAndSecContext(
-            owner,
-            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
-    }
-    let result = f();
-    // SAFETY: as above, back to what was read.
-    unsafe { pg_sys::SetUserIdAndSecContext(caller, context) };
-    result
+    session::as_role(owner, f)
 }
 
 /// The relation's row type: with its OID, its identity in
 /// `backfill_progress` (a progress row left by a dropped table whose OID a
 /// new table reuses does not match it).
 fn row_type(relation: pg_sys::Oid) -> pg_sys::Oid {
-    Spi::get_one_with_args::<pg_sys::Oid>(
-        "SELECT c.reltype FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
-        &[oid_arg(relation)],
-    )
-    .ok()
-    .flatten()
-    .unwrap_or(pg_sys::InvalidOid)
+    catalog::relation_summary(relation).map_or(pg_sys::InvalidOid, |s| s.row_type)
 }
 
 fn is_partitioned(relation: pg_sys::Oid) -> bool {
-    Spi::get_one_with_args::<bool>(
-        "SELECT c.relkind OPERATOR(pg_catalog.=) 'p' FROM pg_catalog.pg_class c \
-         WHERE c.oid OPERATOR(pg_catalog.=) $1",
-        &[oid_arg(relation)],
-    )
-    .ok()
-    .flatten()
-    .unwrap_or(false)
+    catalog::relation_summary(relation).is_some_and(|s| s.kind == b'p')
 }
 
 fn is_partition_of(relation: pg_sys::Oid, root: pg_sys::Oid) -> bool {
@@ -333,24 +249,22 @@ fn is_partition_of(relation: pg_sys::Oid, root: pg_sys::Oid) -> bool {
 /// A partitioned table's name for messages; an ERROR for a temporary one
 /// (its partitions are too).
 fn partitioned_name(relation: pg_sys::Oid) -> String {
-    let row = Spi::get_two_with_args::<String, String>(
-        "SELECT pg_catalog.format('%s', c.oid::pg_catalog.regclass), c.relpersistence::pg_catalog.text \
-         FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
-        &[oid_arg(relation)],
-    );
-    match row {
-        Ok((Some(name), Some(persistence))) if persistence == "p" => name,
-        Ok((Some(name), _)) => error(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("table \"{name}\" is temporary or unlogged: logical decoding does not see its changes"),
-            "",
-        ),
-        _ => error(
+    let Some(summary) = catalog::relation_summary(relation) else {
+        error(
             PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
             format!("relation with OID {relation} does not exist"),
             "",
-        ),
+        );
+    };
+    let name = server_text(catalog::relation_name(relation), "name");
+    if summary.persistence != b'p' {
+        error(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("table \"{name}\" is temporary or unlogged: logical decoding does not see its changes"),
+            "",
+        );
     }
+    name
 }
 
 mod sql {
@@ -379,6 +293,16 @@ mod sql {
         restart: bool,
         root: pg_sys::Oid,
     ) -> bool {
+        without_jit(|| start(relation, chunk_rows, chunk_bytes, restart, root))
+    }
+
+    fn start(
+        relation: pg_sys::Oid,
+        chunk_rows: i32,
+        chunk_bytes: i64,
+        restart: bool,
+        root: pg_sys::Oid,
+    ) -> bool {
         check_sizes(chunk_rows, chunk_bytes);
         check_readable(relation);
         let partitioned = relation == root && is_partitioned(relation);
@@ -392,7 +316,7 @@ mod sql {
                     "",
                 );
             }
-            Spi::connect(|client| key_of(client, relation).0)
+            key_of(relation).0
         };
         let reltype = row_type(relation);
         let outcome = as_owner(|| {
@@ -507,6 +431,10 @@ mod sql {
     #[pg_extern(stable, parallel_safe, name = "_backfill_running")]
     #[search_path(pg_catalog, pg_temp)]
     fn backfill_running(relation: pg_sys::Oid) -> bool {
+        without_jit(|| running(relation))
+    }
+
+    fn running(relation: pg_sys::Oid) -> bool {
         // Only about tables the caller may read (as the view shows them).
         let readable = Spi::get_one_with_args::<bool>(
             "SELECT pg_catalog.has_table_privilege($1, 'SELECT')",
@@ -551,9 +479,8 @@ mod sql {
         last_table: bool,
     ) -> bool {
         check_sizes(chunk_rows, chunk_bytes);
+        let internal = Settings::set(NO_JIT);
         check_readable(relation);
-        // The key's text is written and read back under fixed settings.
-        let settings = FixedSettings::set();
         let reltype = row_type(relation);
         // The progress rows (the table's, its root's), locked for the
         // chunk's transaction.
@@ -623,9 +550,10 @@ mod sql {
             (chunks, rows)
         });
 
+        let (_, key) = key_of(relation);
+        let key_query = KeyQuery::new(relation, &key);
+        let reading = Settings::set(TABLE_READ_SETTINGS);
         let (chunk, end_key) = Spi::connect_mut(|client| {
-            let (_, key) = key_of(client, relation);
-            let key_query = KeyQuery::new(relation, &key);
             // The run's end, found by its first chunk (kept for the rest).
             let end_key = end_key.unwrap_or_else(|| largest_key(client, &key_query, &key));
             let chunk = read_chunk(
@@ -639,6 +567,7 @@ mod sql {
             );
             (chunk, end_key)
         });
+        reading.restore();
         let sent = chunk.message.rows() as u64;
         let rows_so_far = rows_done as u64 + sent;
         // The markers' start, and their count: the root's.
@@ -703,10 +632,9 @@ mod sql {
                 "",
             )
         });
-        settings.restore();
         // As the caller: writing logical messages is their privilege. The
         // bytea is built in place (one copy of the message at a time).
-        let content = bytea_datum(message);
+        let content = spi::bytea_argument(message);
         Spi::connect_mut(|client| {
             client
                 .update(
@@ -716,9 +644,7 @@ mod sql {
                         DatumWithOid::from(
                             std::str::from_utf8(backfill::PREFIX).unwrap_or_default(),
                         ),
-                        // SAFETY: a bytea datum (bytea_datum), palloc'd in
-                        // this function's memory context, alive for the call.
-                        unsafe { DatumWithOid::new(content, pg_sys::BYTEAOID) },
+                        content,
                     ],
                 )
                 .map(|_| ())
@@ -730,21 +656,8 @@ mod sql {
                 "",
             )
         });
+        internal.restore();
         chunk.exhausted
-    }
-}
-
-/// `bytes` as a bytea datum in the current memory context (the Vec freed
-/// once copied). At most [`MAX_MESSAGE`] bytes: below the allocation limit.
-fn bytea_datum(bytes: Vec<u8>) -> pg_sys::Datum {
-    let len = bytes.len() + pg_sys::VARHDRSZ;
-    // SAFETY: palloc of len bytes (below MaxAllocSize: MAX_MESSAGE plus a
-    // header); a 4-byte varlena header is written, then the bytes.
-    unsafe {
-        let ptr = pg_sys::palloc(len) as *mut u8;
-        pgrx::varlena::set_varsize_4b(ptr as *mut pg_sys::varlena, len as i32);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(pg_sys::VARHDRSZ), bytes.len());
-        pg_sys::Datum::from(ptr)
     }
 }
 
@@ -767,13 +680,7 @@ struct KeyQuery {
 
 impl KeyQuery {
     fn new(relation: pg_sys::Oid, key: &Key) -> KeyQuery {
-        let table = Spi::get_one_with_args::<String>(
-            "SELECT pg_catalog.format('%s', $1::pg_catalog.regclass)",
-            &[oid_arg(relation)],
-        )
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+        let table = server_text(catalog::relation_name(relation), "name");
         // The row's alias must not be a column's name (a column would
         // win). Key columns are qualified with it everywhere: a bare name
         // in ORDER BY would mean the output column of that name (the key's
@@ -988,36 +895,38 @@ fn read_chunk(
             let Ok(Some(value)) = row.get::<pgrx::AnyElement>(1) else {
                 continue;
             };
-            let datum = value.datum();
-            // SAFETY: a non-null composite datum of the relation's row type
-            // (the query's first column); pg_detoast_datum returns it
-            // untoasted with a 4-byte header, palloc'd in the SPI context
-            // or in place, valid until SPI_finish; VARSIZE bytes follow.
-            let row_bytes = unsafe {
-                let value = pg_sys::pg_detoast_datum(datum.cast_mut_ptr());
-                let len = pgrx::varlena::varsize_any(value);
-                std::slice::from_raw_parts(value as *const u8, len)
-            };
-            if message.len_with(row_bytes.len()) > MAX_MESSAGE {
-                if message.is_empty() {
-                    error(
-                        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                        format!(
-                            "a row of \"{table}\" is {} bytes detoasted: more than a backfill message can carry ({MAX_MESSAGE} bytes)",
-                            row_bytes.len()
-                        ),
-                        "pubjson.backfill() cannot send this row; the stream carries its later changes.",
-                    );
+            // The row's image (the query's first column, of the relation's
+            // row type), detoasted, in SPI's memory for the call.
+            let fits = spi::with_row_image(&value, |row_bytes| {
+                if message.len_with(row_bytes.len()) > MAX_MESSAGE {
+                    if message.is_empty() {
+                        error(
+                            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                            format!(
+                                "a row of \"{table}\" is {} bytes detoasted: more than a backfill message can carry ({MAX_MESSAGE} bytes)",
+                                row_bytes.len()
+                            ),
+                            "pubjson.backfill() cannot send this row; the stream carries its later changes.",
+                        );
+                    }
+                    return false;
                 }
-                stopped = true;
-                break 'fetch;
+                largest = if largest == usize::MAX {
+                    row_bytes.len() + 4
+                } else {
+                    largest.max(row_bytes.len() + 4)
+                };
+                message.push(row_bytes);
+                true
+            });
+            match fits {
+                None => continue,
+                Some(false) => {
+                    stopped = true;
+                    break 'fetch;
+                }
+                Some(true) => {}
             }
-            largest = if largest == usize::MAX {
-                row_bytes.len() + 4
-            } else {
-                largest.max(row_bytes.len() + 4)
-            };
-            message.push(row_bytes);
             if snapshot.is_none() {
                 snapshot = row
                     .get::<String>(xmin_column + 1)

@@ -93,6 +93,7 @@ CREATE FUNCTION pubjson.publication_risks(publication text)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
 LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -408,6 +409,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 DECLARE
     -- The apply progress (replication origin pg_<subscription oid>) is
@@ -535,6 +537,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -691,6 +694,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -803,6 +807,7 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 #variable_conflict use_column
 DECLARE

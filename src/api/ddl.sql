@@ -16,6 +16,7 @@ CREATE FUNCTION pubjson.enable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r
@@ -54,6 +55,7 @@ CREATE FUNCTION pubjson.disable_ddl_capture()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $fn$
 BEGIN
     IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r

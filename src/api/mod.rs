@@ -17,8 +17,12 @@
 //!
 //! `ddl.sql` holds DDL capture's switch (`pubjson.enable_ddl_capture`,
 //! `pubjson.disable_ddl_capture`; see docs/ddl.md), after the event
-//! triggers' function `pubjson._ddl_event` (`ddl_capture.rs`, in Rust for
-//! its cost); `plugin::ddl` decodes its messages.
+//! triggers' function `pubjson._ddl_event` (its shim `event_trigger.rs`,
+//! the capture `ddl_capture.rs`, in Rust for its cost); `plugin::ddl`
+//! decodes its messages.
+//!
+//! Safe code but for the event trigger's shim: what reads PostgreSQL's
+//! memory is behind `pg/`.
 //!
 //! Every SQL and PL/pgSQL function pins `SET search_path = pg_catalog,
 //! pg_temp`, so nothing on the caller's search_path can stand in for a
@@ -34,6 +38,7 @@
 
 mod backfill;
 mod ddl_capture;
+mod event_trigger;
 mod recovery;
 mod stats_functions;
 
@@ -53,3 +58,9 @@ pgrx::extension_sql_file!(
     name = "ddl",
     requires = ["conflicts", "decoding_stats_view", ddl_event]
 );
+
+/// The extension's settings that exist in every process that loads it
+/// (`_PG_init`); the statistics' setting exists only when preloaded.
+pub fn define_settings() {
+    ddl_capture::define_settings();
+}

@@ -22,19 +22,7 @@ mod sql {
     /// in recovery or has replayed no streamed WAL yet.
     #[pg_extern(volatile, parallel_safe, name = "_replay_receipt_time")]
     fn replay_receipt_time() -> Option<TimestampWithTimeZone> {
-        // SAFETY: both read shared state under its own lock (the
-        // XLogCtl/XLogRecoveryCtl info_lck spinlocks), which every backend
-        // attached at startup; neither can raise an ERROR.
-        let (in_recovery, chunk_start) = unsafe {
-            (
-                pg_sys::RecoveryInProgress(),
-                pg_sys::GetCurrentChunkReplayStartTime(),
-            )
-        };
-        // 0 is the initial value: no streamed chunk replayed since startup.
-        if !in_recovery || chunk_start == 0 {
-            return None;
-        }
-        TimestampWithTimeZone::try_from(chunk_start).ok()
+        crate::pg::session::streamed_wal_receipt_time()
+            .and_then(|t| TimestampWithTimeZone::try_from(t).ok())
     }
 }

@@ -5,7 +5,7 @@
 //! `src/stats.rs` and `src/stats/`.
 
 use pgrx::prelude::*;
-use pgrx::{pg_sys, PgSqlErrorCode};
+use pgrx::PgSqlErrorCode;
 
 use crate::stats;
 
@@ -208,13 +208,12 @@ mod sql {
     /// Clears the statistics (all slots, or one); superuser only.
     #[pg_extern(volatile)]
     fn reset_stats(slot_name: default!(Option<String>, "NULL")) -> bool {
-        // SAFETY: reads the current role's superuser flag.
-        if !unsafe { pg_sys::superuser() } {
-            ereport!(
-                ERROR,
+        if !crate::pg::session::is_superuser() {
+            crate::pg::error::Report::new(
                 PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                "must be superuser to reset pubjson statistics"
-            );
+                "must be superuser to reset pubjson statistics",
+            )
+            .error();
         }
         stats::reset(slot_name.as_deref());
         true
@@ -254,6 +253,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT c.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
@@ -316,6 +316,7 @@ RETURNS TABLE (
 )
 LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
     SELECT p.slot_name, x.xid,
            '0/0'::pg_catalog.pg_lsn OPERATOR(pg_catalog.+) p.first_lsn::pg_catalog.numeric,

@@ -17,168 +17,56 @@ use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
-use crate::model::ChangeKind;
-use crate::pg::port::{self, append_to_string_info, MAX_ALLOC_SIZE, RBTXN_SPILLED, RBTXN_STREAMED};
-/// Rows in slots are made only by the publication code, whose invariants
-/// they carry (see [`crate::pg::publication::PublishedRows`]).
-pub use crate::pg::publication::SlotRow;
-use crate::pg::relation::InCallback;
+use crate::pg::port::{self, RBTXN_SPILLED, RBTXN_STREAMED};
+use pubjson_core::model::ChangeKind;
 
-/// The decoding context, for writing output and reporting progress.
-///
-/// Construction invariant: `ctx` is the decoding context of the running
-/// callback, valid for `'a`, and only this writer writes through it
-/// meanwhile.
-pub struct Writer<'a> {
-    ctx: NonNull<pg_sys::LogicalDecodingContext>,
-    _call: PhantomData<&'a mut pg_sys::LogicalDecodingContext>,
-}
+/// Proof that the code holding it runs inside a decoding callback, where
+/// catalog lookups are allowed (a transaction with the historic snapshot):
+/// made only from a relation handle, which only a callback has.
+#[derive(Clone, Copy)]
+pub struct InCallback<'a>(std::marker::PhantomData<Rel<'a>>);
 
-impl<'a> Writer<'a> {
+impl<'a> InCallback<'a> {
+    pub fn of(_rel: Rel<'a>) -> Self {
+        InCallback(std::marker::PhantomData)
+    }
+
     /// # Safety
-    /// `ctx` is the decoding context of the running callback, valid for `'a`
-    /// (`'a` ends before the callback returns), and nothing else writes
-    /// through it meanwhile.
-    pub unsafe fn new(ctx: *mut pg_sys::LogicalDecodingContext) -> Self {
-        Writer {
-            // SAFETY: logical.c passes every callback its LogicalDecodingContext,
-            // never NULL (the caller's contract: it is that context).
-            ctx: unsafe { NonNull::new_unchecked(ctx) },
-            _call: PhantomData,
-        }
-    }
-
-    /// Hands `message` to PostgreSQL as one write (`last`: the end of an
-    /// output message). Where the write callback takes the message alone
-    /// (the SQL functions'), it reads it from `message` itself, which is
-    /// lent to `ctx->out` for the call: a copy fewer of every byte (3% of a
-    /// format 3 peek). A walsender's write starts with its own header, so
-    /// the message is copied after it.
-    pub fn write(&mut self, message: &mut Vec<u8>, last: bool) {
-        let ctx = self.ctx.as_ptr();
-        // SAFETY: the prepare/write sequence of every output plugin, on the
-        // running callback's context (construction invariant), which only
-        // this writer writes through (`&mut self`); ctx->out is the
-        // StringInfo OutputPluginPrepareWrite has just reset, valid until
-        // OutputPluginWrite hands it on. Left empty, it belongs to a writer
-        // that hands on exactly what is appended: the SQL functions'
-        // (LogicalOutputPrepareWrite), whose LogicalOutputWrite only reads
-        // it, as LentStringInfo requires; the walsender's writes its header
-        // first and takes the copy.
-        unsafe {
-            pg_sys::OutputPluginPrepareWrite(ctx, last);
-            let out = (*ctx).out;
-            // Held until the write has returned (or unwound).
-            let _lent = if (*out).len == 0 && message.len() < MAX_ALLOC_SIZE {
-                Some(LentStringInfo::new(out, message))
-            } else {
-                append_to_string_info(out, message);
-                None
-            };
-            pg_sys::OutputPluginWrite(ctx, last);
-        }
-    }
-
-    /// [`Self::write`] (as the end of a message) reported at `lsn`.
-    pub fn write_at(&mut self, message: &mut Vec<u8>, lsn: u64) {
-        let ctx = self.ctx.as_ptr();
-        // SAFETY: write_location is a plain XLogRecPtr field of the running
-        // callback's context (construction invariant), read by the
-        // walsender's or the SQL function's write callback during
-        // OutputPluginWrite; `&mut self` excludes any other writer.
-        let saved = unsafe { std::mem::replace(&mut (*ctx).write_location, lsn) };
-        self.write(message, true);
-        // SAFETY: the same field of the same context, put back to the value
-        // logical.c set for this callback.
-        unsafe { (*ctx).write_location = saved };
-    }
-
-    /// The decoding context's reorder buffer, read while this borrow lasts.
-    pub fn reorder(&self) -> crate::pg::reorder::Reorder<'_> {
-        crate::pg::reorder::Reorder::of(self)
-    }
-
-    /// The running callback's decoding context (see the construction
-    /// invariant), for the other handles of this module's layer.
-    pub(in crate::pg) fn context(&self) -> NonNull<pg_sys::LogicalDecodingContext> {
-        self.ctx
-    }
-
-    /// The reorder buffer's current size in bytes (all transactions).
-    pub fn reorder_buffer_size(&self) -> u64 {
-        self.reorder().size()
-    }
-
-    /// `OutputPluginUpdateProgress` (PostgreSQL 15 leaves keepalives during
-    /// long runs without output to the plugin).
-    #[cfg(feature = "pg15")]
-    pub fn update_progress(&mut self, skipped_xact: bool) {
-        // SAFETY: OutputPluginUpdateProgress may be called from any output
-        // callback with its own context (construction invariant); it only
-        // calls the context's update_progress callback.
-        unsafe { pg_sys::OutputPluginUpdateProgress(self.ctx.as_ptr(), skipped_xact) }
-    }
-
-    /// The callback handles the end of a transaction.
-    #[cfg(feature = "pg15")]
-    pub fn end_xact(&self) -> bool {
-        // SAFETY: end_xact is a plain bool of the running callback's context
-        // (construction invariant), set by logical.c before the callback.
-        unsafe { self.ctx.as_ref().end_xact }
+    /// Called from a transactional message callback (`txn` its
+    /// transaction): ReorderBufferProcessTXN runs those inside the
+    /// transaction's replay, with the historic snapshot set up, as it runs
+    /// change callbacks; `'a` ends before the callback returns.
+    pub unsafe fn of_transactional_message(_txn: Txn<'a>) -> Self {
+        InCallback(std::marker::PhantomData)
     }
 }
 
-/// `ctx->out` showing a message of ours instead of its own buffer, for the
-/// duration of one write; its own buffer is put back when this is dropped,
-/// also when the write raises an ERROR (pgrx unwinds through the guarded
-/// call).
+/// A row in a slot (`TupleTableSlot`), in the layout of the relation the
+/// slot was made for, unchanged while borrowed (`'a`). The publication
+/// code (`PublishedRows`) makes them: a change's rows converted to a
+/// published ancestor's layout, or held for a row filter.
 ///
-/// Construction invariant: `out` is the decoding context's StringInfo just
-/// after OutputPluginPrepareWrite left it empty, and the message outlives
-/// this value and is not touched meanwhile (it is borrowed mutably).
-struct LentStringInfo<'m> {
-    out: pg_sys::StringInfo,
-    own: pg_sys::StringInfoData,
-    _message: PhantomData<&'m mut Vec<u8>>,
+/// Construction invariant: the slot is not NULL, holds a row, and keeps
+/// it unchanged for `'a`.
+#[derive(Clone, Copy)]
+pub struct SlotRow<'a> {
+    slot: NonNull<pg_sys::TupleTableSlot>,
+    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
 }
 
-impl<'m> LentStringInfo<'m> {
+impl<'a> SlotRow<'a> {
     /// # Safety
-    /// `out` is a valid StringInfo that the prepare callback left empty, so
-    /// that the write callback is to hand on exactly its contents; such a
-    /// write callback reads `len` bytes from `data` (the SQL functions'
-    /// LogicalOutputWrite copies them into a text datum) and neither
-    /// enlarges nor frees the buffer, which is not palloc'd here.
-    /// `message` is shorter than MaxAllocSize.
-    unsafe fn new(out: pg_sys::StringInfo, message: &'m mut Vec<u8>) -> Self {
-        // A StringInfo's data is NUL-terminated, one byte past `len`.
-        message.reserve(1);
-        message.spare_capacity_mut()[0].write(0);
-        // SAFETY: `out` is valid (the caller's contract); its fields are
-        // plain values, copied to be put back on drop. The message's
-        // `len` bytes and the NUL after them are initialized and stay
-        // where they are while `message` is borrowed (for 'm), and len + 1
-        // fits an i32 below MaxAllocSize.
-        unsafe {
-            let own = std::ptr::read(out);
-            (*out).data = message.as_mut_ptr().cast();
-            (*out).len = message.len() as i32;
-            (*out).maxlen = message.len() as i32 + 1;
-            (*out).cursor = 0;
-            LentStringInfo {
-                out,
-                own,
-                _message: PhantomData,
-            }
+    /// `slot` is not NULL, holds a row, and keeps it unchanged for `'a`.
+    pub unsafe fn new(slot: *mut pg_sys::TupleTableSlot) -> Self {
+        SlotRow {
+            // SAFETY: not NULL (the caller's contract).
+            slot: unsafe { NonNull::new_unchecked(slot) },
+            _held: PhantomData,
         }
     }
-}
 
-impl Drop for LentStringInfo<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `out` is still the decoding context's StringInfo
-        // (construction invariant); it gets back the fields it had.
-        unsafe { std::ptr::write(self.out, self.own) };
+    pub fn as_ptr(self) -> *mut pg_sys::TupleTableSlot {
+        self.slot.as_ptr()
     }
 }
 
@@ -485,7 +373,7 @@ impl OwnedTuple {
     /// `None` unless `bytes` have a composite datum's header for `rel`'s
     /// row type: its length, a data offset inside it, no more attributes
     /// than the relation, the relation's row type. (The message that
-    /// carries them was authenticated, see `crate::backfill`: this guards
+    /// carries them was authenticated, see `pubjson_core::protocol::backfill`: this guards
     /// against a layout that changed, not against forgery.)
     pub fn from_composite(rel: Rel<'_>, bytes: &[u8]) -> Option<OwnedTuple> {
         const HEADER: usize = std::mem::offset_of!(pg_sys::HeapTupleHeaderData, t_bits);

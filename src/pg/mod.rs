@@ -10,11 +10,21 @@
 //! Every `unsafe` block here names the invariant it relies on; the decoding
 //! core (`plugin/`, but for its callback shims) has none.
 
+pub mod catalog;
+pub mod columns;
+pub mod error;
+pub mod event_trigger;
 pub mod handles;
 pub mod invalidation;
+pub mod logical_message;
+pub mod output;
 pub mod port;
 pub mod publication;
 pub mod relation;
 pub mod reorder;
 pub mod server_encoding;
+pub mod session;
+pub mod settings;
+pub mod spi;
+pub mod sql_parse;
 pub mod tuple;

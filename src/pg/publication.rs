@@ -12,13 +12,11 @@ use std::ffi::{c_void, CStr, CString};
 use std::marker::PhantomData;
 
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
-use std::ptr::NonNull;
-
-use crate::model::ChangeKind;
-use crate::pg::handles::{CacheMemory, Rel, Tuple};
+use crate::pg::error::Report;
+use crate::pg::handles::{CacheMemory, Rel, SlotRow, Tuple};
 use crate::pg::invalidation;
 use crate::pg::port::{
     is_external_ondisk, oid_list, syscache_exists2, tuple_desc_attrs,
@@ -26,11 +24,13 @@ use crate::pg::port::{
 };
 use crate::pg::server_encoding::server_encoding;
 use crate::pg::tuple::Row;
-use crate::rules::column_list::{
+use pubjson_core::model::ChangeKind;
+use pubjson_core::rules::column_list::{
     published_columns, Column, ColumnListError, Generated, PublicationColumns, Rules,
 };
-use crate::rules::row_filter::{filter_verdict, FilterVerdict};
-use crate::text::encoding::message_name;
+pub use pubjson_core::rules::route::PubActions;
+use pubjson_core::rules::row_filter::{filter_verdict, FilterVerdict};
+use pubjson_core::text::encoding::message_name;
 
 unsafe extern "C-unwind" {
     /// catalog/partition.h, not in pgrx's bindings; call through
@@ -48,28 +48,6 @@ fn partition_ancestors(rel: Rel<'_>) -> *mut pg_sys::List {
     // construction invariant); it accepts any OID, and an ERROR raised
     // inside becomes a Rust panic at the guarded boundary.
     unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| get_partition_ancestors_raw(relid)) }
-}
-
-/// What a publication publishes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PubActions {
-    pub insert: bool,
-    pub update: bool,
-    pub delete: bool,
-    pub truncate: bool,
-}
-
-impl PubActions {
-    fn merge(&mut self, other: PubActions) {
-        self.insert |= other.insert;
-        self.update |= other.update;
-        self.delete |= other.delete;
-        self.truncate |= other.truncate;
-    }
-    /// The row-filtered actions, in pgoutput's order (insert, update, delete).
-    fn dml(&self) -> [bool; 3] {
-        [self.insert, self.update, self.delete]
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -151,17 +129,16 @@ const MISSING_PUBLICATION_OK: bool = cfg!(feature = "pg18");
 
 /// pgoutput 18's WARNING for a publication it skips.
 fn warn_missing_publication(name: &CStr) {
-    ErrorReport::new(
+    Report::new(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
             "skipped loading publication \"{}\"",
             message_name(name.to_bytes(), server_encoding())
         ),
-        "pubjson",
     )
-    .set_detail("The publication does not exist at this point in the WAL.")
-    .set_hint("Create the publication if it does not exist.")
-    .report(PgLogLevel::WARNING);
+    .detail("The publication does not exist at this point in the WAL.")
+    .hint("Create the publication if it does not exist.")
+    .warning();
 }
 
 /// Index of a row-filtered action in [`PublishInfo::row_filters`].
@@ -195,15 +172,6 @@ pub struct PublishInfo {
 impl PublishInfo {
     pub fn publishes_dml(&self) -> bool {
         self.actions.insert || self.actions.update || self.actions.delete
-    }
-
-    /// Whether the publications publish `kind`.
-    pub fn publishes(&self, kind: ChangeKind) -> bool {
-        match kind {
-            ChangeKind::Insert => self.actions.insert,
-            ChangeKind::Update => self.actions.update,
-            ChangeKind::Delete => self.actions.delete,
-        }
     }
 
     /// Whether changes of `kind` go through a row filter.
@@ -702,33 +670,14 @@ fn init_column_mask(
                 ColumnListError::DifferentColumnLists => "column lists",
                 ColumnListError::DifferentGeneratedColumns => "values of publish_generated_columns",
             };
-            ereport!(
-                ERROR,
+            Report::new(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!(
                     "cannot use different {what} for table \"{schema}.{table}\" in different publications"
-                )
-            );
+                ),
+            )
+            .error();
         }
-    }
-}
-
-/// A row of a change in one of [`PublishedRows`]'s slots: in the layout of
-/// the relation the change is published as (its `target`), unchanged while
-/// borrowed (`'a`).
-///
-/// Construction invariant: made only by `PublishedRows` (the field is
-/// private to this module), from a non-NULL slot it holds until
-/// [`PublishedRows::release`], which the borrow outlives.
-#[derive(Clone, Copy)]
-pub struct SlotRow<'a> {
-    slot: NonNull<pg_sys::TupleTableSlot>,
-    _held: PhantomData<&'a pg_sys::TupleTableSlot>,
-}
-
-impl SlotRow<'_> {
-    pub(crate) fn as_ptr(self) -> *mut pg_sys::TupleTableSlot {
-        self.slot.as_ptr()
     }
 }
 
@@ -860,10 +809,10 @@ impl<'a> PublishedRows<'a> {
 
     /// A row of one of our slots (NULL: none).
     fn slot_row(&self, slot: *mut pg_sys::TupleTableSlot) -> Option<SlotRow<'_>> {
-        NonNull::new(slot).map(|slot| SlotRow {
-            slot,
-            _held: PhantomData,
-        })
+        // SAFETY: a non-NULL slot of Held::Slots holds a row in the
+        // target's layout until `release`, which the borrow of `self`
+        // outlives (the type's invariant).
+        (!slot.is_null()).then(|| unsafe { SlotRow::new(slot) })
     }
 
     /// Runs the row filter of `kind` (none: the change is emitted as it
@@ -980,14 +929,13 @@ impl<'a> PublishedRows<'a> {
                     Some(detail) => format!("{detail}\n{context}"),
                     None => context,
                 };
-                ErrorReport::new(report.sql_error_code(), report.message().to_owned(), "pubjson row filter")
-                    .set_detail(detail)
-                    .set_hint(
+                Report::new(report.sql_error_code(), report.message())
+                    .detail(detail)
+                    .hint(
                         "Fix the data or the publication's WHERE clause; a change already in the WAL can only be \
                          skipped with pg_replication_slot_advance().",
                     )
-                    .report(PgLogLevel::ERROR);
-                unreachable!("ERROR does not return")
+                    .error()
             }
             other => other.rethrow(),
         }

@@ -16,220 +16,34 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 
-use crate::model::{
-    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
-    ValueReads,
-};
-use crate::options::Options;
-use crate::pg::handles::{CacheMemory, Rel, Txn};
+use crate::pg::columns::{ColumnOutput, ColumnPlans, DateSettings, ReadPlan};
+use crate::pg::handles::{CacheMemory, InCallback, Rel};
 use crate::pg::invalidation;
 use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
-use crate::text::json::json_string;
-use crate::text::type_name::type_name_json_in;
-
-/// How a column's values are read ([`Value`](crate::model::Value)): one plan per column, chosen
-/// once from its type, the format's [`ValueReads`] and the session's
-/// DateStyle and TimeZone.
-pub enum ReadPlan {
-    Int2,
-    Int4,
-    Int8,
-    Oid,
-    Bool,
-    /// float4, float8: the output function's digits.
-    Float,
-    /// numeric: its on-disk digits.
-    Numeric,
-    /// text, varchar, bpchar: the bytes are the output function's text.
-    Text,
-    Json,
-    /// jsonb: its on-disk format.
-    Jsonb,
-    Bytea,
-    Timestamp,
-    TimestampTz,
-    Date,
-    Interval,
-    /// An array: its elements are read one by one.
-    Array(Box<ArrayElement>),
-    /// Any other type: the output function's text.
-    OutputFunction,
-}
-
-/// What reading an array's elements takes.
-pub struct ArrayElement {
-    pub elem_type: pg_sys::Oid,
-    pub typlen: i16,
-    pub byval: bool,
-    pub align: std::ffi::c_char,
-    /// Never `Array` (arrays of arrays are multidimensional arrays).
-    pub plan: ReadPlan,
-    /// The element type's output function.
-    pub finfo: Box<pg_sys::FmgrInfo>,
-}
-
-impl ReadPlan {
-    /// The plan for values of `typid` (an array's elements when `nested`).
-    fn of(
-        catalog: InCallback<'_>,
-        typid: pg_sys::Oid,
-        reads: ValueReads,
-        dates: DateSettings,
-        memory: pg_sys::MemoryContext,
-        nested: bool,
-    ) -> ReadPlan {
-        match reads {
-            ValueReads::AsText => ReadPlan::as_text(typid, dates),
-            ValueReads::Typed => ReadPlan::typed(catalog, typid, memory, nested),
-        }
-    }
-
-    /// [`ValueReads::AsText`]: binary forms only where they print exactly
-    /// as the type's own output function does in this session.
-    fn as_text(typid: pg_sys::Oid, dates: DateSettings) -> ReadPlan {
-        match typid {
-            pg_sys::TIMESTAMPOID if dates.iso => ReadPlan::Timestamp,
-            pg_sys::TIMESTAMPTZOID if dates.iso && dates.utc => ReadPlan::TimestampTz,
-            pg_sys::INT2OID => ReadPlan::Int2,
-            pg_sys::INT4OID => ReadPlan::Int4,
-            pg_sys::INT8OID => ReadPlan::Int8,
-            pg_sys::OIDOID => ReadPlan::Oid,
-            pg_sys::BOOLOID => ReadPlan::Bool,
-            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => ReadPlan::Text,
-            pg_sys::NUMERICOID => ReadPlan::Numeric,
-            pg_sys::JSONBOID => ReadPlan::Jsonb,
-            _ => ReadPlan::OutputFunction,
-        }
-    }
-
-    /// [`ValueReads::Typed`]: domains as their base type, arrays element
-    /// by element; `memory` is where element output functions live.
-    fn typed(
-        catalog: InCallback<'_>,
-        typid: pg_sys::Oid,
-        memory: pg_sys::MemoryContext,
-        nested: bool,
-    ) -> ReadPlan {
-        // SAFETY: a catalog lookup, inside a decoding callback (`catalog`).
-        let base = unsafe { pg_sys::getBaseType(typid) };
-        match base {
-            pg_sys::INT2OID => ReadPlan::Int2,
-            pg_sys::INT4OID => ReadPlan::Int4,
-            pg_sys::INT8OID => ReadPlan::Int8,
-            pg_sys::OIDOID => ReadPlan::Oid,
-            pg_sys::FLOAT4OID | pg_sys::FLOAT8OID => ReadPlan::Float,
-            pg_sys::NUMERICOID => ReadPlan::Numeric,
-            pg_sys::BOOLOID => ReadPlan::Bool,
-            pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BPCHAROID => ReadPlan::Text,
-            pg_sys::JSONOID => ReadPlan::Json,
-            pg_sys::JSONBOID => ReadPlan::Jsonb,
-            pg_sys::BYTEAOID => ReadPlan::Bytea,
-            pg_sys::TIMESTAMPOID => ReadPlan::Timestamp,
-            pg_sys::TIMESTAMPTZOID => ReadPlan::TimestampTz,
-            pg_sys::DATEOID => ReadPlan::Date,
-            pg_sys::INTERVALOID => ReadPlan::Interval,
-            _ if nested => ReadPlan::OutputFunction,
-            _ => {
-                // SAFETY: catalog lookups inside a decoding callback
-                // (`catalog`); the output arguments are locals.
-                let (elem_type, typlen, byval, align) = unsafe {
-                    let elem_type = pg_sys::get_element_type(base);
-                    if elem_type == pg_sys::InvalidOid || pg_sys::get_typlen(base) != -1 {
-                        return ReadPlan::OutputFunction;
-                    }
-                    let mut typlen = 0i16;
-                    let mut byval = false;
-                    let mut align: std::ffi::c_char = 0;
-                    pg_sys::get_typlenbyvalalign(elem_type, &mut typlen, &mut byval, &mut align);
-                    (elem_type, typlen, byval, align)
-                };
-                ReadPlan::Array(Box::new(ArrayElement {
-                    elem_type,
-                    typlen,
-                    byval,
-                    align,
-                    plan: ReadPlan::typed(catalog, elem_type, memory, true),
-                    finfo: output_function(catalog, elem_type, memory),
-                }))
-            }
-        }
-    }
-}
-
-/// Proof that the code holding it runs inside a decoding callback, where
-/// catalog lookups are allowed (a transaction with the historic snapshot):
-/// made only from a relation handle, which only a callback has.
-#[derive(Clone, Copy)]
-pub struct InCallback<'a>(std::marker::PhantomData<Rel<'a>>);
-
-impl<'a> InCallback<'a> {
-    pub fn of(_rel: Rel<'a>) -> Self {
-        InCallback(std::marker::PhantomData)
-    }
-
-    /// # Safety
-    /// Called from a transactional message callback (`txn` its
-    /// transaction): ReorderBufferProcessTXN runs those inside the
-    /// transaction's replay, with the historic snapshot set up, as it runs
-    /// change callbacks; `'a` ends before the callback returns.
-    pub unsafe fn of_transactional_message(_txn: Txn<'a>) -> Self {
-        InCallback(std::marker::PhantomData)
-    }
-}
-
-/// The output function of `typid`, resolved into `memory` (boxed so its
-/// address is stable).
-fn output_function(
-    _catalog: InCallback<'_>,
-    typid: pg_sys::Oid,
-    memory: pg_sys::MemoryContext,
-) -> Box<pg_sys::FmgrInfo> {
-    let mut finfo = Box::new(pg_sys::FmgrInfo::default());
-    // SAFETY: catalog lookups inside a decoding callback (`_catalog`);
-    // `memory` is the relation cache's context, which outlives every entry
-    // and so every plan holding the FmgrInfo.
-    unsafe {
-        let mut output_fn = pg_sys::InvalidOid;
-        let mut is_varlena = false;
-        pg_sys::getTypeOutputInfo(typid, &mut output_fn, &mut is_varlena);
-        pg_sys::fmgr_info_cxt(output_fn, &mut *finfo, memory);
-    }
-    finfo
-}
-
-/// How one column is read, indexed by attribute number - 1.
-pub struct ColumnOutput {
-    pub plan: ReadPlan,
-    /// The column's output function (of the base type with
-    /// include-domain-data-type in format 1).
-    pub finfo: Box<pg_sys::FmgrInfo>,
-    /// The attribute's storage (`attlen`, `attbyval`): what its datum is.
-    pub attlen: i16,
-    pub byval: bool,
-    /// `attlen = -1`.
-    pub is_varlena: bool,
-}
+use pubjson_core::model::{
+    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
+};
+use pubjson_core::options::Options;
+use pubjson_core::rules::route::{Published, TableRules};
+use pubjson_core::text::json::json_string;
+use pubjson_core::text::type_name::type_name_json_in;
 
 pub struct RelationEntry {
     pub meta: RelationMeta,
-    /// Indexed by attribute index; `None` for dropped and system columns.
-    pub outputs: Vec<Option<ColumnOutput>>,
-    /// By attribute index: whether its datum is a varlena (`attlen = -1`,
-    /// never for a dropped or system column). `outputs[i].is_varlena`,
-    /// packed: the check of every value reads it.
-    pub varlena_attrs: Vec<bool>,
-    /// Passes add-tables / filter-tables.
-    pub wanted: bool,
-    /// This is `pubjson.backfill_progress` (owned by a superuser, as the
-    /// extension's is): its changes authorize backfill messages and are
-    /// never emitted.
-    pub backfill_progress: bool,
-    /// With publication_names: what the publications decide (`None`: the
-    /// relation is not published). Always `None` without publication_names.
+    /// How each column is read.
+    pub plans: ColumnPlans,
+    /// The relation's side of the routing decision
+    /// (`pubjson_core::rules::route`): add-tables / filter-tables, whether
+    /// it is `pubjson.backfill_progress` (owned by a superuser, as the
+    /// extension's is: its changes authorize backfill messages and are
+    /// never emitted), how the publications publish it.
+    pub rules: TableRules,
+    /// With publication_names: the publications' executor state, column
+    /// mask and the relation it is published as (`None`: the relation is
+    /// not published). Always `None` without publication_names.
     pub publish: Option<PublishInfo>,
     /// What the format renders once for this relation.
     pub render: RelationRender,
@@ -351,10 +165,39 @@ impl RelationCache {
                 cache: PhantomData,
             };
             entry.publish = build_publish_info(rel, publications.current(), memory);
+            entry.rules.published = entry.publish.as_ref().map(|info| Published {
+                actions: info.actions,
+                via_root: info.publish_as_relid != relid,
+                wanted_as_published: if info.publish_as_relid == relid {
+                    entry.rules.wanted
+                } else {
+                    relation_name(InCallback::of(rel), info.publish_as_relid)
+                        .is_some_and(|(schema, table)| opts.table_wanted(&schema, &table))
+                },
+            });
         }
         let entry = Rc::new(entry);
         self.entries.insert(relid, Rc::clone(&entry));
         entry
+    }
+}
+
+/// The schema and name of `relid` (a published ancestor), from the
+/// syscache; `None` if it is gone.
+fn relation_name(_catalog: InCallback<'_>, relid: pg_sys::Oid) -> Option<(Vec<u8>, Vec<u8>)> {
+    // SAFETY: syscache lookups by OID inside a decoding callback
+    // (`_catalog`); each returns NULL for a relation that does not exist,
+    // else a palloc'd C string.
+    unsafe {
+        let table = pg_sys::get_rel_name(relid);
+        let namespace = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        if table.is_null() || namespace.is_null() {
+            return None;
+        }
+        Some((
+            CStr::from_ptr(namespace).to_bytes().to_vec(),
+            CStr::from_ptr(table).to_bytes().to_vec(),
+        ))
     }
 }
 
@@ -385,32 +228,6 @@ fn value_kind(typid: pg_sys::Oid) -> ValueKind {
     }
 }
 
-/// The session settings the timestamp fast path depends on.
-#[derive(Debug, Clone, Copy)]
-pub struct DateSettings {
-    /// `DateStyle` is ISO.
-    pub iso: bool,
-    /// The session time zone has a constant zero offset.
-    pub utc: bool,
-}
-
-impl DateSettings {
-    /// Reads the decoding session's DateStyle and TimeZone.
-    pub fn current() -> Self {
-        // SAFETY: plain reads of GUC globals and the zone's name.
-        unsafe {
-            let iso = pg_sys::DateStyle == pg_sys::USE_ISO_DATES as i32;
-            let name = pg_sys::pg_get_timezone_name(pg_sys::session_timezone);
-            let utc = !name.is_null()
-                && matches!(
-                    CStr::from_ptr(name).to_bytes(),
-                    b"UTC" | b"Etc/UTC" | b"Etc/Universal" | b"Universal" | b"Zulu" | b"Etc/Zulu"
-                );
-            DateSettings { iso, utc }
-        }
-    }
-}
-
 /// The fields of `pg_type` pubjson needs.
 struct TypeInfo {
     name: Vec<u8>,
@@ -428,11 +245,7 @@ fn type_info(_catalog: InCallback<'_>, typid: pg_sys::Oid) -> TypeInfo {
             pg_sys::Datum::from(typid),
         );
         if tup.is_null() {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                format!("cache lookup failed for type {}", typid.to_u32())
-            );
+            crate::pg::error::internal(format!("cache lookup failed for type {}", typid.to_u32()));
         }
         let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_type>(tup);
         let info = TypeInfo {
@@ -627,7 +440,7 @@ fn build_entry(
             });
             outputs.push(Some(ColumnOutput {
                 plan: ReadPlan::of(catalog, value_type, types.reads, dates, memory, false),
-                finfo: output_function(catalog, value_type, memory),
+                finfo: crate::pg::columns::output_function(catalog, value_type, memory),
                 attlen: attr.attlen,
                 byval: attr.attbyval,
                 is_varlena: attr.attlen == -1,
@@ -643,9 +456,15 @@ fn build_entry(
         let wanted = opts.table_wanted(&schema, &table);
         // A look-alike in a database without the extension is owned by
         // whoever made it: only a superuser's table authorizes anything.
-        let backfill_progress = schema == b"pubjson"
+        let internal = schema == b"pubjson"
             && table == b"backfill_progress"
             && pg_sys::superuser_arg((*(*rel).rd_rel).relowner);
+        let rules = TableRules {
+            wanted,
+            internal,
+            partition: (*(*rel).rd_rel).relispartition,
+            published: None,
+        };
         RelationEntry {
             meta: RelationMeta {
                 relid: (*rel).rd_id.to_u32(),
@@ -659,13 +478,14 @@ fn build_entry(
                 has_identity_index,
                 identity,
             },
-            varlena_attrs: outputs
-                .iter()
-                .map(|o| o.as_ref().is_some_and(|o| o.is_varlena))
-                .collect(),
-            outputs,
-            wanted,
-            backfill_progress,
+            plans: ColumnPlans {
+                varlena: outputs
+                    .iter()
+                    .map(|o| o.as_ref().is_some_and(|o| o.is_varlena))
+                    .collect(),
+                outputs,
+            },
+            rules,
             publish: None,
             render: RelationRender::default(),
         }

@@ -7,9 +7,9 @@ use std::ptr::NonNull;
 
 use pgrx::pg_sys;
 
-use crate::pg::handles::Writer;
+use crate::pg::output::Writer;
 use crate::pg::port::{dlist_elements, RBTXN_SPILLED, RBTXN_STREAMED};
-use crate::stats::live::ReorderTxn;
+use pubjson_core::stats::live::ReorderTxn;
 
 /// A decoding context's reorder buffer, borrowed for one callback.
 ///

@@ -4,9 +4,11 @@
 use std::ffi::{CStr, CString};
 
 use pgrx::pg_sys;
-use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
 
-use crate::text::encoding::{push_ascii_json, to_utf8_routine, ServerEncoding, ToUtf8};
+use crate::pg::error::Report;
+
+use pubjson_core::text::encoding::{to_utf8_routine, ServerEncoding, ToUtf8};
 
 /// The encoding of the database being decoded.
 pub fn server_encoding() -> ServerEncoding {
@@ -18,52 +20,6 @@ pub fn server_encoding() -> ServerEncoding {
     }
 }
 
-/// How finished output reaches PostgreSQL.
-pub enum OutputText {
-    /// As the encoders wrote it (UTF-8 and SQL_ASCII databases).
-    AsWritten,
-    /// Rewritten as pure ASCII from the database's text.
-    Ascii {
-        converter: ServerToUtf8,
-        /// The rewritten message and the converter's output, kept between
-        /// writes.
-        out: Vec<u8>,
-        scratch: Vec<u8>,
-    },
-}
-
-impl OutputText {
-    /// Chooses for the current database; loads the conversion routine
-    /// (from its library, without a catalog lookup: callbacks that run
-    /// outside a transaction write output too).
-    pub fn for_database() -> Self {
-        if server_encoding() != ServerEncoding::Other {
-            return OutputText::AsWritten;
-        }
-        OutputText::Ascii {
-            converter: ServerToUtf8::load(),
-            out: Vec::new(),
-            scratch: Vec::new(),
-        }
-    }
-
-    /// The bytes to hand to PostgreSQL for `message` (it, or its rewriting).
-    pub fn prepare<'m>(&'m mut self, message: &'m mut Vec<u8>) -> &'m mut Vec<u8> {
-        match self {
-            OutputText::AsWritten => message,
-            OutputText::Ascii {
-                converter,
-                out,
-                scratch,
-            } => {
-                out.clear();
-                push_ascii_json(out, message, converter, scratch);
-                out
-            }
-        }
-    }
-}
-
 /// A server-encoding-to-UTF-8 conversion function of PostgreSQL (the
 /// signature of `CREATE CONVERSION` functions), or none for MULE_INTERNAL.
 pub struct ServerToUtf8 {
@@ -72,7 +28,7 @@ pub struct ServerToUtf8 {
 }
 
 impl ServerToUtf8 {
-    fn load() -> Self {
+    pub fn load() -> Self {
         // SAFETY: GetDatabaseEncoding/Name read state set at backend start;
         // the name is a static string.
         let (encoding, name) = unsafe {
@@ -108,14 +64,14 @@ impl ServerToUtf8 {
         let function =
             unsafe { std::mem::transmute::<*mut std::ffi::c_void, pg_sys::PGFunction>(address) };
         if function.is_none() {
-            ereport!(
-                ERROR,
+            Report::new(
                 PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
                 format!(
                     "conversion function {} in {} not found",
                     routine.symbol, routine.library
-                )
-            );
+                ),
+            )
+            .error();
         }
         ServerToUtf8 { function, encoding }
     }
@@ -158,4 +114,15 @@ impl ToUtf8 for ServerToUtf8 {
         };
         usize::try_from(converted).unwrap_or(0).min(src.len())
     }
+}
+
+/// How many bytes of `text` (in the server's encoding) its first
+/// `max_chars` characters take.
+pub fn clip_chars(text: &[u8], max_chars: usize) -> usize {
+    let len = i32::try_from(text.len()).unwrap_or(i32::MAX);
+    let limit = i32::try_from(max_chars).unwrap_or(i32::MAX);
+    // SAFETY: pg_mbcharcliplen reads at most `len` bytes of `text`, in the
+    // server's encoding.
+    let kept = unsafe { pg_sys::pg_mbcharcliplen(text.as_ptr().cast(), len, limit) };
+    usize::try_from(kept).unwrap_or(0).min(text.len())
 }

@@ -6,10 +6,12 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use crate::model::{ArrayRef, ArrayValues, Cell, CellValue, ColumnMeta, Image, TupleValues, Value};
+use crate::pg::columns::{ArrayElement, ColumnOutput, ColumnPlans, ReadPlan};
 use crate::pg::handles::{Rel, SlotRow, Tuple};
 use crate::pg::port::{is_external_ondisk, varlena_bytes};
-use crate::pg::relation::{ArrayElement, ColumnOutput, ReadPlan, RelationEntry};
+use pubjson_core::model::{
+    ArrayRef, ArrayValues, Cell, CellValue, ColumnMeta, Image, RelationMeta, TupleValues, Value,
+};
 
 /// Reusable `heap_deform_tuple` buffers.
 #[derive(Default)]
@@ -18,11 +20,12 @@ pub struct DeformBuffers {
     nulls: Vec<bool>,
 }
 
-/// The values of one row, in the layout of `entry`'s relation.
+/// The values of one row, in the layout of the relation `plans` were made
+/// for.
 pub struct DeformedTuple<'a> {
     values: &'a [pg_sys::Datum],
     nulls: &'a [bool],
-    /// The row's relation entry's `outputs` and `varlena_attrs`, borrowed
+    /// The row's relation's `outputs` and `varlena`, borrowed
     /// once per row (every value's check reads them).
     outputs: &'a [Option<ColumnOutput>],
     varlena: &'a [bool],
@@ -48,24 +51,23 @@ impl<'a> Row<'a> {
 }
 
 impl DeformBuffers {
-    /// What a new row of `pubjson.backfill_progress` (`entry`) records: the
+    /// What a new row of `pubjson.backfill_progress` (`meta`, `plans`) records: the
     /// relation it is about and the SHA-256 of its chunk's message
-    /// (`crate::backfill`); `None` without a digest.
+    /// (`pubjson_core::protocol::backfill`); `None` without a digest.
     pub fn backfill_digest(
         &mut self,
         rel: Rel<'_>,
         tuple: Tuple<'_>,
-        entry: &RelationEntry,
+        meta: &RelationMeta,
+        plans: &ColumnPlans,
     ) -> Option<(u32, [u8; 32])> {
         let column = |name: &[u8]| {
-            entry
-                .meta
-                .columns
+            meta.columns
                 .iter()
                 .find(|c| c.name_json.get(1..c.name_json.len() - 1) == Some(name))
         };
         let (relid, digest) = (column(b"relid")?, column(b"digest")?);
-        let row = self.deform(rel, tuple, entry, None);
+        let row = self.deform(rel, tuple, plans, None);
         let relid = match row.image(relid)? {
             Image::Word(word) => word as u32,
             Image::Bytes(_) => return None,
@@ -77,18 +79,18 @@ impl DeformBuffers {
     }
 
     /// The values of `row` for the formats (`None` when it is absent).
-    /// `entry` describes the row's layout: the tuple's relation, or the
+    /// `plans` are those of the row's layout: the tuple's relation, or the
     /// relation a slot's row was converted to.
     pub fn load<'a>(
         &'a mut self,
         row: Row<'a>,
-        entry: &'a RelationEntry,
+        plans: &'a ColumnPlans,
         mask: Option<&'a [bool]>,
     ) -> Option<DeformedTuple<'a>> {
         match row {
             Row::Absent => None,
-            Row::Heap(rel, tuple) => Some(self.deform(rel, tuple, entry, mask)),
-            Row::Slot(slot) => Some(Self::load_slot(slot, entry, mask)),
+            Row::Heap(rel, tuple) => Some(self.deform(rel, tuple, plans, mask)),
+            Row::Slot(slot) => Some(Self::load_slot(slot, plans, mask)),
         }
     }
 
@@ -97,7 +99,7 @@ impl DeformBuffers {
         &'a mut self,
         rel: Rel<'a>,
         tuple: Tuple<'a>,
-        entry: &'a RelationEntry,
+        plans: &'a ColumnPlans,
         mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
         // SAFETY: `rel` is an open relation and `tuple` a valid heap tuple
@@ -117,13 +119,13 @@ impl DeformBuffers {
                 self.nulls.as_mut_ptr(),
             );
         }
-        DeformedTuple::new(&self.values, &self.nulls, entry, mask)
+        DeformedTuple::new(&self.values, &self.nulls, plans, mask)
     }
 
     /// The values of a slot (all attributes deformed), read in place.
     fn load_slot<'a>(
         slot: SlotRow<'a>,
-        entry: &'a RelationEntry,
+        plans: &'a ColumnPlans,
         mask: Option<&'a [bool]>,
     ) -> DeformedTuple<'a> {
         let slot = slot.as_ptr();
@@ -138,7 +140,7 @@ impl DeformBuffers {
                 std::slice::from_raw_parts((*slot).tts_isnull, natts),
             )
         };
-        DeformedTuple::new(values, nulls, entry, mask)
+        DeformedTuple::new(values, nulls, plans, mask)
     }
 }
 
@@ -214,14 +216,14 @@ impl<'t> DeformedTuple<'t> {
     fn new(
         values: &'t [pg_sys::Datum],
         nulls: &'t [bool],
-        entry: &'t RelationEntry,
+        plans: &'t ColumnPlans,
         mask: Option<&'t [bool]>,
     ) -> Self {
         DeformedTuple {
             values,
             nulls,
-            outputs: &entry.outputs,
-            varlena: &entry.varlena_attrs,
+            outputs: &plans.outputs,
+            varlena: &plans.varlena,
             mask,
         }
     }

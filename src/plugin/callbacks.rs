@@ -14,20 +14,26 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgList, PgMemoryContexts};
 
-use crate::options::{OptionError, OptionErrorKind, Options, OriginFilter};
-use crate::pg::handles::{message_parts, Change, ChangeMemory, Rel, Txn, Writer};
+use crate::pg::error::{self, Report};
+use crate::pg::handles::{message_parts, Change, ChangeMemory, InCallback, Rel, Txn};
+use crate::pg::output::Writer;
 use crate::pg::port::alloc_set_context;
-use crate::pg::relation::{InCallback, RelationCache};
+use crate::pg::relation::RelationCache;
 use crate::pg::reorder::readable_wal_end;
 use crate::plugin::state::DecodingState;
-use crate::plugin::{decode, sampling, transactions};
-use crate::stats::{self, table::SlotKey};
+use crate::plugin::{events, sampling, transactions};
+use crate::stats;
+use pubjson_core::options::{Options, OriginFilter};
+use pubjson_core::stats::table::SlotKey;
 
-/// Fills PostgreSQL's callback table.
+/// Entry point PostgreSQL looks up when a slot uses `pubjson`: fills its
+/// callback table.
 ///
 /// # Safety
-/// `cb` must point to the `OutputPluginCallbacks` PostgreSQL passes in.
-pub unsafe fn register(cb: *mut pg_sys::OutputPluginCallbacks) {
+/// Called by PostgreSQL with a valid, zeroed callback table.
+#[pg_guard]
+#[no_mangle]
+pub unsafe extern "C-unwind" fn _PG_output_plugin_init(cb: *mut pg_sys::OutputPluginCallbacks) {
     // SAFETY: PostgreSQL hands us a valid, zeroed callback table.
     let cb = unsafe { &mut *cb };
     cb.startup_cb = Some(startup);
@@ -50,21 +56,6 @@ pub unsafe fn register(cb: *mut pg_sys::OutputPluginCallbacks) {
     cb.prepare_cb = Some(prepare);
     cb.commit_prepared_cb = Some(commit_prepared);
     cb.rollback_prepared_cb = Some(rollback_prepared);
-}
-
-fn raise_option_error(err: OptionError) -> ! {
-    let code = match err.kind {
-        OptionErrorKind::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        OptionErrorKind::InvalidName => PgSqlErrorCode::ERRCODE_INVALID_NAME,
-        OptionErrorKind::FeatureNotSupported => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        OptionErrorKind::SyntaxError => PgSqlErrorCode::ERRCODE_SYNTAX_ERROR,
-    };
-    let mut report = pgrx::pg_sys::panic::ErrorReport::new(code, err.message, "pubjson startup");
-    if let Some(hint) = err.hint {
-        report = report.set_hint(hint);
-    }
-    report.report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
 }
 
 /// Reads `ctx->output_plugin_options` (a List of DefElem with String args).
@@ -90,11 +81,11 @@ unsafe fn read_option_list(list: *mut pg_sys::List) -> Vec<(String, Option<Vec<u
                 let s = arg as *mut pg_sys::String;
                 Some(CStr::from_ptr((*s).sval).to_bytes().to_vec())
             } else {
-                ereport!(
-                    ERROR,
+                Report::new(
                     PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                    format!("option \"{name}\" must have a string value")
-                );
+                    format!("option \"{name}\" must have a string value"),
+                )
+                .error();
             };
             options.push((name, value));
         }
@@ -135,7 +126,7 @@ unsafe extern "C-unwind" fn startup(
     unsafe {
         let raw = read_option_list((*ctx).output_plugin_options);
         let opts = Options::parse(raw.iter().map(|(n, v)| (n.as_str(), v.as_deref())))
-            .unwrap_or_else(|e| raise_option_error(e));
+            .unwrap_or_else(|e| Report::from(e).error());
 
         (*opt).output_type = pg_sys::OutputPluginOutputType::OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
 
@@ -149,11 +140,11 @@ unsafe extern "C-unwind" fn startup(
             (*ctx).streaming &= opts.streaming;
             if opts.two_phase {
                 if !(*ctx).twophase {
-                    ereport!(
-                        ERROR,
+                    Report::new(
                         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                        "two-phase commit requested, but not supported by output plugin"
-                    );
+                        "two-phase commit requested, but not supported by output plugin",
+                    )
+                    .error();
                 }
                 (*ctx).twophase_opt_given = true;
             }
@@ -161,7 +152,7 @@ unsafe extern "C-unwind" fn startup(
 
         let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
-        let format = crate::output::format_for(&opts);
+        let format = pubjson_core::output::format_for(&opts);
         let relations = RelationCache::new(cache_memory, format.type_rendering());
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {
@@ -251,7 +242,7 @@ unsafe fn change_common(
     unsafe {
         let (relation, change) = (Rel::new(relation), Change::new(change));
         with_state(ctx, |s, w| {
-            decode::decode_change(s, w, relation, change, streamed)
+            events::decode_change(s, w, relation, change, streamed)
         })
     }
 }
@@ -303,7 +294,7 @@ unsafe fn truncate_common(
     unsafe {
         let (relations, change) = (Rel::slice(relations, nrelations), Change::new(change));
         with_state(ctx, |s, w| {
-            decode::decode_truncate(s, w, &relations, change, streamed)
+            events::decode_truncate(s, w, &relations, change, streamed)
         })
     }
 }
@@ -370,7 +361,7 @@ unsafe fn message_common(
             .map(|txn| InCallback::of_transactional_message(txn));
         let (prefix, content) = message_parts(prefix, content, content_size);
         with_state(ctx, |s, w| {
-            decode::decode_message(
+            events::decode_message(
                 s,
                 w,
                 txn,
@@ -615,11 +606,7 @@ unsafe extern "C-unwind" fn page_read(
     };
     let Some(original) = original else {
         // Startup installs this callback only after saving PostgreSQL's.
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            "pubjson: the WAL reader's page callback is missing"
-        );
+        error::internal("pubjson: the WAL reader's page callback is missing");
     };
     // SAFETY: PostgreSQL's own callback with the arguments it was given;
     // the boundary turns its ERRORs into Rust unwinding.
@@ -636,7 +623,7 @@ fn origin_filtered(state: &mut DecodingState, origin_id: u16) -> bool {
         && (state.opts.origin == OriginFilter::None
             || state.opts.filter_origins.contains(&(origin_id as u32)));
     if filtered {
-        state.stats.filtered_by_origin += 1;
+        state.count_filtered_by_origin();
     }
     filtered
 }

@@ -1,9 +1,10 @@
-//! Format 3's DDL events: a transactional message with the capture prefix
-//! (`src/api/ddl.sql`) becomes a `DDL` object (`output::v3::ddl`) whose
-//! `relations` are the changed tables' R objects, described here from the
-//! relation cache with the catalog as it is at the message (so a DDL event
-//! and the next R object never disagree). With `publication_names`, the
-//! event is shown only when its tables are published (docs/ddl.md).
+//! DDL events: a transactional message with DDL capture's prefix
+//! (`protocol::ddl`) becomes the format's DDL event, with the new
+//! description of each table it changed, read here from the relation cache
+//! with the catalog as it is at the message (so a DDL event and the next R
+//! object never disagree). Each table, and the event as a whole, go
+//! through the routing decision: with `publication_names`, the event is
+//! shown only when its tables are published (docs/ddl.md).
 //!
 //! Any role may write a message with the capture prefix
 //! (`pg_logical_emit_message` is PUBLIC), so a message is a DDL event only
@@ -11,17 +12,21 @@
 //! a forged drop of a table that still exists, or a forged command naming
 //! tables that do not, is not one.
 
-use pgrx::prelude::*;
+use std::rc::Rc;
 
-use crate::output::format::Sink;
-use crate::output::v3::ddl::{ddl_object, parse_event, DdlEvent};
-use crate::output::v3::relation_object;
-use crate::pg::handles::{relation_exists, with_table, Txn, Writer};
+use pubjson_core::output::format::DdlTable;
+use pubjson_core::protocol::ddl::{self, DdlEvent};
+use pubjson_core::rules::route::{route, Event, Route};
+use pubjson_core::rules::row_filter::FilterVerdict;
+
+use crate::pg::error;
+use crate::pg::handles::{relation_exists, with_table, Txn};
+use crate::pg::output::Writer;
+use crate::pg::relation::RelationEntry;
 use crate::plugin::state::DecodingState;
-use crate::plugin::txn::{begin_item, current_txn};
 
-/// Writes the DDL object of a capture message; `false` when `content` is
-/// not a capture message (the caller writes it as an ordinary message).
+/// Writes the DDL event of a capture message; `false` when `content` is
+/// not one (the caller treats it as an ordinary message).
 pub fn decode_ddl(
     state: &mut DecodingState,
     writer: &mut Writer<'_>,
@@ -30,85 +35,98 @@ pub fn decode_ddl(
     content: &[u8],
     streamed: bool,
 ) -> bool {
-    let Some(event) = parse_event(content) else {
+    let Some(event) = ddl::parse(content) else {
         return false;
     };
     if !agrees_with_catalog(&event, txn) {
-        warning!(
-            "pubjson: a message with prefix \"pubjson.ddl\" that does not agree with the catalog is not a DDL event"
+        error::warn(
+            "pubjson: a message with prefix \"pubjson.ddl\" that does not agree with the catalog is not a DDL event",
         );
         return false;
     }
     state.relations.collect_garbage();
-    let filtered = state.publications.is_some();
-    // The tables to describe: without publications each changed table;
-    // with them each published one, or the root it is published as
-    // (publish_via_partition_root: its rows come under the root's name).
-    let mut targets: Vec<u32> = Vec::new();
+    // The tables to describe: each changed table the routing shows, as
+    // itself or as the root it is published as (publish_via_partition_root:
+    // its rows come under the root's name), once each, with the columns
+    // the consumer is shown.
+    let mut tables: Vec<(Rc<RelationEntry>, bool)> = Vec::new();
     let relations = &mut state.relations;
     let opts = &state.opts;
     let publications = &mut state.publications;
+    let rules = &state.rules;
     state.change_memory.run(|| {
         for &relid in &event.relations {
-            let target = with_table(relid, |rel| {
-                if !filtered {
-                    return Some(relid);
-                }
-                let entry = relations.get(rel, opts, publications.as_mut());
-                let info = entry.publish.as_ref()?;
-                Some(info.publish_as_relid.to_u32())
-            });
-            if let Some(Some(target)) = target {
-                if !targets.contains(&target) {
-                    targets.push(target);
-                }
-            }
-        }
-    });
-    // Their R objects, with the publication's column list.
-    let mut descriptions = Vec::new();
-    state.change_memory.run(|| {
-        for &relid in &targets {
             with_table(relid, |rel| {
                 let entry = relations.get(rel, opts, publications.as_mut());
-                let visible: Vec<bool> = match entry.publish.as_ref().filter(|_| filtered) {
-                    None => vec![true; entry.meta.columns.len()],
-                    Some(info) => entry
-                        .meta
-                        .columns
-                        .iter()
-                        .map(|c| info.column_mask.get(c.attr_index).copied().unwrap_or(false))
-                        .collect(),
+                let decision = route(rules, Some(&entry.rules), Event::DdlTable, |_| {
+                    FilterVerdict::Drop
+                });
+                let Route::Emit(emit) = decision else {
+                    return;
                 };
-                let mut object = Vec::new();
-                relation_object(&mut object, &entry.meta, &visible);
-                descriptions.push(object);
+                let target = match entry.publish.as_ref() {
+                    Some(info) if emit.as_root => info.publish_as_relid.to_u32(),
+                    _ => relid,
+                };
+                if tables.iter().any(|(t, _)| t.meta.relid == target) {
+                    return;
+                }
+                let described = if target == relid {
+                    Some(entry.clone())
+                } else {
+                    with_table(target, |root| {
+                        relations.get(root, opts, publications.as_mut())
+                    })
+                };
+                if let Some(described) = described {
+                    tables.push((described, emit.column_list));
+                }
             });
         }
     });
-    let published = !targets.is_empty();
-    // A dropped table is no longer in the catalog at the message: the
-    // trigger named the publications that published it.
-    let dropped_published = event.drops_table()
-        && state.opts.publication_names.as_ref().is_some_and(|names| {
-            event
-                .publications
-                .iter()
-                .any(|p| names.iter().any(|n| n == p))
-        });
-    if filtered && !published && !dropped_published {
-        state.stats.filtered_by_table += 1;
+    let decision = route(
+        &state.rules,
+        None,
+        Event::Ddl {
+            tables_shown: tables.len(),
+            drops_table: event.drops_table(),
+            dropped_from: &event.publications,
+        },
+        |_| FilterVerdict::Drop,
+    );
+    state.count_route(&decision, 1);
+    if let Route::Skip(_) = decision {
         return true;
     }
     let stream_xid = match txn {
         Some(txn) if streamed => Some(txn.xid()),
         _ => None,
     };
-    begin_item(state, writer);
-    let record = current_txn(&mut state.txns);
-    let mut sink = state.sink.output(writer, Some(&mut record.bytes_emitted));
-    ddl_object(sink.buf(), &event, stream_xid, lsn, &descriptions);
-    state.format.object_written(&mut sink);
+    // Per table, the columns the consumer is shown: a publication's column
+    // list, or all of them.
+    let visible: Vec<Vec<bool>> = tables
+        .iter()
+        .map(|(entry, column_list)| match entry.publish.as_ref() {
+            Some(info) if *column_list => entry
+                .meta
+                .columns
+                .iter()
+                .map(|c| info.column_mask.get(c.attr_index).copied().unwrap_or(false))
+                .collect(),
+            _ => vec![true; entry.meta.columns.len()],
+        })
+        .collect();
+    let described: Vec<DdlTable<'_>> = tables
+        .iter()
+        .zip(&visible)
+        .map(|((entry, _), visible)| DdlTable {
+            rel: &entry.meta,
+            visible,
+        })
+        .collect();
+    state.emitter.item(writer, |format, sink, _| {
+        format.ddl(sink, stream_xid, lsn, &event, &described)
+    });
     true
 }
 

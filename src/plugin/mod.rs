@@ -1,29 +1,22 @@
 //! The decoding core: what pubjson does with each decoding event. The
 //! callback shims (`callbacks.rs`) turn PostgreSQL's pointers into safe
 //! handles (`pg/handles.rs`) and call safe code: transactions, streaming
-//! and two-phase (`transactions.rs`), changes, truncates and messages
-//! (`decode.rs`), the bookkeeping and output sink (`txn.rs`), the
-//! per-slot state with its per-transaction records (`state.rs`) and the
-//! live view's samples of the reorder buffer (`sampling.rs`).
+//! and two-phase (`transactions.rs`); row changes, truncates, messages and
+//! backfill chunks (`events.rs`) and DDL events (`ddl.rs`), each through
+//! the routing decision (`pubjson_core::rules::route`); what is written and
+//! when: the format, deferred BEGIN, progress (`emitter.rs`); the
+//! transactions' records (`txn_records.rs`); the per-slot state that holds
+//! it all and counts (`state.rs`); the live view's samples of the reorder
+//! buffer (`sampling.rs`).
 
 mod callbacks;
 mod ddl;
-mod decode;
+mod emitter;
+mod events;
 mod sampling;
 mod state;
 mod transactions;
-mod txn;
+mod txn_records;
 
-use pgrx::pg_sys;
-use pgrx::prelude::*;
-
-/// Entry point PostgreSQL looks up when a slot uses `pubjson`.
-///
-/// # Safety
-/// Called by PostgreSQL with a valid callback table.
-#[pg_guard]
-#[no_mangle]
-pub unsafe extern "C-unwind" fn _PG_output_plugin_init(cb: *mut pg_sys::OutputPluginCallbacks) {
-    // SAFETY: forwarded unchanged from PostgreSQL.
-    unsafe { callbacks::register(cb) }
-}
+// The output plugin's entry point, which PostgreSQL looks up by name.
+pub use callbacks::_PG_output_plugin_init;

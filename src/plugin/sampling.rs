@@ -5,10 +5,12 @@
 
 use std::collections::HashSet;
 
-use crate::pg::handles::Writer;
+use crate::pg::output::Writer;
 use crate::pg::port::{current_timestamp, my_pid};
+use crate::pg::reorder::Reorder;
 use crate::plugin::state::DecodingState;
-use crate::stats::{self, live};
+use crate::stats;
+use pubjson_core::stats::live;
 
 /// A change is about to be queued: sample if the last sample is old enough.
 pub fn change_decoded(state: &mut DecodingState, writer: &Writer<'_>) {
@@ -20,7 +22,7 @@ pub fn change_decoded(state: &mut DecodingState, writer: &Writer<'_>) {
 /// The decoder has read all the WAL there is: sample if anything changed
 /// since the last sample, so the view stays right while it waits.
 pub fn caught_up(state: &mut DecodingState, writer: &Writer<'_>) {
-    let reorder = writer.reorder();
+    let reorder = Reorder::of(writer);
     state.live_scratch.clear();
     reorder.pending(&mut state.live_scratch);
     let shape = live::shape(reorder.size(), &state.live_scratch);
@@ -30,7 +32,7 @@ pub fn caught_up(state: &mut DecodingState, writer: &Writer<'_>) {
 }
 
 fn sample(state: &mut DecodingState, writer: &Writer<'_>, now: i64) {
-    let reorder = writer.reorder();
+    let reorder = Reorder::of(writer);
     state.live_scratch.clear();
     reorder.pending(&mut state.live_scratch);
     publish(state, reorder.size(), now);
@@ -43,8 +45,8 @@ fn publish(state: &mut DecodingState, reorder_buffer_bytes: u64, now: i64) {
     }
     // Records of transactions PostgreSQL discarded without a callback go.
     let pending: HashSet<u32> = state.live_scratch.iter().map(|t| t.xid).collect();
-    state.txns.retain_pending(&pending);
-    let txns = &state.txns;
+    state.emitter.records().retain_pending(&pending);
+    let txns = state.emitter.records();
     let view = state.live.sample(
         now,
         my_pid(),

@@ -1,189 +1,58 @@
-//! Per-slot decoding state: the parsed options, the chosen format, the
-//! output buffer, the relation cache and one record per top-level
-//! transaction being decoded (what it has seen and emitted so far), which
-//! the statistics and the live view read.
+//! Per-slot decoding state: the parsed options and the session's routing
+//! rules, the emitter (the format and its output, the transactions'
+//! records), the relation cache and publications, the tuple buffers, and
+//! the statistics with the live view.
 //!
 //! The callback shims (`callbacks.rs`) own the state's lifetime: it is a
 //! Rust value owned by the decoding context's memory context (dropped when
 //! PostgreSQL frees `ctx->context`, which also happens when decoding
 //! through the SQL functions ends in an ERROR and `shutdown_cb` is never
-//! called), lent to one callback at a time.
-
-use std::collections::{HashMap, HashSet};
+//! called), lent to one callback at a time. Its fields are the decoding
+//! core's (`plugin/`) alone; it counts and emits through its methods.
 
 use pgrx::pg_sys;
 
-use crate::model::TxnInfo;
-use crate::options::Options;
-use crate::output::format::OutputFormat;
+use pubjson_core::options::Options;
+use pubjson_core::output::format::OutputFormat;
+use pubjson_core::rules::route::{Route, SessionRules};
+use pubjson_core::stats::live::{LiveTracker, ReorderTxn};
+use pubjson_core::stats::table::SlotKey;
+
 use crate::pg::handles::{ChangeMemory, Txn};
 use crate::pg::port::current_timestamp;
 use crate::pg::publication::Publications;
 use crate::pg::relation::RelationCache;
 use crate::pg::tuple::DeformBuffers;
-use crate::plugin::txn::OutputBuffer;
-use crate::stats::live::{LiveTracker, ReorderTxn};
-use crate::stats::table::SlotKey;
+use crate::plugin::emitter::Emitter;
+use crate::plugin::txn_records::TxnState;
 use crate::stats::{self, Counters, TxnRecord};
 
-/// One top-level transaction of this decoding session: the one being
-/// replayed at its commit (or PREPARE), or a streamed one between its
-/// blocks. Subtransactions count for their top-level transaction.
-#[derive(Default)]
-pub struct TxnState {
-    pub info: TxnInfo,
-    pub first_lsn: u64,
-    /// Whether the timestamp text has been rendered into `info.timestamp`.
-    pub timestamp_ready: bool,
-    /// The BEGIN output has been written (at once, or deferred until the
-    /// first emitted change when skip-empty-xacts is on).
-    pub begun: bool,
-    /// A streamed block of it has been written: its abort or commit must be
-    /// reported, and its next block is not its first.
-    pub streamed_output: bool,
-    /// Changes decoded (emitted or not: INSERT/UPDATE/DELETE, each table of
-    /// a TRUNCATE, transactional messages), for the statistics.
-    pub changes_seen: u64,
-    /// INSERT/UPDATE/DELETE sent in streamed blocks (the live view's
-    /// `changes_streamed`).
-    pub changes_streamed: u64,
-    /// Items emitted (changes, truncated tables, messages).
-    pub items_emitted: u64,
-    /// JSON bytes written for it (see `Output`).
-    pub bytes_emitted: u64,
-    /// When its replay began (the clock at BEGIN or its first streamed
-    /// block), for the replay rate.
-    pub replay_start: i64,
-    /// The backfill messages its `pubjson.backfill_progress` changes
-    /// recorded (relation, SHA-256 of the message), not yet decoded: the
-    /// only ones decoded (`src/backfill.rs`).
-    pub backfill_digests: Vec<(u32, [u8; 32])>,
-}
-
-/// The session's transactions by top-level xid: a record is made at a
-/// transaction's BEGIN or first streamed block and dropped at its commit,
-/// abort or PREPARE. Streamed blocks of different transactions interleave
-/// (and a committed transaction can be replayed between two of them), so
-/// each keeps its own. The record of the transaction being delivered is
-/// kept apart from the others, so that a change finds it without a lookup.
-#[derive(Default)]
-pub struct Transactions {
-    /// The transaction whose changes are being delivered, replayed (BEGIN
-    /// to COMMIT) or streamed (block start to stop), with its record.
-    current: Option<(u32, TxnState)>,
-    /// The others: streamed transactions between their blocks.
-    parked: HashMap<u32, TxnState>,
-}
-
-impl Transactions {
-    /// `xid`'s replay starts: a fresh record, the current one.
-    pub fn start(&mut self, xid: u32, record: TxnState) -> &mut TxnState {
-        self.leave();
-        self.parked.remove(&xid);
-        &mut self.current.insert((xid, record)).1
-    }
-
-    /// A block of streamed `xid` starts: its record (made now for its
-    /// first block) becomes the current one.
-    pub fn enter_block(&mut self, xid: u32, now: i64) -> &mut TxnState {
-        self.leave();
-        let record = self.parked.remove(&xid).unwrap_or_else(|| TxnState {
-            replay_start: now,
-            ..TxnState::default()
-        });
-        &mut self.current.insert((xid, record)).1
-    }
-
-    /// The changes of the current transaction have all been delivered (its
-    /// block ended, or its replay reached its end).
-    pub fn leave(&mut self) {
-        if let Some((xid, record)) = self.current.take() {
-            self.parked.insert(xid, record);
-        }
-    }
-
-    /// The record of the transaction whose changes are being delivered.
-    pub fn current(&mut self) -> Option<&mut TxnState> {
-        self.current.as_mut().map(|(_, record)| record)
-    }
-
-    pub fn get(&mut self, xid: u32) -> Option<&mut TxnState> {
-        match &mut self.current {
-            Some((current, record)) if *current == xid => Some(record),
-            _ => self.parked.get_mut(&xid),
-        }
-    }
-
-    /// INSERT/UPDATE/DELETE of `xid` sent in streamed blocks so far.
-    pub fn changes_streamed(&self, xid: u32) -> u64 {
-        let record = match &self.current {
-            Some((current, record)) if *current == xid => Some(record),
-            _ => self.parked.get(&xid),
-        };
-        record.map_or(0, |r| r.changes_streamed)
-    }
-
-    /// `xid` ended (committed, aborted, prepared): its record goes.
-    pub fn finish(&mut self, xid: u32) -> Option<TxnState> {
-        match self.current.take() {
-            Some((current, record)) if current == xid => Some(record),
-            other => {
-                self.current = other;
-                self.parked.remove(&xid)
-            }
-        }
-    }
-
-    /// Drops the records of transactions that are no longer pending
-    /// (`pending`: the reorder buffer's top-level xids), which PostgreSQL
-    /// discarded without a callback; the current one stays.
-    pub fn retain_pending(&mut self, pending: &HashSet<u32>) {
-        self.parked.retain(|xid, _| pending.contains(xid));
-    }
-}
-
-/// A block of an in-progress transaction being streamed.
-pub struct StreamBlock {
-    /// The top-level transaction.
-    pub xid: u32,
-    /// The block's start has been written (deferred like BEGIN).
-    pub begun: bool,
-}
-
 pub struct DecodingState {
-    pub opts: Options,
-    /// The output format, chosen once from the options.
-    pub format: Box<dyn OutputFormat>,
-    /// Output not yet handed to PostgreSQL.
-    pub sink: OutputBuffer,
-    /// The transactions begun or streamed, by top-level xid.
-    pub txns: Transactions,
-    pub relations: RelationCache,
+    pub(super) opts: Options,
+    /// The session's side of every routing decision.
+    pub(super) rules: SessionRules,
+    /// The format and everything written with it.
+    pub(super) emitter: Emitter,
+    pub(super) relations: RelationCache,
     /// The publications named by publication_names, if any.
-    pub publications: Option<Publications>,
-    pub new_tuple: DeformBuffers,
-    pub old_tuple: DeformBuffers,
+    pub(super) publications: Option<Publications>,
+    pub(super) new_tuple: DeformBuffers,
+    pub(super) old_tuple: DeformBuffers,
     /// Reset after every change, so output functions and detoasting never
     /// accumulate memory across a transaction.
-    pub change_memory: ChangeMemory,
-    /// Changes since the last progress update (PG15's keepalive logic;
-    /// PostgreSQL 16+ updates progress itself).
-    #[cfg(feature = "pg15")]
-    pub changes_since_progress: u32,
-    /// The streamed block being decoded, if any.
-    pub stream_block: Option<StreamBlock>,
+    pub(super) change_memory: ChangeMemory,
     /// The slot (name, database, plugin) under which statistics are published.
-    pub slot: SlotKey,
+    pub(super) slot: SlotKey,
     /// Counts since the last publication (see `stats.rs`).
-    pub stats: Counters,
+    stats: Counters,
     /// The live view's side of the session (see `stats/live.rs`).
-    pub live: LiveTracker,
+    pub(super) live: LiveTracker,
     /// The reorder buffer's transactions, read when sampling (kept to reuse
     /// its allocation).
-    pub live_scratch: Vec<ReorderTxn>,
+    pub(super) live_scratch: Vec<ReorderTxn>,
     /// PostgreSQL's page callback of the WAL reader, which ours calls
     /// (`None` when ours is not installed).
-    pub page_read: pg_sys::XLogPageReadCB,
+    pub(super) page_read: pg_sys::XLogPageReadCB,
 }
 
 impl DecodingState {
@@ -197,17 +66,13 @@ impl DecodingState {
         slot: SlotKey,
     ) -> Self {
         DecodingState {
-            format,
-            sink: OutputBuffer::for_database(),
-            txns: Transactions::default(),
+            rules: SessionRules::new(&opts, format.events()),
+            emitter: Emitter::new(format, &opts),
             relations,
             publications: opts.publication_names.as_deref().map(Publications::new),
             new_tuple: DeformBuffers::default(),
             old_tuple: DeformBuffers::default(),
             change_memory,
-            #[cfg(feature = "pg15")]
-            changes_since_progress: 0,
-            stream_block: None,
             slot,
             stats: Counters::default(),
             live: LiveTracker::default(),
@@ -217,9 +82,45 @@ impl DecodingState {
         }
     }
 
+    /// `n` changes were decoded (emitted or not): in the statistics and in
+    /// the record of the transaction being delivered, if `of_txn`.
+    pub(super) fn count_seen(&mut self, n: u64, of_txn: bool) {
+        self.stats.changes_seen += n;
+        if of_txn {
+            if let Some(record) = self.emitter.records().current() {
+                record.changes_seen += n;
+            }
+        }
+    }
+
+    /// `n` changes went through the routing decision (`route`).
+    pub(super) fn count_route(&mut self, route: &Route, n: u64) {
+        self.stats.count_route(route, n);
+    }
+
+    /// A change left out by its origin (`filter_by_origin_cb`).
+    pub(super) fn count_filtered_by_origin(&mut self) {
+        self.stats.filtered_by_origin += 1;
+    }
+
+    /// The reorder buffer's size seen at a change: its peak.
+    pub(super) fn note_reorder_buffer(&mut self, bytes: u64) {
+        self.stats.peak_reorder_buffer_bytes = self.stats.peak_reorder_buffer_bytes.max(bytes);
+    }
+
+    pub(super) fn count_streamed_txn(&mut self) {
+        self.stats.streamed_txns += 1;
+    }
+
+    pub(super) fn count_prepared_txn(&mut self) {
+        self.stats.prepared_txns += 1;
+    }
+
     /// Publishes the counts gathered since the last call.
-    pub fn publish_stats(&mut self) {
-        self.stats.bytes_emitted += std::mem::take(&mut self.sink.bytes_written);
+    pub(super) fn publish_stats(&mut self) {
+        let (bytes, items) = self.emitter.take_written();
+        self.stats.bytes_emitted += bytes;
+        self.stats.changes_emitted += items;
         if self.stats != Counters::default() {
             stats::publish(&self.slot, &self.stats);
             self.stats = Counters::default();
@@ -229,7 +130,7 @@ impl DecodingState {
     /// Records a finished (committed, prepared or streamed) transaction in
     /// the statistics and publishes them: `record` is what this session
     /// counted for it, `emitted` whether it produced output.
-    pub fn finish_txn_stats(&mut self, txn: Txn<'_>, record: &TxnState, emitted: bool) {
+    pub(super) fn finish_txn_stats(&mut self, txn: Txn<'_>, record: &TxnState, emitted: bool) {
         let now = current_timestamp();
         if !txn.streamed() {
             // A streamed transaction's replay is spread over its blocks,
@@ -260,58 +161,5 @@ impl DecodingState {
         }
         self.stats.note_transaction(finished);
         self.publish_stats();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn interleaved_transactions_keep_their_own_records() {
-        let mut txns = Transactions::default();
-        txns.enter_block(7, 100).changes_seen += 5;
-        txns.leave();
-        assert!(txns.current().is_none());
-        // A committed transaction replayed between two blocks of 7.
-        txns.start(9, TxnState::default()).changes_seen += 1;
-        assert_eq!(txns.current().map(|r| r.changes_seen), Some(1));
-        assert_eq!(txns.finish(9).map(|r| r.changes_seen), Some(1));
-        assert!(txns.current().is_none());
-        let again = txns.enter_block(7, 200);
-        again.changes_seen += 3;
-        // Its replay started at its first block.
-        assert_eq!(again.replay_start, 100);
-        txns.leave();
-        assert_eq!(txns.finish(7).map(|r| r.changes_seen), Some(8));
-        assert!(txns.finish(7).is_none());
-    }
-
-    #[test]
-    fn a_new_replay_of_an_xid_starts_from_zero() {
-        let mut txns = Transactions::default();
-        txns.start(5, TxnState::default()).items_emitted = 4;
-        txns.leave();
-        txns.start(5, TxnState::default());
-        assert_eq!(txns.current().map(|r| r.items_emitted), Some(0));
-    }
-
-    #[test]
-    fn records_of_vanished_transactions_go_but_the_current_one_stays() {
-        let mut txns = Transactions::default();
-        txns.enter_block(1, 0).changes_streamed = 10;
-        txns.leave();
-        txns.enter_block(2, 0).changes_streamed = 20;
-        txns.leave();
-        txns.start(3, TxnState::default());
-        txns.retain_pending(&HashSet::from([2]));
-        assert_eq!(
-            (
-                txns.changes_streamed(1),
-                txns.changes_streamed(2),
-                txns.get(3).is_some()
-            ),
-            (0, 20, true)
-        );
     }
 }

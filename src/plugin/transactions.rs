@@ -3,33 +3,35 @@
 //! PREPARED, ROLLBACK PREPARED). The objects are the format's; this module
 //! decides when each is due and keeps the books.
 
-use crate::output::control::TwoPhaseEvent;
-use crate::output::format::{PreparedTxn, StreamedCommit};
-use crate::pg::handles::{Txn, Writer};
-use crate::pg::port::{current_timestamp, timestamptz_text};
-use crate::plugin::state::{DecodingState, StreamBlock};
-use crate::plugin::txn::{ensure_begun, start_txn, update_progress};
+use pubjson_core::output::control::TwoPhaseEvent;
+use pubjson_core::output::format::{PreparedTxn, StreamedCommit};
+
+use crate::pg::handles::Txn;
+use crate::pg::output::Writer;
+use crate::pg::port::timestamptz_text;
+use crate::plugin::state::DecodingState;
 
 /// A committed transaction's replay starts.
 pub fn begin(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
-    start_txn(state, txn);
-    if !state.opts.skip_empty_xacts {
-        ensure_begun(state, writer);
-    }
+    state.emitter.start_txn(writer, txn, true);
 }
 
 /// A committed transaction's replay ends.
 pub fn commit(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>, commit_lsn: u64) {
-    let mut record = state.txns.finish(txn.xid()).unwrap_or_default();
+    let mut record = state
+        .emitter
+        .records()
+        .finish(txn.xid())
+        .unwrap_or_default();
     let emitted = record.begun;
-    update_progress(state, writer, !emitted);
+    state.emitter.update_progress(writer, !emitted);
     if emitted {
-        state.format.commit(
-            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
-            &record.info,
-            commit_lsn,
-            record.items_emitted,
-        );
+        let (info, items) = (&record.info, record.items_emitted);
+        state
+            .emitter
+            .write(writer, Some(&mut record.bytes_emitted), |format, sink| {
+                format.commit(sink, info, commit_lsn, items)
+            });
     }
     // Without a BEGIN (deferred and never due) the transaction leaves no trace.
     let produced = record.items_emitted > 0;
@@ -38,28 +40,12 @@ pub fn commit(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>, 
 
 /// A block of an in-progress transaction starts.
 pub fn stream_start(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
-    let xid = txn.xid();
-    let record = state.txns.enter_block(xid, current_timestamp());
-    record.info.xid = xid;
-    record.info.origin = txn.origin();
-    state.stream_block = Some(StreamBlock { xid, begun: false });
-    if !state.opts.skip_empty_xacts {
-        ensure_begun(state, writer);
-    }
+    state.emitter.enter_block(writer, txn);
 }
 
 /// The block ends.
 pub fn stream_stop(state: &mut DecodingState, writer: &mut Writer<'_>) {
-    let Some(block) = state.stream_block.take() else {
-        return;
-    };
-    if block.begun {
-        let bytes = state.txns.current().map(|r| &mut r.bytes_emitted);
-        state
-            .format
-            .stream_stop(&mut state.sink.output(writer, bytes), block.xid);
-    }
-    state.txns.leave();
+    state.emitter.leave_block(writer);
 }
 
 /// A streamed transaction, or one of its subtransactions, aborted. An
@@ -73,24 +59,35 @@ pub fn stream_abort(
 ) {
     let top = txn.top_xid();
     let xid = txn.xid();
+    let records = state.emitter.records();
     let mut ended = if xid == top {
-        state.txns.finish(top)
+        records.finish(top)
     } else {
         None
     };
     let emitted = match &ended {
         Some(record) => record.streamed_output,
-        None => state.txns.get(top).is_some_and(|r| r.streamed_output),
+        None => records.get(top).is_some_and(|r| r.streamed_output),
     };
-    update_progress(state, writer, !emitted);
-    if emitted || !state.opts.skip_empty_xacts {
-        let bytes = match ended.as_mut() {
-            Some(record) => Some(&mut record.bytes_emitted),
-            None => state.txns.get(top).map(|r| &mut r.bytes_emitted),
+    state.emitter.update_progress(writer, !emitted);
+    if emitted || state.emitter.reports_empty() {
+        let write = |format: &mut dyn pubjson_core::output::format::OutputFormat,
+                     sink: &mut dyn pubjson_core::output::format::Sink| {
+            format.stream_abort(sink, top, xid, abort_lsn)
         };
-        state
-            .format
-            .stream_abort(&mut state.sink.output(writer, bytes), top, xid, abort_lsn);
+        match ended.as_mut() {
+            Some(record) => state
+                .emitter
+                .write(writer, Some(&mut record.bytes_emitted), write),
+            None => {
+                // The subtransaction's bytes are its top-level's.
+                let mut bytes = 0;
+                state.emitter.write(writer, Some(&mut bytes), write);
+                if let Some(record) = state.emitter.records().get(top) {
+                    record.bytes_emitted += bytes;
+                }
+            }
+        }
     }
     state.live.touch();
     state.publish_stats();
@@ -104,11 +101,11 @@ pub fn stream_commit(
     commit_lsn: u64,
 ) {
     let xid = txn.xid();
-    let mut record = state.txns.finish(xid).unwrap_or_default();
+    let mut record = state.emitter.records().finish(xid).unwrap_or_default();
     let emitted = record.streamed_output;
-    update_progress(state, writer, !emitted);
-    state.stats.streamed_txns += 1;
-    if emitted || !state.opts.skip_empty_xacts {
+    state.emitter.update_progress(writer, !emitted);
+    state.count_streamed_txn();
+    if emitted || state.emitter.reports_empty() {
         let timestamp = timestamptz_text(txn.commit_time());
         let commit = StreamedCommit {
             xid,
@@ -118,10 +115,11 @@ pub fn stream_commit(
             commit_time: txn.commit_time(),
             changes: record.items_emitted,
         };
-        state.format.stream_commit(
-            &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
-            &commit,
-        );
+        state
+            .emitter
+            .write(writer, Some(&mut record.bytes_emitted), |format, sink| {
+                format.stream_commit(sink, &commit)
+            });
     }
     state.finish_txn_stats(txn, &record, emitted);
 }
@@ -131,8 +129,7 @@ pub fn stream_commit(
 /// the plugin could not tell whether the COMMIT PREPARED it is about to send
 /// belongs to a transaction the consumer has seen.
 pub fn begin_prepare(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
-    start_txn(state, txn);
-    ensure_begun(state, writer);
+    state.emitter.start_txn(writer, txn, false);
 }
 
 /// PREPARE TRANSACTION: the transaction's changes end (`streamed`: they were
@@ -144,26 +141,29 @@ pub fn prepare(
     prepare_lsn: u64,
     streamed: bool,
 ) {
-    let mut record = state.txns.finish(txn.xid()).unwrap_or_default();
-    update_progress(state, writer, false);
+    let mut record = state
+        .emitter
+        .records()
+        .finish(txn.xid())
+        .unwrap_or_default();
+    state.emitter.update_progress(writer, false);
     let timestamp = timestamptz_text(txn.commit_time());
     let prepared = PreparedTxn {
         changes: record.items_emitted,
         ..prepared_txn(txn, &timestamp)
     };
-    state.format.prepare(
-        &mut state.sink.output(writer, Some(&mut record.bytes_emitted)),
-        &prepared,
-        prepare_lsn,
-        streamed,
-    );
+    state
+        .emitter
+        .write(writer, Some(&mut record.bytes_emitted), |format, sink| {
+            format.prepare(sink, &prepared, prepare_lsn, streamed)
+        });
     let emitted = if streamed {
-        state.stats.streamed_txns += 1;
+        state.count_streamed_txn();
         record.streamed_output
     } else {
         record.items_emitted > 0
     };
-    state.stats.prepared_txns += 1;
+    state.count_prepared_txn();
     state.finish_txn_stats(txn, &record, emitted);
 }
 
@@ -174,7 +174,7 @@ pub fn commit_prepared(
     txn: Txn<'_>,
     commit_lsn: u64,
 ) {
-    update_progress(state, writer, false);
+    state.emitter.update_progress(writer, false);
     two_phase(
         state,
         writer,
@@ -186,7 +186,7 @@ pub fn commit_prepared(
 
 /// ROLLBACK PREPARED.
 pub fn rollback_prepared(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
-    update_progress(state, writer, false);
+    state.emitter.update_progress(writer, false);
     two_phase(
         state,
         writer,
@@ -217,7 +217,7 @@ fn two_phase(
     let timestamp = timestamptz_text(txn.commit_time());
     let prepared = prepared_txn(txn, &timestamp);
     // The transaction was counted at its PREPARE.
-    state
-        .format
-        .two_phase(&mut state.sink.output(writer, None), event, &prepared, lsn);
+    state.emitter.write(writer, None, |format, sink| {
+        format.two_phase(sink, event, &prepared, lsn)
+    });
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::table::{SlotEntry, SlotKey, NAME_LEN};
+use pubjson_core::stats::table::{SlotEntry, SlotKey, NAME_LEN};
 
 const TRANCHE: &std::ffi::CStr = c"pubjson_stats";
 const SHMEM_NAME: &std::ffi::CStr = c"pubjson statistics";
@@ -221,5 +221,22 @@ pub fn slot_exists(slot: &SlotKey) -> bool {
             .take_while(|&&c| c != 0)
             .map(|&c| c as u8);
         database.to_u32() == slot.database() && plugin.eq(slot.plugin().iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pubjson_core::stats::table::{EntryState, SlotEntry, SlotKey};
+    use pubjson_core::stats::Counters;
+
+    #[test]
+    fn zeroed_memory_is_a_free_table() {
+        // SAFETY (test): SlotEntry is plain data whose all-zero bit pattern
+        // is valid (integers, bools, an enum whose 0 is `Free`); the shared
+        // table is initialised exactly this way.
+        let entry: SlotEntry = unsafe { std::mem::zeroed() };
+        assert_eq!(entry.state, EntryState::Free);
+        assert_eq!(entry.slot, SlotKey::default());
+        assert_eq!(entry.counters, Counters::default());
     }
 }

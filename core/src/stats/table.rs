@@ -239,17 +239,6 @@ mod tests {
     }
 
     #[test]
-    fn zeroed_memory_is_a_free_table() {
-        // SAFETY (test): SlotEntry is plain data whose all-zero bit pattern
-        // is valid (integers, bools, an enum whose 0 is `Free`); the shared
-        // table is initialised exactly this way.
-        let entry: SlotEntry = unsafe { std::mem::zeroed() };
-        assert_eq!(entry.state, EntryState::Free);
-        assert_eq!(entry.slot, SlotKey::default());
-        assert_eq!(entry.counters, Counters::default());
-    }
-
-    #[test]
     fn a_slot_keeps_its_entry_and_adds_up() {
         let mut table = vec![SlotEntry::default(); 3];
         let live: HashSet<_> = [key("a"), key("b")].into();

@@ -11,7 +11,8 @@ use crate::model::{
 use crate::options::Options;
 use crate::output::control;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, Sink, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, FormatEvents, OutputFormat, Sink, TypeName,
+    TypeRendering,
 };
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
@@ -499,8 +500,13 @@ impl OutputFormat for Format2 {
         Ok(warning)
     }
 
-    fn writes_truncate(&self) -> bool {
-        true
+    fn events(&self) -> FormatEvents {
+        // wal2json's bytes: format 2 has an object per truncated table; no backfill, no DDL
+        // objects (DDL capture's messages stay messages).
+        FormatEvents {
+            truncate: true,
+            ..FormatEvents::default()
+        }
     }
 
     fn truncate(

@@ -15,6 +15,8 @@ use crate::model::{
     BackfillMarker, ChangeHeader, ChangeKind, EncodeError, RelationMeta, TupleValues, TxnInfo,
 };
 use crate::output::control::{self, TwoPhaseEvent};
+use crate::protocol::ddl::DdlEvent;
+pub use crate::rules::route::FormatEvents;
 
 /// Where a format writes.
 pub trait Sink {
@@ -85,10 +87,21 @@ pub struct StreamedCommit<'a> {
     pub changes: u64,
 }
 
+/// A table a DDL event describes: its new description, and which of its
+/// columns the consumer is shown (a publication's column list).
+pub struct DdlTable<'a> {
+    pub rel: &'a RelationMeta,
+    pub visible: &'a [bool],
+}
+
 /// One output format: the events of a decoding session, in order.
 pub trait OutputFormat {
     /// How column types are named and classified (read by the catalog reader).
     fn type_rendering(&self) -> TypeRendering;
+
+    /// What the format writes beyond rows and messages: the routing
+    /// decision leaves out the events it has no object for.
+    fn events(&self) -> FormatEvents;
 
     /// A transaction's first output (deferred to its first emitted item with
     /// skip-empty-xacts).
@@ -116,10 +129,7 @@ pub trait OutputFormat {
         change: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError>;
 
-    /// Whether the format has anything to say about a TRUNCATE.
-    fn writes_truncate(&self) -> bool;
-
-    /// One truncated relation.
+    /// One truncated relation ([`FormatEvents::truncate`]).
     fn truncate(
         &mut self,
         sink: &mut dyn Sink,
@@ -142,15 +152,10 @@ pub trait OutputFormat {
         content: &[u8],
     );
 
-    /// Whether the format writes backfilled rows (`pubjson.backfill()`):
-    /// their changes arrive through [`Self::change`] with
-    /// [`ChangeSource::Backfill`](crate::model::ChangeSource), framed by
-    /// [`Self::backfill_marker`]. Formats 1 and 2 (wal2json's bytes) do not.
-    fn writes_backfill(&self) -> bool {
-        false
-    }
-
-    /// The start or the end of a relation's backfill.
+    /// The start or the end of a relation's backfill
+    /// ([`FormatEvents::backfill`]): the backfilled rows between them
+    /// arrive through [`Self::change`] with
+    /// [`ChangeSource::Backfill`](crate::model::ChangeSource).
     fn backfill_marker(
         &mut self,
         _sink: &mut dyn Sink,
@@ -160,11 +165,16 @@ pub trait OutputFormat {
     ) {
     }
 
-    /// An object the core wrote into `sink` for this format inside a
-    /// transaction (format 3's DDL object) is complete: handed over under
-    /// the format's flush policy.
-    fn object_written(&mut self, sink: &mut dyn Sink) {
-        sink.write(true);
+    /// A DDL event ([`FormatEvents::ddl`]) of the transaction being
+    /// decoded, with the tables it describes.
+    fn ddl(
+        &mut self,
+        _sink: &mut dyn Sink,
+        _stream_xid: Option<u32>,
+        _lsn: u64,
+        _event: &DdlEvent,
+        _tables: &[DdlTable<'_>],
+    ) {
     }
 
     /// A streamed block's first output; `first` when it is the first block

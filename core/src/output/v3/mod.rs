@@ -36,9 +36,10 @@ use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, StreamedCommit,
-    TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
+    Sink, StreamedCommit, TypeName, TypeRendering,
 };
+use crate::protocol::ddl::DdlEvent;
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
 
@@ -580,8 +581,12 @@ impl OutputFormat for Format3 {
         Ok(None)
     }
 
-    fn writes_truncate(&self) -> bool {
-        true
+    fn events(&self) -> FormatEvents {
+        FormatEvents {
+            truncate: true,
+            backfill: true,
+            ddl: true,
+        }
     }
 
     fn truncate(
@@ -634,10 +639,6 @@ impl OutputFormat for Format3 {
             ObjectEnd::Boundary
         };
         self.end_object(sink, end);
-    }
-
-    fn writes_backfill(&self) -> bool {
-        true
     }
 
     fn backfill_marker(
@@ -729,7 +730,23 @@ impl OutputFormat for Format3 {
         self.end_object(sink, ObjectEnd::Boundary);
     }
 
-    fn object_written(&mut self, sink: &mut dyn Sink) {
+    fn ddl(
+        &mut self,
+        sink: &mut dyn Sink,
+        stream_xid: Option<u32>,
+        lsn: u64,
+        event: &DdlEvent,
+        tables: &[DdlTable<'_>],
+    ) {
+        let descriptions: Vec<Vec<u8>> = tables
+            .iter()
+            .map(|t| {
+                let mut object = Vec::new();
+                relation_object(&mut object, t.rel, t.visible);
+                object
+            })
+            .collect();
+        ddl::ddl_object(sink.buf(), event, stream_xid, lsn, &descriptions);
         self.end_object(sink, ObjectEnd::Within);
     }
 }

@@ -13,8 +13,8 @@ use crate::model::{
 use crate::options::Options;
 use crate::output::control;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, OutputFormat, PreparedTxn, Sink, TypeName,
-    TypeRendering, FLUSH_BYTES,
+    shrink_after_transaction, ChangeContext, FormatEvents, OutputFormat, PreparedTxn, Sink,
+    TypeName, TypeRendering, FLUSH_BYTES,
 };
 use crate::text::encoding::message_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
@@ -650,8 +650,13 @@ impl OutputFormat for Format1 {
     }
 
     /// wal2json's format 1 has no truncate element.
-    fn writes_truncate(&self) -> bool {
-        false
+    fn events(&self) -> FormatEvents {
+        // wal2json's bytes: format 1 has no object for a truncate, nor for
+        // backfilled rows or DDL (DDL capture's messages stay messages).
+        FormatEvents {
+            truncate: false,
+            ..FormatEvents::default()
+        }
     }
 
     fn truncate(

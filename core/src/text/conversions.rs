@@ -1,7 +1,7 @@
 //! PostgreSQL's conversion functions from server encodings to UTF-8.
 //!
-//! Self-contained (no imports): the end-to-end tests include this file to
-//! check it against `pg_conversion` on every server version.
+//! The end-to-end encodings suite checks it against `pg_conversion` on
+//! every server version.
 
 /// A PostgreSQL function converting a server encoding to UTF-8: the
 /// default conversion `pg_conversion` lists (checked against the catalog by

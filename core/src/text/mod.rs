@@ -6,4 +6,5 @@
 pub mod conversions;
 pub mod encoding;
 pub mod json;
+pub mod sql_redact;
 pub mod type_name;
