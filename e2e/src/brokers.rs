@@ -75,7 +75,6 @@ fn signal(child: &Child, sig: &str) {
 struct Process {
     child: Option<Child>,
     log: PathBuf,
-    what: String,
 }
 
 impl Process {
@@ -95,7 +94,6 @@ impl Process {
         Process {
             child: Some(child),
             log: log.to_path_buf(),
-            what: what.to_string(),
         }
     }
 
@@ -308,17 +306,5 @@ impl Tansu {
 
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
-    }
-
-    pub fn freeze(&self) {
-        self.process.pid_signal("-STOP");
-    }
-
-    pub fn thaw(&self) {
-        self.process.pid_signal("-CONT");
-    }
-
-    pub fn what(&self) -> &str {
-        &self.process.what
     }
 }

@@ -1,8 +1,8 @@
 //! pubjson-relay into a Kafka-protocol broker (tansu, memory only, so it
 //! is never restarted; its transactions are not isolated, and the relay
 //! does not use them): the idempotent producer with acks=all, at least
-//! once through relay kills, an immediate PostgreSQL restart and a frozen
-//! broker, every duplicate caught by the documented rule (docs/relay.md),
+//! once through relay kills and an immediate PostgreSQL restart, every
+//! duplicate caught by the documented rule (docs/relay.md),
 //! each key on one partition in commit order, the replica equal to the
 //! table.
 
@@ -39,11 +39,6 @@ kind = "kafka"
 [kafka]
 brokers = "{bootstrap}"
 delivery_timeout = "20s"
-[kafka.properties]
-# One produce request at a time per connection: tansu, resumed after a
-# freeze, loses records of pipelined requests while acknowledging them
-# (docs/relay.md); Kafka keeps them in order with up to 5.
-"max.in.flight.requests.per.connection" = 1
 [relay]
 reconnect_max = "2s"
 "#,
@@ -55,7 +50,6 @@ reconnect_max = "2s"
     let seed = seed();
     let stop = AtomicBool::new(false);
     let kills = if soak() { 30 } else { 5 };
-    let frozen_for = Duration::from_secs(if soak() { 30 } else { 10 });
     let stats = std::thread::scope(|s| {
         let writer = s.spawn(|| {
             run_workload(
@@ -79,11 +73,10 @@ reconnect_max = "2s"
         relay.wait_healthy(Duration::from_secs(120));
         cluster.pg_ctl_restart("immediate");
         relay.wait_healthy(Duration::from_secs(120));
-        tansu.freeze();
-        let frozen = Instant::now();
-        std::thread::sleep(frozen_for.saturating_sub(frozen.elapsed()));
-        tansu.thaw();
-        relay.wait_healthy(Duration::from_secs(120));
+        // No frozen broker here: tansu, stopped (SIGSTOP) and resumed,
+        // acknowledges records it then does not hold (docs/relay.md); the
+        // relay's handling of an unreachable broker is proven against
+        // JetStream (relay_nats.rs).
         std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("workload")
