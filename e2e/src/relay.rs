@@ -362,6 +362,7 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
     // partition they say they come from.
     let mut tpl = TopicPartitionList::new();
     let mut remaining: HashMap<(String, i32), i64> = HashMap::new();
+    let mut spans: HashMap<(String, i32), (i64, i64)> = HashMap::new();
     for topic in md.topics().iter().filter(|t| t.name().starts_with(prefix)) {
         for p in topic.partitions() {
             let (low, high) = consumer
@@ -371,6 +372,7 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
                 tpl.add_partition_offset(topic.name(), p.id(), Offset::Offset(low))
                     .expect("partition");
                 remaining.insert((topic.name().to_string(), p.id()), high);
+                spans.insert((topic.name().to_string(), p.id()), (low, high));
             }
         }
     }
@@ -422,6 +424,20 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
             relay,
             object: serde_json::from_slice(m.payload().unwrap_or_default()).expect("JSON payload"),
         });
+    }
+    for ((topic, partition), records) in &by_partition {
+        let offsets = spans
+            .get(&(topic.clone(), *partition))
+            .copied()
+            .unwrap_or((0, 0));
+        if (records.len() as i64) < offsets.1 - offsets.0 {
+            eprintln!(
+                "Kafka {topic} [{partition}]: offsets {} to {} hold {} records",
+                offsets.0,
+                offsets.1,
+                records.len()
+            );
+        }
     }
     let out: Vec<Record> = by_partition.into_values().flatten().collect();
     out
