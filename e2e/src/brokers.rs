@@ -307,4 +307,14 @@ impl Tansu {
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+
+    /// SIGSTOP: the broker keeps its connections and answers nothing.
+    pub fn freeze(&self) {
+        self.process.pid_signal("-STOP");
+    }
+
+    /// SIGCONT after [`Self::freeze`].
+    pub fn thaw(&self) {
+        self.process.pid_signal("-CONT");
+    }
 }

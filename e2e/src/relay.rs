@@ -381,25 +381,25 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
         return Vec::new();
     }
     consumer.assign(&tpl).expect("assign");
+    // Until every partition reached its high watermark, then until nothing
+    // came for 2 s: tansu's high watermark can trail the records it holds.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !remaining.is_empty() {
+    let mut quiet_since = Instant::now();
+    while !remaining.is_empty() || quiet_since.elapsed() < Duration::from_secs(2) {
         assert!(
             Instant::now() < deadline,
             "reading Kafka stalled: still to read {remaining:?}"
         );
-        let Some(m) = consumer.poll(Duration::from_millis(500)) else {
+        let Some(m) = consumer.poll(Duration::from_millis(200)) else {
             continue;
         };
         let m = m.expect("Kafka message");
+        quiet_since = Instant::now();
         let part = (m.topic().to_string(), m.partition());
-        let Some(high) = remaining.get(&part).copied() else {
-            continue;
-        };
-        if m.offset() + 1 >= high {
-            remaining.remove(&part);
-        }
-        if m.offset() >= high {
-            continue;
+        if let Some(high) = remaining.get(&part).copied() {
+            if m.offset() + 1 >= high {
+                remaining.remove(&part);
+            }
         }
         let mut event = None;
         let mut relay = None;

@@ -1,8 +1,9 @@
 //! pubjson-relay into a Kafka-protocol broker (tansu, memory only, so it
 //! is never restarted; its transactions are not isolated, and the relay
 //! does not use them): the idempotent producer with acks=all, at least
-//! once through relay kills and an immediate PostgreSQL restart, every
-//! duplicate caught by the documented rule (docs/relay.md),
+//! once across a drained restart and through relay kills, an immediate
+//! PostgreSQL restart and a frozen broker, every duplicate caught by the
+//! documented rule (docs/relay.md),
 //! each key on one partition in commit order, the replica equal to the
 //! table.
 
@@ -17,8 +18,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-#[test]
-fn at_least_once_with_every_duplicate_caught_by_the_rule() {
+/// What happens to the relay while the workload runs.
+#[derive(PartialEq)]
+enum Faults {
+    /// Stopped once with SIGTERM (a drained restart).
+    Drained,
+    /// Killed (SIGKILL) at random points, then PostgreSQL restarted
+    /// immediately.
+    Killed,
+}
+
+/// A workload into tansu through the relay, then the broker read back.
+fn run_kafka(faults: Faults) {
     let cluster = Place::new("relay-kafka", 54391).take();
     let server = cluster.server();
     let db = "relay_kafka";
@@ -66,17 +77,26 @@ reconnect_max = "2s"
             )
         });
         let mut rng = SeededRng::new(seed ^ 0x6b61);
-        for _ in 0..kills {
-            std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+        if faults == Faults::Killed {
+            for _ in 0..kills {
+                std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+                relay.restart();
+            }
+            relay.wait_healthy(Duration::from_secs(120));
+            cluster.pg_ctl_restart("immediate");
+            relay.wait_healthy(Duration::from_secs(120));
+            // The broker unreachable: frozen (SIGSTOP), its connections open.
+            tansu.freeze();
+            std::thread::sleep(Duration::from_secs(if soak() { 30 } else { 10 }));
+            tansu.thaw();
+        } else {
+            std::thread::sleep(Duration::from_millis(2000 + rng.below(2000)));
+            let status = relay.terminate(Duration::from_secs(60));
+            assert!(status.success(), "exit {status}: {}", relay.log_text());
+            std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
             relay.restart();
         }
         relay.wait_healthy(Duration::from_secs(120));
-        cluster.pg_ctl_restart("immediate");
-        relay.wait_healthy(Duration::from_secs(120));
-        // No frozen broker here: tansu, stopped (SIGSTOP) and resumed,
-        // acknowledges records it then does not hold (docs/relay.md); the
-        // relay's handling of an unreachable broker is proven against
-        // JetStream (relay_nats.rs).
         std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("workload")
@@ -115,6 +135,102 @@ reconnect_max = "2s"
         relay.log_text()
     );
     pubjson_e2e::drop_slot(&mut client, "relay_kafka");
+}
+
+/// Inserts in small transactions, read back: every row on one partition
+/// by its key, with its identity header, none missing.
+#[test]
+fn delivers_inserts_keyed_with_their_identity() {
+    let server = pubjson_e2e::Server::main();
+    let db = "relay_kafka_inserts";
+    let mut client = server.fresh_database(db);
+    client
+        .batch_execute("CREATE TABLE \"Order Lines\" (id int PRIMARY KEY, v text)")
+        .expect("table");
+    client
+        .batch_execute(
+            "SELECT pg_create_logical_replication_slot('relay_kafka_inserts', 'pubjson')",
+        )
+        .expect("slot");
+    let dir = scratch_dir("relay-kafka-inserts");
+    let tansu = Tansu::start(&dir.join("tansu"));
+    let config = format!(
+        "[source]\nconninfo = \"{}\"\nslot = \"relay_kafka_inserts\"\n[broker]\nkind = \"kafka\"\n[kafka]\nbrokers = \"{}\"\n",
+        conninfo(&server, db),
+        tansu.bootstrap()
+    );
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(120));
+    for b in 0..50 {
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"Order Lines\" SELECT g, 'v' || g FROM generate_series({}, {}) g",
+                b * 100 + 1,
+                b * 100 + 100
+            ))
+            .expect("insert");
+    }
+    wait_caught_up(&mut client, "relay_kafka_inserts", Duration::from_secs(120));
+    // The table's name escaped into the topic.
+    let topic = "pubjson.relay_kafka_inserts.public.Order-20Lines";
+    let records = read_kafka(&tansu.bootstrap(), topic);
+    assert_eq!(relay.metric("pubjson_relay_events_total"), Some(5000.0));
+    let source = source_rows(&mut client, "\"Order Lines\"", &["id"]);
+    assert_eq!(source.len(), 5000);
+    let (kept, dropped) = drop_kafka_duplicates(records);
+    assert_eq!(dropped, 0);
+    assert_no_duplicates(&kept);
+    let mut partitions = std::collections::BTreeSet::new();
+    for r in &kept {
+        let id = r.object["new"]["id"].as_i64().expect("id");
+        assert_eq!(
+            r.key.as_deref(),
+            Some(format!("{{\"id\":{id}}}").as_str()),
+            "{r:?}"
+        );
+        assert!(
+            r.position().is_some() && r.relay.as_deref() == Some("relay_kafka_inserts"),
+            "{r:?}"
+        );
+        partitions.insert(r.partition);
+    }
+    assert!(
+        partitions.len() > 1,
+        "keys spread over partitions: {partitions:?}"
+    );
+    let replica = build_replica(&kept, &|_| vec!["id".to_string()]);
+    let got = replica
+        .get("public.Order Lines")
+        .cloned()
+        .unwrap_or_default();
+    let missing: Vec<_> = source
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(10)
+        .collect();
+    assert!(
+        got == source,
+        "{} of {} rows read back from {} records; missing {missing:?}",
+        got.len(),
+        source.len(),
+        kept.len()
+    );
+    assert!(
+        relay.terminate(Duration::from_secs(60)).success(),
+        "{}",
+        relay.log_text()
+    );
+    pubjson_e2e::drop_slot(&mut client, "relay_kafka_inserts");
+}
+
+#[test]
+fn at_least_once_across_a_drained_restart() {
+    run_kafka(Faults::Drained);
+}
+
+#[test]
+fn at_least_once_through_relay_kills_a_restart_and_a_frozen_broker() {
+    run_kafka(Faults::Killed);
 }
 
 /// The records, their duplicates dropped by the rule, checked: no event
