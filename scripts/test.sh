@@ -24,7 +24,7 @@
 #   a throwaway cluster of the major's own under $PUBJSON_TMP/pubjson-test-pgNN:
 #   8. SQL regression suite (pg_regress, test/sql + test/expected)
 #   9. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
-#      against wal2json and pgoutput, pg_recvlogical streaming, large
+#      against wal2json, pgoutput and Debezium 3.6, pg_recvlogical streaming, large
 #      transactions, conflicts, crash recovery, extension upgrades, the
 #      relay into NATS JetStream and Kafka (brokers from install-brokers.sh), and the
 #      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)

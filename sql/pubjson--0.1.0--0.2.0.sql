@@ -239,9 +239,9 @@ AS 'MODULE_PATHNAME', 'replay_receipt_time_wrapper';
 -- stops when a view uses it; docs/operations.md).
 -------------------------------------------------------------------------------
 DROP FUNCTION pubjson.publication_risks(name);
-CREATE FUNCTION pubjson.publication_risks(publication text)
+CREATE FUNCTION pubjson.publication_risks(publication text DEFAULT NULL)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
-LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $fn$
@@ -249,11 +249,15 @@ AS $fn$
 DECLARE
     pub pg_catalog.pg_publication%ROWTYPE;
 BEGIN
-    SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'publication "%" does not exist', publication
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+    -- Without a publication (NULL, or no argument) only the slot rows:
+    -- pub stays all NULL, so no table is published.
+    IF publication IS NOT NULL THEN
+        SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'publication "%" does not exist', publication
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+        END IF;
     END IF;
 
     RETURN QUERY
@@ -519,7 +523,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION pubjson.publication_risks(text) IS
-'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots';
+'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots; without a publication, the slot rows only';
 REVOKE ALL ON FUNCTION pubjson.publication_risks(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pubjson.publication_risks(text) TO pg_monitor;
 
@@ -982,6 +986,18 @@ STRICT VOLATILE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', '_pending_transactions_wrapper';
 
+-- library_version: new in 0.2.0 (which library a session runs).
+CREATE FUNCTION pubjson."library_version"() RETURNS TABLE (
+	"version" TEXT,  /* String */
+	"built_for" TEXT,  /* String */
+	"preloaded" bool  /* bool */
+)
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'library_version_wrapper';
+REVOKE ALL ON FUNCTION pubjson.library_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.library_version() TO pg_read_all_stats;
+
 CREATE FUNCTION pubjson.decoding_stats()
 RETURNS TABLE (
     slot_name text, source text,
@@ -1007,7 +1023,12 @@ LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT c.slot_name, c.source,
+    WITH c AS MATERIALIZED (SELECT * FROM pubjson.decoding_counters()),
+         n AS (SELECT c.slot_name FROM c
+               UNION
+               SELECT p.slot_name::pg_catalog.text FROM pg_catalog.pg_replication_slots p
+                WHERE p.plugin OPERATOR(pg_catalog.=) 'pubjson')
+    SELECT n.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
            c.changes_seen, c.changes_emitted,
            c.filtered_by_table, c.filtered_by_action, c.filtered_by_row_filter, c.filtered_by_origin,
@@ -1039,12 +1060,14 @@ AS $$
            CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid
                 THEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) c.oldest_pending_first_seen END,
            CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.live_as_of END
-      FROM pubjson.decoding_counters() c
+      FROM n
+      LEFT JOIN c ON c.slot_name OPERATOR(pg_catalog.=) n.slot_name
       LEFT JOIN pg_catalog.pg_stat_replication_slots s
-             ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+             ON s.slot_name OPERATOR(pg_catalog.=) n.slot_name
       LEFT JOIN pg_catalog.pg_replication_slots r
-             ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
+             ON r.slot_name OPERATOR(pg_catalog.=) n.slot_name
       CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
+     ORDER BY n.slot_name
 $$;
 
 CREATE FUNCTION pubjson.pending_transactions()

@@ -455,7 +455,7 @@ AS 'MODULE_PATHNAME', 'replay_receipt_time_wrapper';
 
 -- pubjson: replication conflict inspection functions (schema pubjson).
 --
---   pubjson.publication_risks(publication text)
+--   pubjson.publication_risks(publication text DEFAULT NULL)
 --   pubjson.subscription_status()
 --   pubjson.standby_conflicts()
 --   pubjson.standby_queries_at_risk()
@@ -520,7 +520,8 @@ $fn$;
 -- publication_risks
 -------------------------------------------------------------------------------
 -- Every condition known to make a subscriber of `publication` fail or
--- silently diverge. Risk names:
+-- silently diverge; without a publication, the slot rows only (what a
+-- user of another plugin, wal2json's say, needs too). Risk names:
 --   no_replica_identity, replica_identity_nothing,
 --   replica_identity_index_unusable  UPDATE/DELETE fail on the publisher
 --   row_filter_outside_identity      UPDATE/DELETE fail on the publisher
@@ -544,9 +545,9 @@ $fn$;
 -- publication_risks(text) on the search_path, before or after pubjson,
 -- would have won over it (issue 23). A name or varchar argument is cast to
 -- text implicitly; the comparison below is pg_catalog's name = text.
-CREATE FUNCTION pubjson.publication_risks(publication text)
+CREATE FUNCTION pubjson.publication_risks(publication text DEFAULT NULL)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
-LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $fn$
@@ -554,11 +555,15 @@ AS $fn$
 DECLARE
     pub pg_catalog.pg_publication%ROWTYPE;
 BEGIN
-    SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'publication "%" does not exist', publication
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+    -- Without a publication (NULL, or no argument) only the slot rows:
+    -- pub stays all NULL, so no table is published.
+    IF publication IS NOT NULL THEN
+        SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'publication "%" does not exist', publication
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+        END IF;
     END IF;
 
     RETURN QUERY
@@ -825,7 +830,7 @@ END
 $fn$;
 
 COMMENT ON FUNCTION pubjson.publication_risks(text) IS
-'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots';
+'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots; without a publication, the slot rows only';
 
 -------------------------------------------------------------------------------
 -- subscription_status
@@ -1377,6 +1382,18 @@ AS 'MODULE_PATHNAME', 'decoding_counters_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- pubjson::api::stats_functions::sql::library_version
+CREATE  FUNCTION "library_version"() RETURNS TABLE (
+	"version" TEXT,  /* String */
+	"built_for" TEXT,  /* String */
+	"preloaded" bool  /* bool */
+)
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'library_version_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- pubjson::api::stats_functions::sql::reset_stats
 CREATE  FUNCTION "reset_stats"(
 	"slot_name" TEXT DEFAULT NULL /* Option < String > */
@@ -1411,12 +1428,16 @@ AS 'MODULE_PATHNAME', 'worst_transactions_wrapper';
 --   _pending_transactions
 --   worst_transactions
 --   reset_stats
+--   library_version
 --   conflicts
 
 
--- Decoding statistics joined with PostgreSQL's own figures for the slot.
--- One text for PostgreSQL 15 to 18: pg_replication_slots columns newer than
--- 15 are read as to_jsonb(r) ->> 'column' (NULL where the server has none):
+-- Decoding statistics joined with PostgreSQL's own figures for the slot:
+-- a row for every slot with counters and for every pubjson slot (one that
+-- has not decoded anything yet has NULL counters: its retained WAL is what
+-- a monitor must not miss). One text for PostgreSQL 15 to 18:
+-- pg_replication_slots columns newer than 15 are read as
+-- to_jsonb(r) ->> 'column' (NULL where the server has none):
 -- conflicting (16+, with 17's meaning: see pubjson._slot_conflicting),
 -- invalidation_reason and inactive_since (17+). On a
 -- standby (16+ can decode there) retained WAL counts from the replay
@@ -1447,7 +1468,12 @@ LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT c.slot_name, c.source,
+    WITH c AS MATERIALIZED (SELECT * FROM pubjson.decoding_counters()),
+         n AS (SELECT c.slot_name FROM c
+               UNION
+               SELECT p.slot_name::pg_catalog.text FROM pg_catalog.pg_replication_slots p
+                WHERE p.plugin OPERATOR(pg_catalog.=) 'pubjson')
+    SELECT n.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
            c.changes_seen, c.changes_emitted,
            c.filtered_by_table, c.filtered_by_action, c.filtered_by_row_filter, c.filtered_by_origin,
@@ -1479,12 +1505,14 @@ AS $$
            CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid
                 THEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) c.oldest_pending_first_seen END,
            CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.live_as_of END
-      FROM pubjson.decoding_counters() c
+      FROM n
+      LEFT JOIN c ON c.slot_name OPERATOR(pg_catalog.=) n.slot_name
       LEFT JOIN pg_catalog.pg_stat_replication_slots s
-             ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+             ON s.slot_name OPERATOR(pg_catalog.=) n.slot_name
       LEFT JOIN pg_catalog.pg_replication_slots r
-             ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
+             ON r.slot_name OPERATOR(pg_catalog.=) n.slot_name
       CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
+     ORDER BY n.slot_name
 $$;
 
 -- What the reorder buffers of pubjson's decoding sessions hold back now,
@@ -1551,6 +1579,8 @@ GRANT EXECUTE ON FUNCTION pubjson.pending_transactions() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION pubjson.library_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.library_version() TO pg_read_all_stats;
 /* </end connected objects> */
 
 /* <begin connected objects> */

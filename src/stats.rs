@@ -145,6 +145,13 @@ pub struct SlotStats {
     pub live: LiveView,
 }
 
+/// Whether the counters live in shared memory: pubjson was preloaded
+/// (`shared_preload_libraries`), so every backend runs the library the
+/// postmaster loaded at its start.
+pub fn shared() -> bool {
+    shmem::attached()
+}
+
 /// The totals of the slots that exist: `(shared, per slot)`, by slot name.
 /// Entries of slots that no longer exist are reclaimed on the way.
 pub fn snapshot() -> (bool, Vec<SlotStats>) {

@@ -157,6 +157,201 @@ impl Batching {
     }
 }
 
+/// `format-version` `debezium`: Debezium's change events
+/// (`output::debezium`). Stored beside the numbered formats.
+pub const FORMAT_DEBEZIUM: u8 = 100;
+
+/// Debezium's `decimal.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecimalMode {
+    Precise,
+    Double,
+    String,
+}
+
+/// Debezium's `time.precision.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimePrecisionMode {
+    Adaptive,
+    AdaptiveTimeMicroseconds,
+    Connect,
+}
+
+/// Debezium's `binary.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryMode {
+    Bytes,
+    Base64,
+    Base64UrlSafe,
+    Hex,
+}
+
+/// Debezium's `interval.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntervalMode {
+    Numeric,
+    String,
+}
+
+/// Debezium's `hstore.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HstoreMode {
+    Json,
+    Map,
+}
+
+/// Debezium's `skipped.operations`: which change events are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkippedOperations {
+    pub create: bool,
+    pub update: bool,
+    pub delete: bool,
+    pub truncate: bool,
+}
+
+/// The settings of `format-version` `debezium`, under Debezium's own names
+/// (docs/debezium.md). Given with another format they are an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DebeziumOptions {
+    /// `topic.prefix`: required, as in Debezium.
+    pub topic_prefix: Option<Vec<u8>>,
+    /// `schemas.enable`: Kafka Connect's JsonConverter envelope
+    /// (`schema` + `payload`) for key and value; on by default, as there.
+    pub schemas_enable: bool,
+    pub decimal_handling_mode: DecimalMode,
+    pub time_precision_mode: TimePrecisionMode,
+    pub binary_handling_mode: BinaryMode,
+    pub interval_handling_mode: IntervalMode,
+    pub hstore_handling_mode: HstoreMode,
+    /// `unavailable.value.placeholder`: what an unchanged TOAST value is.
+    pub unavailable_value_placeholder: Vec<u8>,
+    pub include_unknown_datatypes: bool,
+    pub tombstones_on_delete: bool,
+    pub skipped_operations: SkippedOperations,
+    pub provide_transaction_metadata: bool,
+    /// The database's name (`source.db`): set by the plugin at startup,
+    /// not an option.
+    pub database: Vec<u8>,
+    /// `message.prefix.include.list` / `exclude.list`: Debezium's lists of
+    /// regular expressions (checked when parsed; see [`PrefixPatterns`]).
+    pub message_prefix_include_list: Option<String>,
+    pub message_prefix_exclude_list: Option<String>,
+}
+
+/// A `message.prefix.*.list` compiled as Debezium reads it: regular
+/// expressions separated by commas (`\,` is a comma inside one), each
+/// matching a whole prefix, case-insensitively (Java's
+/// `Pattern.CASE_INSENSITIVE`; the syntax is the `regex` crate's, which
+/// has no look-around or backreferences).
+#[derive(Debug, Clone)]
+pub struct PrefixPatterns(Vec<regex::Regex>);
+
+impl PrefixPatterns {
+    pub fn parse(list: &str) -> Result<PrefixPatterns, String> {
+        let mut items = Vec::new();
+        let mut current = String::new();
+        let mut chars = list.chars().peekable();
+        while let Some(ch) = chars.next() {
+            match ch {
+                '\\' if chars.peek() == Some(&',') => {
+                    current.push(',');
+                    chars.next();
+                }
+                ',' => items.push(std::mem::take(&mut current)),
+                _ => current.push(ch),
+            }
+        }
+        items.push(current);
+        let mut patterns = Vec::new();
+        for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty()) {
+            let regex = regex::RegexBuilder::new(&format!("^(?:{item})$"))
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| format!("{item}: {e}"))?;
+            patterns.push(regex);
+        }
+        Ok(PrefixPatterns(patterns))
+    }
+
+    /// Whether one of the expressions matches the whole prefix (in the
+    /// database's encoding: bytes outside UTF-8 as U+FFFD).
+    pub fn matches(&self, prefix: &[u8]) -> bool {
+        let text = String::from_utf8_lossy(prefix);
+        self.0.iter().any(|r| r.is_match(&text))
+    }
+}
+
+impl Default for DebeziumOptions {
+    fn default() -> Self {
+        DebeziumOptions {
+            topic_prefix: None,
+            schemas_enable: true,
+            decimal_handling_mode: DecimalMode::Precise,
+            time_precision_mode: TimePrecisionMode::Adaptive,
+            binary_handling_mode: BinaryMode::Bytes,
+            interval_handling_mode: IntervalMode::Numeric,
+            hstore_handling_mode: HstoreMode::Json,
+            unavailable_value_placeholder: b"__debezium_unavailable_value".to_vec(),
+            include_unknown_datatypes: false,
+            tombstones_on_delete: true,
+            // Debezium's default: truncates are left out.
+            skipped_operations: SkippedOperations {
+                create: false,
+                update: false,
+                delete: false,
+                truncate: true,
+            },
+            provide_transaction_metadata: false,
+            database: Vec::new(),
+            message_prefix_include_list: None,
+            message_prefix_exclude_list: None,
+        }
+    }
+}
+
+/// Debezium connector properties that pubjson takes under other names:
+/// named in the error's hint.
+const DEBEZIUM_PROPERTIES_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "table.include.list",
+        "the publication's tables (publication_names) or add-tables",
+    ),
+    (
+        "table.exclude.list",
+        "the publication's tables (publication_names) or filter-tables",
+    ),
+    ("column.include.list", "a publication's column list"),
+    ("column.exclude.list", "a publication's column list"),
+    ("publication.name", "publication_names"),
+    ("slot.name", "the slot your client reads"),
+    (
+        "plugin.name",
+        "the output plugin pubjson with format-version debezium",
+    ),
+    ("snapshot.mode", "CALL pubjson.backfill(table)"),
+    ("converter.schemas.enable", "schemas.enable"),
+    ("key.converter.schemas.enable", "schemas.enable"),
+    ("value.converter.schemas.enable", "schemas.enable"),
+];
+
+/// The options of `format-version` `debezium` (Debezium's names).
+pub const DEBEZIUM_OPTIONS: &[&str] = &[
+    "topic.prefix",
+    "schemas.enable",
+    "decimal.handling.mode",
+    "time.precision.mode",
+    "binary.handling.mode",
+    "interval.handling.mode",
+    "hstore.handling.mode",
+    "unavailable.value.placeholder",
+    "include.unknown.datatypes",
+    "tombstones.on.delete",
+    "skipped.operations",
+    "provide.transaction.metadata",
+    "message.prefix.include.list",
+    "message.prefix.exclude.list",
+];
+
 /// Everything the consumer asked for. Field names follow the option names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -197,8 +392,10 @@ pub struct Options {
     pub streaming: bool,
     /// pgoutput: decode prepared transactions at PREPARE time.
     pub two_phase: bool,
-    /// pubjson, format 3: objects per output message.
+    /// pubjson, format 3 and debezium: objects per output message.
     pub batching: Batching,
+    /// `format-version` `debezium`'s settings.
+    pub debezium: DebeziumOptions,
 }
 
 impl Default for Options {
@@ -245,6 +442,7 @@ impl Default for Options {
             streaming: false,
             two_phase: false,
             batching: Batching::UpTo(DEFAULT_BATCH_BYTES),
+            debezium: DebeziumOptions::default(),
         }
     }
 }
@@ -267,8 +465,12 @@ impl Options {
         let mut seen_pgoutput_options: Vec<&str> = Vec::new();
         let mut layout_option = None;
         let mut batch_option = false;
+        let mut debezium_option = None;
         for (name, value) in options {
             batch_option |= name == "batch-bytes";
+            if debezium_option.is_none() && DEBEZIUM_OPTIONS.contains(&name) {
+                debezium_option = Some(name);
+            }
             if layout_option.is_none() && WAL2JSON_LAYOUT_OPTIONS.contains(&name) {
                 layout_option = Some(name);
             }
@@ -285,6 +487,19 @@ impl Options {
             o.apply(name, value)?;
         }
         // Checked at the end: format-version may come after the option.
+        if o.format_version == FORMAT_DEBEZIUM {
+            o.check_debezium(layout_option)?;
+        } else if let Some(name) = debezium_option {
+            let mut err = OptionError::new(
+                OptionErrorKind::InvalidParameterValue,
+                format!(
+                    "option \"{name}\" does not apply to format-version {}",
+                    o.format_version
+                ),
+            );
+            err.hint = Some("Debezium's settings apply to format-version debezium.".to_owned());
+            return Err(err);
+        }
         if let (3, Some(name)) = (o.format_version, layout_option) {
             let mut err = OptionError::new(
                 OptionErrorKind::InvalidParameterValue,
@@ -296,7 +511,7 @@ impl Options {
             );
             return Err(err);
         }
-        if batch_option && o.format_version != 3 {
+        if batch_option && o.format_version != 3 && o.format_version != FORMAT_DEBEZIUM {
             let mut err = OptionError::new(
                 OptionErrorKind::InvalidParameterValue,
                 format!(
@@ -313,9 +528,70 @@ impl Options {
         Ok(o)
     }
 
+    /// What `format-version` `debezium` requires of the other options.
+    fn check_debezium(&self, layout_option: Option<&str>) -> Result<(), OptionError> {
+        use OptionErrorKind::InvalidParameterValue;
+        let refuse = |name: &str, hint: &str| {
+            let mut err = OptionError::new(
+                InvalidParameterValue,
+                format!("option \"{name}\" does not apply to format-version debezium"),
+            );
+            err.hint = Some(hint.to_owned());
+            Err(err)
+        };
+        if let Some(name) = layout_option {
+            return refuse(
+                name,
+                "Debezium's envelope always has the transaction, the LSN, the commit time and the schema; schemas.enable adds the column types.",
+            );
+        }
+        if self.include_origin || self.numeric_data_types_as_string {
+            let name = if self.include_origin {
+                "include-origin"
+            } else {
+                "numeric-data-types-as-string"
+            };
+            return refuse(
+                name,
+                "Debezium's settings decide how values are written (decimal.handling.mode).",
+            );
+        }
+        if self.streaming || self.two_phase {
+            let name = if self.streaming {
+                "streaming"
+            } else {
+                "two_phase"
+            };
+            return refuse(
+                name,
+                "Debezium's events cannot take back a change: transactions are delivered at COMMIT.",
+            );
+        }
+        if self.debezium.message_prefix_include_list.is_some()
+            && self.debezium.message_prefix_exclude_list.is_some()
+        {
+            return refuse(
+                "message.prefix.exclude.list",
+                "message.prefix.include.list and message.prefix.exclude.list cannot be used together, as in Debezium.",
+            );
+        }
+        if self.debezium.topic_prefix.is_none() {
+            let mut err = OptionError::new(
+                InvalidParameterValue,
+                "format-version debezium requires the option \"topic.prefix\"".to_owned(),
+            );
+            err.hint =
+                Some("Give Debezium's topic.prefix, e.g. -o topic.prefix=dbserver1.".to_owned());
+            return Err(err);
+        }
+        Ok(())
+    }
+
     /// Whether logical decoding messages are emitted.
     pub fn messages_enabled(&self) -> bool {
-        self.messages.unwrap_or(self.publication_names.is_none())
+        // Debezium's connector asks pgoutput for messages.
+        self.messages
+            .unwrap_or(self.publication_names.is_none() || self.format_version == FORMAT_DEBEZIUM)
     }
 
     fn apply(&mut self, name: &str, value: Option<&[u8]>) -> Result<(), OptionError> {
@@ -362,6 +638,9 @@ impl Options {
             return Ok(());
         }
 
+        if DEBEZIUM_OPTIONS.contains(&name) {
+            return self.debezium.apply(name, value);
+        }
         match name {
             "include-unchanged-toast" => Err(OptionError::new(
                 InvalidName,
@@ -500,6 +779,10 @@ impl Options {
                 };
                 Ok(())
             }
+            "format-version" if value.is_some_and(|v| v.eq_ignore_ascii_case(b"debezium")) => {
+                self.format_version = FORMAT_DEBEZIUM;
+                Ok(())
+            }
             "format-version" => {
                 let version = match value {
                     // wal2json's highest format, as before format 3 existed.
@@ -536,8 +819,18 @@ impl Options {
                     format!("option \"{name}\" = \"{shown}\" is unknown"),
                 );
                 err.hint = Some(
-                    "See the options reference, docs/options.md in pubjson's documentation."
-                        .to_owned(),
+                    match DEBEZIUM_PROPERTIES_ELSEWHERE
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                    {
+                        Some((_, instead)) => format!(
+                            "Debezium's {name} is {instead} with pubjson (docs/debezium.md)."
+                        ),
+                        None => {
+                            "See the options reference, docs/options.md in pubjson's documentation."
+                                .to_owned()
+                        }
+                    },
                 );
                 Err(err)
             }
@@ -556,6 +849,137 @@ impl Options {
     pub fn table_wanted(&self, schema: &[u8], table: &[u8]) -> bool {
         !self.filter_tables.iter().any(|t| t.matches(schema, table))
             && self.add_tables.iter().any(|t| t.matches(schema, table))
+    }
+}
+
+impl DebeziumOptions {
+    fn apply(&mut self, name: &str, value: Option<&[u8]>) -> Result<(), OptionError> {
+        use OptionErrorKind::InvalidParameterValue;
+        let bad = |v: &[u8], hint: &str| {
+            let mut err = OptionError::bad_value(InvalidParameterValue, v, name);
+            err.hint = Some(hint.to_owned());
+            err
+        };
+        let flag = match name {
+            "schemas.enable" => Some(&mut self.schemas_enable),
+            "include.unknown.datatypes" => Some(&mut self.include_unknown_datatypes),
+            "tombstones.on.delete" => Some(&mut self.tombstones_on_delete),
+            "provide.transaction.metadata" => Some(&mut self.provide_transaction_metadata),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            *flag = match value {
+                None => true,
+                Some(v) => parse_bool(v)
+                    .ok_or_else(|| OptionError::bad_value(InvalidParameterValue, v, name))?,
+            };
+            return Ok(());
+        }
+        let v = value.unwrap_or(b"");
+        let lower = v.to_ascii_lowercase();
+        match name {
+            "topic.prefix" => {
+                // Debezium's rule for topic names: letters, digits, '.', '_', '-'.
+                let valid = !v.is_empty()
+                    && v.iter()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+                if !valid {
+                    return Err(bad(
+                        v,
+                        "A topic prefix is letters, digits, '.', '_' and '-' (Kafka's topic names).",
+                    ));
+                }
+                self.topic_prefix = Some(v.to_vec());
+            }
+            "decimal.handling.mode" => {
+                self.decimal_handling_mode = match lower.as_slice() {
+                    b"precise" => DecimalMode::Precise,
+                    b"double" => DecimalMode::Double,
+                    b"string" => DecimalMode::String,
+                    _ => return Err(bad(v, "One of precise, double, string.")),
+                }
+            }
+            "time.precision.mode" => {
+                self.time_precision_mode = match lower.as_slice() {
+                    b"adaptive" => TimePrecisionMode::Adaptive,
+                    b"adaptive_time_microseconds" => TimePrecisionMode::AdaptiveTimeMicroseconds,
+                    b"connect" => TimePrecisionMode::Connect,
+                    _ => {
+                        return Err(bad(
+                            v,
+                            "One of adaptive, adaptive_time_microseconds, connect.",
+                        ))
+                    }
+                }
+            }
+            "binary.handling.mode" => {
+                self.binary_handling_mode = match lower.as_slice() {
+                    b"bytes" => BinaryMode::Bytes,
+                    b"base64" => BinaryMode::Base64,
+                    b"base64-url-safe" => BinaryMode::Base64UrlSafe,
+                    b"hex" => BinaryMode::Hex,
+                    _ => return Err(bad(v, "One of bytes, base64, base64-url-safe, hex.")),
+                }
+            }
+            "interval.handling.mode" => {
+                self.interval_handling_mode = match lower.as_slice() {
+                    b"numeric" => IntervalMode::Numeric,
+                    b"string" => IntervalMode::String,
+                    _ => return Err(bad(v, "One of numeric, string.")),
+                }
+            }
+            "hstore.handling.mode" => {
+                self.hstore_handling_mode = match lower.as_slice() {
+                    b"json" => HstoreMode::Json,
+                    b"map" => HstoreMode::Map,
+                    _ => return Err(bad(v, "One of json, map.")),
+                }
+            }
+            "message.prefix.include.list" | "message.prefix.exclude.list" => {
+                let list = String::from_utf8_lossy(v).into_owned();
+                if let Err(e) = PrefixPatterns::parse(&list) {
+                    return Err(bad(
+                        v,
+                        &format!("A list of regular expressions separated by commas: {e}"),
+                    ));
+                }
+                if name == "message.prefix.include.list" {
+                    self.message_prefix_include_list = Some(list);
+                } else {
+                    self.message_prefix_exclude_list = Some(list);
+                }
+            }
+            "unavailable.value.placeholder" => {
+                self.unavailable_value_placeholder = v.to_vec();
+            }
+            "skipped.operations" => {
+                let mut skipped = SkippedOperations {
+                    create: false,
+                    update: false,
+                    delete: false,
+                    truncate: false,
+                };
+                let list = split_list(v).ok_or_else(|| bad(v, "A list of c, u, d, t, or none."))?;
+                for op in &list {
+                    match op.to_ascii_lowercase().as_slice() {
+                        b"c" => skipped.create = true,
+                        b"u" => skipped.update = true,
+                        b"d" => skipped.delete = true,
+                        b"t" => skipped.truncate = true,
+                        b"none" if list.len() == 1 => {}
+                        _ => return Err(bad(v, "A list of c, u, d, t, or none.")),
+                    }
+                }
+                self.skipped_operations = skipped;
+            }
+            _ => {
+                return Err(OptionError::new(
+                    InvalidParameterValue,
+                    format!("option \"{name}\" is unknown"),
+                ))
+            }
+        }
+        Ok(())
     }
 }
 

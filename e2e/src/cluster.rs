@@ -152,6 +152,8 @@ pub struct ExtraCluster {
     /// The server's programs: `$PUBJSON_PG_BIN` unless made by
     /// [`Self::create_with`].
     pub bin: PathBuf,
+    /// Also listens on TCP, 127.0.0.1:`port` ([`Self::start_listening`]).
+    pub listens: bool,
     at_end: AtEnd,
 }
 
@@ -160,6 +162,17 @@ impl ExtraCluster {
     /// destroyed on drop.
     pub fn start(root: &str, port: u16) -> ExtraCluster {
         let cl = ExtraCluster::at(root, port, AtEnd::Destroy);
+        cl.script("destroy");
+        cl.start_server();
+        cl
+    }
+
+    /// A new cluster that also listens on TCP on 127.0.0.1:`port` (trust
+    /// authentication, for clients that cannot use a Unix socket: JDBC),
+    /// destroyed on drop.
+    pub fn start_listening(root: &str, port: u16) -> ExtraCluster {
+        let mut cl = ExtraCluster::at(root, port, AtEnd::Destroy);
+        cl.listens = true;
         cl.script("destroy");
         cl.start_server();
         cl
@@ -200,6 +213,7 @@ impl ExtraCluster {
             socket: format!("{root}/socket"),
             port,
             bin: pg_bin_dir(),
+            listens: false,
             at_end,
         }
     }
@@ -248,6 +262,10 @@ impl ExtraCluster {
             .env("PUBJSON_PGDATA", self.pgdata())
             .env("PUBJSON_SOCKET", &self.socket)
             .env("PUBJSON_PORT", self.port.to_string())
+            .env(
+                "PUBJSON_LISTEN",
+                if self.listens { "127.0.0.1" } else { "" },
+            )
             .env("PG_BIN", &self.bin);
         cmd
     }

@@ -20,6 +20,9 @@
 //! - [`ddl_replica`]: docs/ddl.md's consumer algorithm as code, keeping
 //!   a replica database's tables in step with format 3's `R` and `DDL`
 //!   objects;
+//! - [`debezium`]: the Debezium differential: Debezium 3.6's connector
+//!   (embedded engine, through `e2e/debezium/capture.py`) and pubjson's
+//!   `debezium` format over the same WAL, compared record by record;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
@@ -65,6 +68,7 @@ pub mod change_stream;
 pub mod cluster;
 pub mod conflicts;
 pub mod ddl_replica;
+pub mod debezium;
 pub mod differential;
 pub mod env;
 pub mod exporter;
@@ -96,7 +100,8 @@ pub use server::{
     alter_system, column, db_err, describe_backend, describe_error, drop_slot, exec, get_format3,
     get_objects, get_texts, json_lines, message_lines, one_row, one_string, peek_texts,
     pubjson_slot, rows, server_major, sqlstate, suite_database, try_drop_slots, wait_clients_gone,
-    wait_replayed, wait_slot_released, wait_true, Conn, DbErr, Server, Slots, RELEASE_TIMEOUT,
+    wait_replayed, wait_slot_released, wait_true, wait_wal_flushed, Conn, DbErr, Server, Slots,
+    RELEASE_TIMEOUT,
 };
 pub use wait::{poll, retry, wait_for};
 pub use walsender::{lsn_text, Walsender, WalsenderError, WalsenderFault, XLogData};

@@ -196,15 +196,35 @@ impl Server {
     }
 
     /// Drops database `name` with its replication slots, if it exists:
-    /// waits until every slot of it is released, drops them, then the
-    /// database, ending its sessions (`WITH (FORCE)`, retried while one is
-    /// still exiting).
+    /// waits until every slot of it is released, drops them, rolls back
+    /// its prepared transactions (a test that failed may have left some,
+    /// and they keep even `DROP DATABASE ... WITH (FORCE)` from running),
+    /// then drops the database, ending its sessions (`WITH (FORCE)`,
+    /// retried while one is still exiting).
     pub fn drop_database(&self, name: &str) -> Result<(), String> {
         let mut admin = retry(Duration::from_secs(30), || {
             self.try_connect("postgres", "postgres")
         })
         .map_err(|e| format!("cannot connect to drop database {name}: {e}"))?;
         try_drop_slots(&mut admin, Slots::OfDatabase(name), RELEASE_TIMEOUT)?;
+        let prepared: Vec<String> = admin
+            .query(
+                "select gid from pg_prepared_xacts where database = $1",
+                &[&name],
+            )
+            .map_err(|e| format!("pg_prepared_xacts: {}", describe_error(&e)))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if !prepared.is_empty() {
+            let mut db = self
+                .try_connect(name, "postgres")
+                .map_err(|e| format!("cannot connect to {name}: {e}"))?;
+            for gid in &prepared {
+                db.batch_execute(&format!("rollback prepared '{}'", gid.replace('\'', "''")))
+                    .map_err(|e| format!("rollback prepared {gid}: {}", describe_error(&e)))?;
+            }
+        }
         let deadline = Instant::now() + RELEASE_TIMEOUT;
         loop {
             match admin.batch_execute(&format!("drop database if exists {name} with (force)")) {
@@ -604,6 +624,21 @@ pub fn wait_true(
         let r = client.query_one(sql, params).ok()?;
         r.get::<_, bool>(0).then_some(())
     })
+}
+
+/// Waits (up to 30 s) until the WAL written so far is flushed: decoding
+/// reads only flushed WAL, and a backend flushes neither its abort record
+/// nor the commit of a transaction that wrote nothing before it (such as
+/// `select txid_current()`): the WAL writer does, a moment later.
+pub fn wait_wal_flushed(client: &mut Client) {
+    let written = one_string(client, "select pg_current_wal_insert_lsn()::text");
+    wait_true(
+        client,
+        &format!("the WAL to be flushed up to {written}"),
+        Duration::from_secs(30),
+        "select pg_current_wal_flush_lsn() >= $1::text::pg_lsn",
+        &[&written],
+    )
 }
 
 /// Waits (up to 30 s) until the standby behind `standby` has replayed the

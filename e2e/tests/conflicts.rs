@@ -335,6 +335,36 @@ fn publication_risks_reports_each_condition() {
         .expect("slot")
         .get(0);
     assert!(retained > 100_000, "slot retains {retained} bytes");
+
+    // Without a publication (no argument, or NULL): the slot rows alone,
+    // the same as with one.
+    let slot_only = |rows: Vec<(String, String, String, String, String)>| -> Vec<(String, String)> {
+        rows.into_iter()
+            .filter(|r| r.3.contains(slot))
+            .map(|r| (r.2, r.4))
+            .collect()
+    };
+    for call in [
+        "select * from pubjson.publication_risks()",
+        "select * from pubjson.publication_risks(NULL)",
+    ] {
+        let rows: Vec<(String, String, String, String, String)> = c
+            .query(call, &[])
+            .unwrap_or_else(|e| panic!("{call}: {e}"))
+            .iter()
+            .map(|r| {
+                let s: Option<String> = r.get(0);
+                let t: Option<String> = r.get(1);
+                assert!(s.is_none() && t.is_none(), "{call}: a table row");
+                (String::new(), String::new(), r.get(2), r.get(3), r.get(4))
+            })
+            .collect();
+        assert_eq!(
+            slot_only(rows),
+            slot_only(risks(&mut c, "p_all_risks")),
+            "{call}"
+        );
+    }
 }
 
 /// A logical slot whose WAL was removed past max_slot_wal_keep_size (every

@@ -1,9 +1,10 @@
 //! The documentation's examples, run against the test cluster: every
 //! ```` ```sql ```` block of README.md and docs/*.md that is directly
 //! followed by an ```` ```output ```` block is fed to `psql -X` in a
-//! database of its document's own, and what psql prints must equal the
-//! output block once values that vary (LSNs, times, sizes, and the fields
-//! an example names) are masked on both sides. The convention is described
+//! database of its document's own (a ```` ```sh ```` block so followed is
+//! run by `sh -e`, with the word `mydb` naming that database), and what it
+//! prints must equal the output block once values that vary (LSNs, times,
+//! sizes, and the fields an example names) are masked on both sides. The convention is described
 //! in docs/development.md ("Tested examples"). The test also checks that
 //! every relative link between the documents names an existing file and
 //! heading, so that a renamed option or function breaks the build rather
@@ -36,11 +37,23 @@ enum Block {
     Other,
 }
 
-/// One example: SQL shown to the reader, its expected output, and what
-/// the directive before it adds.
+/// What runs an example's block.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    /// `psql -X -q`, the block on its standard input.
+    #[default]
+    Psql,
+    /// `sh -e -c`, the PostgreSQL programs first on the PATH, `mydb`
+    /// replaced by the document's database.
+    Shell,
+}
+
+/// One example: SQL (or shell commands) shown to the reader, its expected
+/// output, and what the directive before it adds.
 #[derive(Debug, Default)]
 struct Example {
     line: usize,
+    runner: Runner,
     sql: String,
     expected: String,
     directive: Directive,
@@ -57,6 +70,9 @@ struct Directive {
     mask: BTreeSet<String>,
     /// Oldest PostgreSQL major the example's output holds for.
     min_major: Option<u32>,
+    /// Output plugins besides pubjson the example needs (`wal2json`):
+    /// skipped (and reported) where the server has none.
+    needs: Vec<String>,
     /// Run silently before the example (must succeed).
     setup: String,
 }
@@ -157,6 +173,13 @@ fn parse_directive(text: &str, doc: &str, line: usize) -> Directive {
                         .unwrap_or_else(|| panic!("{doc}:{line}: versions is `N+`")),
                 )
             }
+            "needs" => {
+                d.needs = value.split(',').map(|s| s.trim().to_string()).collect();
+                assert!(
+                    d.needs.iter().all(|n| n == "wal2json"),
+                    "{doc}:{line}: needs names wal2json only"
+                );
+            }
             "setup" => {
                 d.setup = lines.by_ref().collect::<Vec<_>>().join("\n");
                 break;
@@ -182,14 +205,16 @@ fn examples(doc: &str, text: &str) -> Vec<Example> {
         let next = bs.get(i + 1);
         if first_word == "output" {
             assert!(
-                matches!(prev, Some(Block::Code { info, .. }) if info == "sql"),
-                "{doc}:{line}: an `output` block must directly follow the `sql` block it shows"
+                matches!(prev, Some(Block::Code { info, .. }) if info == "sql" || info == "sh"),
+                "{doc}:{line}: an `output` block must directly follow the `sql` or `sh` block it shows"
             );
             continue;
         }
-        if first_word != "sql" {
-            continue;
-        }
+        let runner = match first_word {
+            "sql" => Runner::Psql,
+            "sh" => Runner::Shell,
+            _ => continue,
+        };
         let Some(Block::Code {
             info: next_info,
             text: expected,
@@ -198,6 +223,9 @@ fn examples(doc: &str, text: &str) -> Vec<Example> {
         else {
             continue;
         };
+        if runner == Runner::Shell && next_info != "output" {
+            continue;
+        }
         assert_eq!(
             next_info, "output",
             "{doc}:{line}: a `sql` block followed directly by a `{next_info}` block: \
@@ -211,6 +239,7 @@ fn examples(doc: &str, text: &str) -> Vec<Example> {
         };
         out.push(Example {
             line: *line,
+            runner,
             sql: text.clone(),
             expected: expected.clone(),
             directive,
@@ -257,6 +286,18 @@ impl Masks {
         }
     }
 
+    /// The LSNs of `text`, in the order they appear, as numbers.
+    fn lsns(&self, text: &str) -> Vec<u64> {
+        self.lsn
+            .find_iter(text)
+            .map(|m| {
+                let (hi, lo) = m.as_str().split_once('/').expect("X/Y");
+                (u64::from_str_radix(hi, 16).expect("hex") << 32)
+                    | u64::from_str_radix(lo, 16).expect("hex")
+            })
+            .collect()
+    }
+
     /// Applies every mask, then normalizes what psql's alignment adds.
     fn apply(&self, text: &str, fields: &BTreeSet<String>) -> String {
         let text = self.psql_location.replace_all(text, "");
@@ -274,6 +315,33 @@ impl Masks {
             .collect();
         lines.join("\n").trim().to_string()
     }
+}
+
+/// Where the page's LSNs and the server's come in opposite orders: LSN
+/// values differ from run to run, but their order does not, and a reader
+/// relies on it (format 3's skip rule compares them). The `i`-th LSN of
+/// the page and of the server are compared with every later one; equal
+/// on one side and ordered on the other is allowed (two adjacent records
+/// share a position unless another session's record came between).
+fn lsn_order_conflict(page: &[u64], server: &[u64]) -> Option<String> {
+    let text = |v: u64| format!("{:X}/{:X}", v >> 32, v & 0xffff_ffff);
+    for i in 0..page.len().min(server.len()) {
+        for j in i + 1..page.len().min(server.len()) {
+            let (p, s) = (page[i].cmp(&page[j]), server[i].cmp(&server[j]));
+            if p != s && p != std::cmp::Ordering::Equal && s != std::cmp::Ordering::Equal {
+                return Some(format!(
+                    "LSN {} and LSN {} of the output: the page shows {} and {}, the server {} and {}",
+                    i + 1,
+                    j + 1,
+                    text(page[i]),
+                    text(page[j]),
+                    text(server[i]),
+                    text(server[j])
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// Replaces the values of the named fields by `<name>`: JSON members,
@@ -375,6 +443,56 @@ fn psql(db: &str, extra: &[String], sql: &str, stop_on_error: bool) -> (bool, St
     (status.success(), output)
 }
 
+/// Runs `script` with `sh -e` against database `db` (the word `mydb` in
+/// it), the server's programs first on the PATH and the session settings
+/// psql examples get; returns what it printed (both streams, in order).
+/// A script still running after 60 s is killed with its children.
+fn shell(db: &str, script: &str) -> (bool, String) {
+    let mydb = Regex::new(r"\bmydb\b").expect("regex");
+    let script = mydb.replace_all(script, db).into_owned();
+    let path = format!(
+        "{}:{}",
+        pubjson_e2e::pg_bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-e", "-c", &script])
+        .env("PATH", path)
+        .env("PSQLRC", "/dev/null")
+        .env("PGTZ", "UTC")
+        .env("PGDATESTYLE", "ISO, MDY")
+        .env("LC_ALL", "C.UTF-8")
+        .env_remove("PGOPTIONS")
+        .env_remove("PGDATABASE")
+        .stdin(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    cmd.stdout(writer.try_clone().expect("pipe")).stderr(writer);
+    let mut child = cmd.spawn().expect("start sh");
+    drop(cmd);
+    let pid = child.id();
+    let collector = std::thread::spawn(move || {
+        let mut output = String::new();
+        std::io::Read::read_to_string(&mut { reader }, &mut output).expect("read sh output");
+        output
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("sh") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+            let _ = child.wait();
+            panic!("the shell example ran longer than 60 s:\n{script}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status.success(), collector.join().expect("collector"))
+}
+
 #[test]
 fn examples_match_the_server() {
     let server = Server::main();
@@ -414,15 +532,32 @@ fn examples_match_the_server() {
                 );
                 continue;
             }
+            if !ex.directive.needs.is_empty() && !pubjson_e2e::wal2json_installed() {
+                note_skip(
+                    &format!("docs {name}:{}", ex.line),
+                    "the example needs wal2json, which is not installed for this server",
+                );
+                continue;
+            }
             if !ex.directive.setup.trim().is_empty() {
                 let (ok, out) = psql(&db, &[], &ex.directive.setup, true);
                 assert!(ok, "{name}:{}: the example's setup failed:\n{out}", ex.line);
             }
-            let (_, actual) = psql(&db, &ex.directive.psql, &ex.sql, false);
+            let (_, actual) = match ex.runner {
+                Runner::Psql => psql(&db, &ex.directive.psql, &ex.sql, false),
+                Runner::Shell => shell(&db, &ex.sql),
+            };
             ran += 1;
             let want = masks.apply(&ex.expected, &ex.directive.mask);
             let got = masks.apply(&actual, &ex.directive.mask);
-            if want != got {
+            let order = lsn_order_conflict(&masks.lsns(&ex.expected), &masks.lsns(&actual));
+            if let (true, Some(order)) = (want == got, &order) {
+                failures.push(format!(
+                    "{name}:{}: the example's LSNs are out of order: {order}\n\
+                     --- server (as psql printed it)\n{actual}",
+                    ex.line
+                ));
+            } else if want != got {
                 failures.push(format!(
                     "{name}:{}: the example's output differs.\n--- document (masked)\n{want}\n\
                      --- server (masked)\n{got}\n--- server (as psql printed it)\n{actual}",

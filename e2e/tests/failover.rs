@@ -511,13 +511,20 @@ sync_replication_slots = on",
         },
     );
     println!("standby's copy before the crash: {synced_before:?}");
-    // Nothing of the slot was decoded on the standby: no statistics there.
-    let stats_rows: i64 = one_row(
+    // Nothing of the slot was decoded on the standby: its row there has
+    // the slot's state and no counters.
+    let stats_row = one_row(
         &mut standby.connect(DB),
-        &format!("select count(*) from pubjson.decoding_stats() where slot_name = '{SLOT}'"),
-    )
-    .get(0);
-    assert_eq!(stats_rows, 0, "the standby never decoded the synced slot");
+        &format!(
+            "select count(*), count(*) filter (where txns_decoded is null and wal_status is not null)
+               from pubjson.decoding_stats() where slot_name = '{SLOT}'"
+        ),
+    );
+    assert_eq!(
+        (stats_row.get::<_, i64>(0), stats_row.get::<_, i64>(1)),
+        (1, 1),
+        "the standby never decoded the synced slot: a row without counters"
+    );
     // The copy lags behind the consumer again by the time of the crash.
     let before_crash = received_old.count(&file_old);
     received_old.wait(
@@ -610,11 +617,14 @@ sync_replication_slots = on",
     assert_eq!(
         one_row(
             &mut n,
-            &format!("select count(*) from pubjson.decoding_stats() where slot_name = '{SLOT}'")
+            &format!(
+                "select count(*) filter (where txns_decoded is null)
+                   from pubjson.decoding_stats() where slot_name = '{SLOT}'"
+            )
         )
         .get::<_, i64>(0),
-        0,
-        "no statistics before the slot is decoded on the new primary"
+        1,
+        "no counters before the slot is decoded on the new primary"
     );
 
     // --- The consumer reconnects to the new primary with the same slot;

@@ -30,6 +30,7 @@ struct Pending {
     pid: Option<i32>,
     query: Option<String>,
     forecast_ms: Option<f64>,
+    rate: Option<f64>,
     retained_wal_bytes: f64,
     age_ms: f64,
 }
@@ -39,7 +40,8 @@ fn pending(c: &mut Client, slot: &str, xid: &str) -> Option<Pending> {
         .query(
             "select changes, spilled, spilled_changes, streamed, streamed_changes, pid, query,
                     extract(epoch from forecast_commit_delay)::float8 * 1000,
-                    retained_wal_bytes::float8, extract(epoch from age)::float8 * 1000
+                    retained_wal_bytes::float8, extract(epoch from age)::float8 * 1000,
+                    replay_changes_per_sec
                from pubjson.pending_transactions()
               where slot_name = $1 and xid::text = $2",
             &[&slot, &xid],
@@ -56,6 +58,7 @@ fn pending(c: &mut Client, slot: &str, xid: &str) -> Option<Pending> {
         forecast_ms: r.get(7),
         retained_wal_bytes: r.get(8),
         age_ms: r.get(9),
+        rate: r.get(10),
     })
 }
 
@@ -192,8 +195,34 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
     let mut rl = start_decoder(&slot, "spill", &[]);
     let mut c = Server::main().connect(&pubjson_e2e::pg_env().dbname);
 
-    // A first batch, committed: the slot's replay rate is measured on it.
-    let (mut warm, _, _) = open_batch(&schema, ROWS, 1);
+    // Small transactions first: they measure no replay rate (their time
+    // is their fixed cost), so the first batch held back has no forecast
+    // (docs/sql-functions.md).
+    for id in 0..5 {
+        exec(
+            &mut c,
+            &format!("insert into {schema}.batch values ({}, 'small')", -1 - id),
+        );
+    }
+    let (mut warm, _, warm_xid) = open_batch(&schema, ROWS, 1);
+    let unmeasured = wait_shown(&mut c, &slot, &warm_xid, Some(ROWS), "the first batch");
+    let replayed: i64 = c
+        .query_one(
+            "select txns_emitted from pubjson.decoding_stats() where slot_name = $1",
+            &[&slot],
+        )
+        .expect("decoding_stats")
+        .get(0);
+    assert!(
+        replayed >= 5,
+        "the small transactions were replayed: {replayed}"
+    );
+    assert_eq!(
+        (unmeasured.forecast_ms, unmeasured.rate),
+        (None, None),
+        "no forecast from small transactions: {unmeasured:?}"
+    );
+    // The first batch, committed: the slot's replay rate is measured on it.
     commit_and_wait_received(&mut warm, &mut c, &mut rl, "warm");
 
     // The batch held open: shown within a second of its WAL being
@@ -218,6 +247,15 @@ fn a_held_back_batch_is_shown_while_it_builds_up() {
         .query
         .as_deref()
         .is_some_and(|q| q.contains("generate_series")));
+    // `query` is the session's last statement, not the one that made the
+    // changes (docs/sql-functions.md).
+    exec(&mut batch, "select 'the last statement'");
+    let last = wait_shown(&mut c, &slot, &xid, Some(ROWS), "the batch again");
+    assert_eq!(
+        last.query.as_deref(),
+        Some("select 'the last statement'"),
+        "{last:?}"
+    );
     assert!(shown.spilled && shown.spilled_changes > 0, "{shown:?}");
     assert!(!shown.streamed && shown.streamed_changes == 0, "{shown:?}");
     assert!(

@@ -1051,3 +1051,64 @@ fn pg_recvlogical_stream() {
     let _ = std::fs::remove_dir_all(&dir);
     sc.summary();
 }
+
+/// With `publish_via_partition_root`, `add-tables` / `filter-tables` apply
+/// to the name a partition's rows are published under, the root's, as it
+/// is now: renaming the root changes which rows a consumer gets, in the
+/// same decoding session (the partition's cached decision goes with the
+/// root's).
+#[test]
+fn table_options_follow_a_renamed_root() {
+    let (_db, mut c) = pubjson_e2e::suite_database("pubjson_pub_", "renamed_root");
+    pubjson_e2e::exec(
+        &mut c,
+        "create table root (id int primary key, v text) partition by range (id);
+         create table part1 partition of root for values from (0) to (1000);
+         create publication p for table root with (publish_via_partition_root);",
+    );
+    pubjson_e2e::pubjson_slot(&mut c, "pub_renamed_root");
+    pubjson_e2e::exec(&mut c, "insert into root values (1, 'as root')");
+    pubjson_e2e::exec(&mut c, "alter table root rename to renamed");
+    pubjson_e2e::exec(&mut c, "insert into renamed values (2, 'as renamed')");
+    pubjson_e2e::exec(&mut c, "alter table renamed rename to root");
+    pubjson_e2e::exec(&mut c, "insert into root values (3, 'as root again')");
+    let mut rows = |filter: &[&str]| -> Vec<(String, i64)> {
+        let mut opts = vec!["publication_names", "p", "batch-bytes", "0"];
+        opts.extend_from_slice(filter);
+        pubjson_e2e::json_lines(&pubjson_e2e::peek_texts(
+            &mut c,
+            "pub_renamed_root",
+            &[&["format-version", "3"][..], &opts[..]].concat(),
+        ))
+        .into_iter()
+        .filter(|o| o["action"] == "I")
+        .map(|o| {
+            (
+                o["table"].as_str().unwrap_or("?").to_string(),
+                o["new"]["id"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+    };
+    let all = rows(&[]);
+    assert_eq!(
+        all,
+        [
+            ("root".into(), 1),
+            ("renamed".into(), 2),
+            ("root".into(), 3)
+        ],
+        "rows under the root's name at each point"
+    );
+    // The partition's own name is never the published one.
+    assert_eq!(rows(&["add-tables", "public.part1"]), []);
+    assert_eq!(
+        rows(&["add-tables", "public.renamed"]),
+        [("renamed".into(), 2)]
+    );
+    assert_eq!(
+        rows(&["filter-tables", "public.renamed"]),
+        [("root".into(), 1), ("root".into(), 3)]
+    );
+    pubjson_e2e::drop_slot(&mut c, "pub_renamed_root");
+}

@@ -1,6 +1,7 @@
 //! Streaming through a real walsender with pg_recvlogical: stop and
-//! restart without losing or repeating a change, and option values given
-//! without an argument (`-o pretty-print`).
+//! restart without losing or repeating a change, option values given
+//! without an argument (`-o pretty-print`), and a wal2json consumer's
+//! switch to a pubjson slot (docs/compatibility.md).
 
 use pubjson_e2e::{complete_lines, require_wal2json, scratch_dir, wait_for, RecvLogical, TestDb};
 use serde_json::Value;
@@ -246,6 +247,193 @@ fn option_without_value_means_true() {
     println!(
         "[recvpretty] -o pretty-print: {} pretty-printed documents, identical to wal2json's",
         pubjson.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One transaction of a format 2 stream with `include-lsn`: its commit LSN
+/// and the ids it inserted (none for an empty transaction).
+fn transactions_of(lines: &[String]) -> Vec<(u64, Vec<i64>)> {
+    let mut out = Vec::new();
+    let mut ids = Vec::new();
+    for line in lines {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        match v["action"].as_str() {
+            Some("B") => ids.clear(),
+            Some("I") => ids.push(v["columns"][0]["value"].as_i64().expect("id")),
+            Some("C") => out.push((
+                pubjson_e2e::lsn(v["lsn"].as_str().expect("lsn")),
+                std::mem::take(&mut ids),
+            )),
+            _ => panic!("unexpected line {line}"),
+        }
+    }
+    out
+}
+
+/// docs/compatibility.md's switch from wal2json, with writers writing
+/// throughout: a consumer of a wal2json slot gets a pubjson slot created
+/// beside it, reads the old slot until its confirmed position passes the
+/// new slot's creation LSN, then goes on with the new slot, skipping what
+/// it applied already by commit LSN. Every committed row is applied
+/// exactly once; the transactions applied twice otherwise are exactly the
+/// old slot's from the cut-over point on; wal2json's empty transactions
+/// (DDL) have no counterpart in pubjson's stream.
+#[test]
+fn a_wal2json_consumer_switches_slots_without_a_gap_or_a_duplicate() {
+    require_wal2json!();
+    let mut db = TestDb::new("switch");
+    db.exec("create table e2e_switch.t (id int primary key)");
+    let (old_slot, _old_guard) = db.create_slot("wal2json", "w2j");
+    let dir = scratch_dir("switch");
+    let opts = [("format-version", Some("2")), ("include-lsn", Some("1"))];
+
+    // Writers: one row per transaction, now and then a CREATE TABLE (an
+    // empty transaction), until told to stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let committed = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let writer = {
+        let (stop, committed) = (stop.clone(), committed.clone());
+        let dbname = pubjson_e2e::pg_env().dbname;
+        std::thread::spawn(move || {
+            let mut c = pubjson_e2e::Server::main().connect(&dbname);
+            let mut k = 0i64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                k += 1;
+                pubjson_e2e::exec(&mut c, &format!("insert into e2e_switch.t values ({k})"));
+                if k % 10 == 0 {
+                    pubjson_e2e::exec(&mut c, &format!("create table e2e_switch.ddl_{k} (a int)"));
+                }
+                committed.store(k, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+    };
+    let written = |n: i64| {
+        wait_for(&format!("{n} transactions written"), TIMEOUT, || {
+            committed.load(std::sync::atomic::Ordering::SeqCst) >= n
+        })
+    };
+
+    // The consumer on the old slot, then the new slot beside it.
+    let old_file = dir.join("wal2json.jsonl");
+    let mut old = RecvLogical::start(&old_slot, &old_file, &opts, &[]);
+    written(30);
+    let (new_slot, _new_guard) = db.create_slot("pubjson", "pj");
+    let cutover: String = db
+        .conn
+        .client
+        .query_one(
+            "select confirmed_flush_lsn::text from pg_replication_slots where slot_name = $1",
+            &[&new_slot],
+        )
+        .expect("the new slot")
+        .get(0);
+    let cutover_lsn = pubjson_e2e::lsn(&cutover);
+    // The old consumer reads on until its slot has passed the point.
+    let client = &mut db.conn.client;
+    wait_for(
+        &format!("{old_slot} confirmed past {cutover}"),
+        TIMEOUT,
+        || {
+            client
+            .query_one(
+                "select confirmed_flush_lsn >= $2::text::pg_lsn from pg_replication_slots where slot_name = $1",
+                &[&old_slot, &cutover],
+            )
+            .expect("pg_replication_slots")
+            .get(0)
+        },
+    );
+    assert!(
+        old.stop().success(),
+        "pg_recvlogical failed: {}",
+        old.stderr()
+    );
+
+    // The consumer goes on with the new slot while the writers write.
+    let new_file = dir.join("pubjson.jsonl");
+    let mut new = RecvLogical::start(&new_slot, &new_file, &opts, &[]);
+    let so_far = committed.load(std::sync::atomic::Ordering::SeqCst);
+    written(so_far + 30);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().expect("writer");
+    let last = committed.load(std::sync::atomic::Ordering::SeqCst);
+    wait_for(&format!("row {last} received"), TIMEOUT, || {
+        transactions_of(&complete_lines(&new_file))
+            .iter()
+            .any(|(_, ids)| ids.contains(&last))
+    });
+    assert!(
+        new.stop().success(),
+        "pg_recvlogical failed: {}",
+        new.stderr()
+    );
+
+    // The consumer: the old stream, then the new one, skipping a
+    // transaction whose commit LSN is not greater than the last applied.
+    let old_txns = transactions_of(&complete_lines(&old_file));
+    let new_txns = transactions_of(&complete_lines(&new_file));
+    let mut applied_lsn = 0u64;
+    let mut applied: Vec<i64> = Vec::new();
+    let mut skipped = Vec::new();
+    for (commit, ids) in old_txns.iter().chain(&new_txns) {
+        if *commit <= applied_lsn {
+            skipped.push(*commit);
+            continue;
+        }
+        applied_lsn = *commit;
+        applied.extend(ids);
+    }
+    let table: Vec<i64> = db
+        .conn
+        .client
+        .query("select id::int8 from e2e_switch.t order by id", &[])
+        .expect("select")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(table.len() as i64, last);
+    let mut sorted = applied.clone();
+    sorted.sort();
+    assert!(
+        sorted == table,
+        "every row applied exactly once: {} applied, {} in the table",
+        sorted.len(),
+        table.len()
+    );
+    // Skipped: the old slot's transactions from the cut-over point on (its
+    // empty ones have no counterpart to skip).
+    let after_cutover: Vec<u64> = old_txns
+        .iter()
+        .filter(|(commit, ids)| *commit >= cutover_lsn && !ids.is_empty())
+        .map(|(commit, _)| *commit)
+        .collect();
+    assert!(
+        !after_cutover.is_empty(),
+        "the old slot went past the point"
+    );
+    assert!(
+        skipped == after_cutover,
+        "skipped {} transactions, the old slot had {} from the point on; first difference at {:?}",
+        skipped.len(),
+        after_cutover.len(),
+        skipped.iter().zip(&after_cutover).position(|(a, b)| a != b)
+    );
+    assert!(
+        new_txns.iter().all(|(commit, _)| *commit >= cutover_lsn),
+        "the new slot starts at its creation point"
+    );
+    assert!(
+        old_txns.iter().any(|(_, ids)| ids.is_empty())
+            && new_txns.iter().all(|(_, ids)| !ids.is_empty()),
+        "wal2json's empty transactions, none from pubjson"
+    );
+    println!(
+        "[switch] {} transactions from wal2json, {} from pubjson, {} skipped, {} rows once each",
+        old_txns.len(),
+        new_txns.len(),
+        skipped.len(),
+        applied.len()
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

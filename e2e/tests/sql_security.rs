@@ -86,6 +86,10 @@ const CALLS: &[(&str, &str)] = &[
         "call pubjson.backfill('sec_bf')",
     ),
     (
+        "pubjson.library_version()",
+        "select * from pubjson.library_version()",
+    ),
+    (
         "pubjson._pending_transactions()",
         "select * from pubjson._pending_transactions()",
     ),
@@ -1097,6 +1101,7 @@ fn functions_need_the_monitoring_roles() {
         "pubjson._slot_invalidation(jsonb)",
         "pubjson.decoding_counters()",
         "pubjson.decoding_stats()",
+        "pubjson.library_version()",
         "pubjson.pending_transactions()",
         "pubjson.worst_transactions()",
     ];

@@ -1,7 +1,8 @@
 //! Decoding statistics on a server where pubjson is not in
 //! `shared_preload_libraries`: the functions say so (`source = 'this
 //! backend'`) and show what the calling backend decoded itself; another
-//! session sees nothing. (The preloaded case is in `sql/stats.sql`.)
+//! session sees the slot without counters, and `library_version()` says the
+//! library is not preloaded. (The preloaded case is in `sql/stats.sql`.)
 
 use pubjson_e2e::{drop_slot, one_row, rows, ExtraCluster};
 
@@ -50,12 +51,23 @@ fn counters_fall_back_to_the_calling_backend() {
         (2, 3, 3)
     );
 
+    // Another backend sees the slot, not the decoding session's counters.
     let mut other = cluster.connect("postgres");
-    let seen = rows(&mut other, "select * from pubjson.decoding_stats()");
-    assert!(
-        seen.is_empty(),
+    let seen = one_row(
+        &mut other,
+        "select count(*), count(*) filter (where source is null and txns_decoded is null) \
+           from pubjson.decoding_stats() where slot_name = 'nopreload'",
+    );
+    assert_eq!(
+        (seen.get::<_, i64>(0), seen.get::<_, i64>(1)),
+        (1, 1),
         "another backend sees the decoding session's counters"
     );
+    let library = one_row(
+        &mut other,
+        "select preloaded from pubjson.library_version()",
+    );
+    assert!(!library.get::<_, bool>(0), "not preloaded");
 
     // In the decoding session: a slot created again under the name of a
     // dropped one starts from zero, and a dropped slot is gone.

@@ -1,6 +1,6 @@
 -- pubjson: replication conflict inspection functions (schema pubjson).
 --
---   pubjson.publication_risks(publication text)
+--   pubjson.publication_risks(publication text DEFAULT NULL)
 --   pubjson.subscription_status()
 --   pubjson.standby_conflicts()
 --   pubjson.standby_queries_at_risk()
@@ -65,7 +65,8 @@ $fn$;
 -- publication_risks
 -------------------------------------------------------------------------------
 -- Every condition known to make a subscriber of `publication` fail or
--- silently diverge. Risk names:
+-- silently diverge; without a publication, the slot rows only (what a
+-- user of another plugin, wal2json's say, needs too). Risk names:
 --   no_replica_identity, replica_identity_nothing,
 --   replica_identity_index_unusable  UPDATE/DELETE fail on the publisher
 --   row_filter_outside_identity      UPDATE/DELETE fail on the publisher
@@ -89,9 +90,9 @@ $fn$;
 -- publication_risks(text) on the search_path, before or after pubjson,
 -- would have won over it (issue 23). A name or varchar argument is cast to
 -- text implicitly; the comparison below is pg_catalog's name = text.
-CREATE FUNCTION pubjson.publication_risks(publication text)
+CREATE FUNCTION pubjson.publication_risks(publication text DEFAULT NULL)
 RETURNS TABLE (schema_name name, table_name name, risk text, detail text, hint text)
-LANGUAGE plpgsql VOLATILE STRICT SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $fn$
@@ -99,11 +100,15 @@ AS $fn$
 DECLARE
     pub pg_catalog.pg_publication%ROWTYPE;
 BEGIN
-    SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'publication "%" does not exist', publication
-            USING ERRCODE = 'undefined_object',
-                  HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+    -- Without a publication (NULL, or no argument) only the slot rows:
+    -- pub stays all NULL, so no table is published.
+    IF publication IS NOT NULL THEN
+        SELECT * INTO pub FROM pg_catalog.pg_publication p WHERE p.pubname = publication;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'publication "%" does not exist', publication
+                USING ERRCODE = 'undefined_object',
+                      HINT = 'List publications with: SELECT pubname FROM pg_publication;';
+        END IF;
     END IF;
 
     RETURN QUERY
@@ -370,7 +375,7 @@ END
 $fn$;
 
 COMMENT ON FUNCTION pubjson.publication_risks(text) IS
-'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots';
+'Conditions that make subscribers of a publication fail or diverge: missing replica identity, row filters/column lists outside it, FULL identity on wide tables, unreplicated sequences (with the setval to run), unique keys besides the identity, inactive slots retaining WAL, invalidated slots; without a publication, the slot rows only';
 
 -------------------------------------------------------------------------------
 -- subscription_status

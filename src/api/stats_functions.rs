@@ -205,6 +205,27 @@ mod sql {
         TableIterator::new(out)
     }
 
+    /// The library this session runs: pubjson's version, the PostgreSQL
+    /// version whose headers it was built with, and whether it is the copy
+    /// the postmaster preloaded (which every session and walsender runs;
+    /// otherwise each session loads the file it finds when it first needs
+    /// it). `extversion` tells only the SQL objects' version.
+    #[pg_extern(stable, parallel_safe)]
+    fn library_version() -> TableIterator<
+        'static,
+        (
+            name!(version, String),
+            name!(built_for, String),
+            name!(preloaded, bool),
+        ),
+    > {
+        TableIterator::once((
+            env!("CARGO_PKG_VERSION").to_owned(),
+            format!("PostgreSQL {}", pg_sys::PG_VERSION.to_string_lossy()),
+            stats::shared(),
+        ))
+    }
+
     /// Clears the statistics (all slots, or one); superuser only.
     #[pg_extern(volatile)]
     fn reset_stats(slot_name: default!(Option<String>, "NULL")) -> bool {
@@ -222,9 +243,12 @@ mod sql {
 
 pgrx::extension_sql!(
     r#"
--- Decoding statistics joined with PostgreSQL's own figures for the slot.
--- One text for PostgreSQL 15 to 18: pg_replication_slots columns newer than
--- 15 are read as to_jsonb(r) ->> 'column' (NULL where the server has none):
+-- Decoding statistics joined with PostgreSQL's own figures for the slot:
+-- a row for every slot with counters and for every pubjson slot (one that
+-- has not decoded anything yet has NULL counters: its retained WAL is what
+-- a monitor must not miss). One text for PostgreSQL 15 to 18:
+-- pg_replication_slots columns newer than 15 are read as
+-- to_jsonb(r) ->> 'column' (NULL where the server has none):
 -- conflicting (16+, with 17's meaning: see pubjson._slot_conflicting),
 -- invalidation_reason and inactive_since (17+). On a
 -- standby (16+ can decode there) retained WAL counts from the replay
@@ -255,7 +279,12 @@ LANGUAGE sql VOLATILE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT c.slot_name, c.source,
+    WITH c AS MATERIALIZED (SELECT * FROM pubjson.decoding_counters()),
+         n AS (SELECT c.slot_name FROM c
+               UNION
+               SELECT p.slot_name::pg_catalog.text FROM pg_catalog.pg_replication_slots p
+                WHERE p.plugin OPERATOR(pg_catalog.=) 'pubjson')
+    SELECT n.slot_name, c.source,
            c.txns_decoded, c.txns_emitted, c.txns_skipped_empty,
            c.changes_seen, c.changes_emitted,
            c.filtered_by_table, c.filtered_by_action, c.filtered_by_row_filter, c.filtered_by_origin,
@@ -287,12 +316,14 @@ AS $$
            CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid
                 THEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) c.oldest_pending_first_seen END,
            CASE WHEN r.active_pid OPERATOR(pg_catalog.=) c.live_pid THEN c.live_as_of END
-      FROM pubjson.decoding_counters() c
+      FROM n
+      LEFT JOIN c ON c.slot_name OPERATOR(pg_catalog.=) n.slot_name
       LEFT JOIN pg_catalog.pg_stat_replication_slots s
-             ON s.slot_name OPERATOR(pg_catalog.=) c.slot_name
+             ON s.slot_name OPERATOR(pg_catalog.=) n.slot_name
       LEFT JOIN pg_catalog.pg_replication_slots r
-             ON r.slot_name OPERATOR(pg_catalog.=) c.slot_name
+             ON r.slot_name OPERATOR(pg_catalog.=) n.slot_name
       CROSS JOIN LATERAL (SELECT pg_catalog.to_jsonb(r) AS slot) j
+     ORDER BY n.slot_name
 $$;
 
 -- What the reorder buffers of pubjson's decoding sessions hold back now,
@@ -359,6 +390,8 @@ GRANT EXECUTE ON FUNCTION pubjson.pending_transactions() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_counters() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.decoding_stats() TO pg_read_all_stats;
 GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
+REVOKE ALL ON FUNCTION pubjson.library_version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION pubjson.library_version() TO pg_read_all_stats;
 "#,
     name = "decoding_stats_view",
     requires = [
@@ -366,6 +399,7 @@ GRANT EXECUTE ON FUNCTION pubjson.worst_transactions() TO pg_read_all_stats;
         _pending_transactions,
         worst_transactions,
         reset_stats,
+        library_version,
         "conflicts"
     ]
 );

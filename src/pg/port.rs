@@ -281,6 +281,21 @@ pub unsafe fn dlist_elements<T>(
     })
 }
 
+/// `get_database_name(MyDatabaseId)`: the current database's name, `None`
+/// outside a transaction (a walsender's startup), where the catalog
+/// cannot be read.
+pub fn database_name() -> Option<Vec<u8>> {
+    // SAFETY: the syscache is read only inside a transaction (checked
+    // first); the palloc'd name is copied at once.
+    unsafe {
+        if !pg_sys::IsTransactionState() {
+            return None;
+        }
+        let name = pg_sys::get_database_name(pg_sys::MyDatabaseId);
+        (!name.is_null()).then(|| CStr::from_ptr(name).to_bytes().to_vec())
+    }
+}
+
 /// `MyProcPid`.
 pub fn my_pid() -> i32 {
     // SAFETY: set once when the process starts.

@@ -126,7 +126,26 @@ impl RelationCache {
                 }
             }
             Some(relids) => {
-                for relid in relids {
+                for relid in &relids {
+                    if let Some(entry) = self.entries.remove(relid) {
+                        self.retire(entry);
+                    }
+                }
+                // An entry published as an ancestor read the ancestor's
+                // name for add-tables / filter-tables (`rules`): it goes
+                // with the ancestor (a rename invalidates only the
+                // ancestor's relcache entry).
+                let dependent: Vec<pg_sys::Oid> = self
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| {
+                        e.publish
+                            .as_ref()
+                            .is_some_and(|info| relids.contains(&info.publish_as_relid))
+                    })
+                    .map(|(relid, _)| *relid)
+                    .collect();
+                for relid in dependent {
                     if let Some(entry) = self.entries.remove(&relid) {
                         self.retire(entry);
                     }

@@ -1,7 +1,7 @@
 //! The output plugin callbacks: thin `#[pg_guard]` shims that turn
 //! PostgreSQL's raw pointers into safe handles (`pg/handles.rs`) once, lend
 //! the slot's state to the call, and call the safe decoding code
-//! (`decode.rs`, `transactions.rs`).
+//! (`events.rs`, `ddl.rs`, `transactions.rs`).
 //!
 //! `#[pg_guard]` turns a Rust panic into a PostgreSQL ERROR and lets a
 //! PostgreSQL ERROR unwind through Rust frames safely, so no callback can
@@ -152,7 +152,14 @@ unsafe extern "C-unwind" fn startup(
 
         let change_memory = ChangeMemory::new(alloc_set_context((*ctx).context, c"pubjson change"));
         let cache_memory = alloc_set_context((*ctx).context, c"pubjson relation cache");
-        let format = pubjson_core::output::format_for(&opts);
+        let mut format = pubjson_core::output::format_for(&opts);
+        // Known now through the SQL functions; a walsender's startup has
+        // no transaction: then at the first BEGIN (plugin/emitter.rs).
+        if format.wants_database_name() {
+            if let Some(name) = crate::pg::port::database_name() {
+                format.database_name(&name);
+            }
+        }
         let relations = RelationCache::new(cache_memory, format.type_rendering());
         let mut slot = SlotKey::default();
         if !(*ctx).slot.is_null() {

@@ -221,6 +221,13 @@ impl Emitter {
         }
         record.begun = true;
         Self::ensure_timestamp(self.include_timestamp, record);
+        // A format that writes the database's name and could not read it
+        // at startup (a walsender's has no transaction) gets it now.
+        if self.format.wants_database_name() {
+            if let Some(name) = crate::pg::port::database_name() {
+                self.format.database_name(&name);
+            }
+        }
         self.format.begin(
             &mut self.buffer.output(writer, Some(&mut record.bytes_emitted)),
             &record.info,

@@ -141,6 +141,12 @@ unsafe extern "C-unwind" fn startup_shmem() {
     }
 }
 
+/// Whether the table exists: the postmaster preloaded pubjson (every
+/// backend runs its copy of the library).
+pub fn attached() -> bool {
+    !TABLE.load(Ordering::Acquire).is_null()
+}
+
 /// Entries of the shared table (0 without it).
 pub fn capacity() -> usize {
     let header = TABLE.load(Ordering::Acquire);

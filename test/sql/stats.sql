@@ -55,9 +55,19 @@ SELECT count(*) > 0 AS visible FROM pubjson.decoding_stats();
 SELECT pubjson.reset_stats();
 RESET ROLE;
 SELECT pubjson.reset_stats('regress_stats');
-SELECT count(*) FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
+-- The slot keeps its row, without counters until it decodes again.
+SELECT txns_decoded IS NULL AS reset, source IS NULL AS no_source, wal_status
+  FROM pubjson.decoding_stats() WHERE slot_name = 'regress_stats';
 
 SELECT 'stop' FROM pg_drop_replication_slot('regress_stats');
+
+-- The library this session runs: the extension's version, built for this
+-- major, the postmaster's preloaded copy.
+SELECT version = (SELECT extversion FROM pg_extension WHERE extname = 'pubjson') AS same_version,
+       split_part(split_part(built_for, ' ', 2), '.', 1)::int
+         = current_setting('server_version_num')::int / 10000 AS same_major,
+       preloaded
+  FROM pubjson.library_version();
 DROP ROLE st_nobody;
 DROP ROLE st_monitor;
 DROP PUBLICATION st_pub;

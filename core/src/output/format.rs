@@ -103,6 +103,16 @@ pub trait OutputFormat {
     /// decision leaves out the events it has no object for.
     fn events(&self) -> FormatEvents;
 
+    /// Whether the format writes the database's name and does not know it
+    /// yet: the core then passes it ([`Self::database_name`]) as soon as
+    /// it can read the catalog.
+    fn wants_database_name(&self) -> bool {
+        false
+    }
+
+    /// The current database's name.
+    fn database_name(&mut self, _name: &[u8]) {}
+
     /// A transaction's first output (deferred to its first emitted item with
     /// skip-empty-xacts).
     fn begin(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, first_lsn: u64);

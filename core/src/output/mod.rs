@@ -1,7 +1,8 @@
 //! The output formats (pure code): the format chosen for a session
 //! ([`format_for`], the interface and what every format shares in
 //! `format.rs`), wal2json's formats 1 and 2 (`wal2json/`), pubjson's
-//! format 3 (`v3/`), the streaming and two-phase objects (`control.rs`),
+//! format 3 (`v3/`), Debezium's change events (`debezium/`), the
+//! streaming and two-phase objects (`control.rs`),
 //! and the value encoders they use: jsonb from its binary form
 //! (`jsonb.rs`), numeric and timestamp text (`numeric.rs`, `datetime.rs`).
 //! The JSON and encoding primitives PostgreSQL's side uses too are in
@@ -12,6 +13,7 @@
 //! the rows it is given its own way.
 pub mod control;
 pub mod datetime;
+pub mod debezium;
 pub mod format;
 pub mod jsonb;
 pub mod numeric;
@@ -27,6 +29,7 @@ use format::OutputFormat;
 /// `format-version` (which option parsing has checked).
 pub fn format_for(opts: &Options) -> Box<dyn OutputFormat> {
     match opts.format_version {
+        crate::options::FORMAT_DEBEZIUM => Box::new(debezium::FormatDebezium::new(opts)),
         1 => Box::new(wal2json::v1::Format1::new(opts)),
         2 => Box::new(wal2json::v2::Format2::new(opts)),
         _ => Box::new(v3::Format3::new(opts)),

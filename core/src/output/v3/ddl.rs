@@ -103,7 +103,7 @@ pub fn ddl_object(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ddl::parse as parse_event;
+    use crate::protocol::ddl::parse;
     use proptest::prelude::*;
 
     proptest! {
@@ -127,7 +127,7 @@ mod tests {
                 "relations": [oid],
             });
             let bytes = serde_json::to_vec(&content).expect("serializes");
-            let event = parse_event(&bytes).expect("the trigger's shape");
+            let event = parse(&bytes).expect("the trigger's shape");
             prop_assert_eq!(&event.relations, &vec![oid]);
             let mut out = Vec::new();
             ddl_object(&mut out, &event, None, 1, &[]);
@@ -145,7 +145,7 @@ mod tests {
         /// renders as valid JSON.
         #[test]
         fn any_bytes_are_safe(content in proptest::collection::vec(any::<u8>(), 0..200)) {
-            if let Some(event) = parse_event(&content) {
+            if let Some(event) = parse(&content) {
                 let mut out = Vec::new();
                 ddl_object(&mut out, &event, Some(1), 1, &[]);
                 prop_assert!(serde_json::from_slice::<serde_json::Value>(&out).is_ok());
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn renders_valid_json_with_the_same_strings() {
-        let e = parse_event(TRIGGER_OUTPUT).expect("the trigger's shape");
+        let e = parse(TRIGGER_OUTPUT).expect("the trigger's shape");
         let mut out = Vec::new();
         ddl_object(
             &mut out,
@@ -186,18 +186,18 @@ mod tests {
     #[test]
     fn drops_have_no_subcommand_tags() {
         let content = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"DROP TABLE t","role":"r","search_path":"public","objects":[{"type":"table","schema":"public","identity":"public.t","oid":"5","classid":"1259","subid":0}],"relations":[]}"#;
-        let e = parse_event(content).expect("a drop");
+        let e = parse(content).expect("a drop");
         assert!(e.drops_table());
         assert!(e.publications.is_empty());
         let mut rendered = Vec::new();
-        ddl_object(&mut rendered, &parse_event(br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":["a\"b"]}"#).expect("drop"), None, 1, &[]);
+        ddl_object(&mut rendered, &parse(br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":["a\"b"]}"#).expect("drop"), None, 1, &[]);
         let r: serde_json::Value = serde_json::from_slice(&rendered).expect("valid JSON");
         assert_eq!(r["publications"], serde_json::json!(["a\"b"]));
         let with_pubs = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":["a","b c"]}"#;
-        let p = parse_event(with_pubs).expect("publications");
+        let p = parse(with_pubs).expect("publications");
         assert_eq!(p.publications, vec![b"a".to_vec(), b"b c".to_vec()]);
         let bad = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"c","role":"r","search_path":"p","objects":[],"publications":[1]}"#;
-        assert_eq!(parse_event(bad), None);
+        assert_eq!(parse(bad), None);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn a_redacted_or_withheld_command_says_so() {
         let redacted = br#"{"event":"ddl_command_end","tag":"CREATE USER MAPPING","command":"CREATE USER MAPPING FOR r SERVER s OPTIONS (password '[redacted]')","command_truncated":false,"command_redacted":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
-        let e = parse_event(redacted).expect("redacted");
+        let e = parse(redacted).expect("redacted");
         assert!(e.command_redacted);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
@@ -220,7 +220,7 @@ mod tests {
             "CREATE USER MAPPING FOR r SERVER s OPTIONS (password '[redacted]')"
         );
         let withheld = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":null,"command_truncated":false,"command_redacted":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
-        let e = parse_event(withheld).expect("withheld");
+        let e = parse(withheld).expect("withheld");
         assert_eq!(e.command, None);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
@@ -230,37 +230,37 @@ mod tests {
         // Neither flag: no key.
         let plain = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"c","role":"r","search_path":"p","objects":[],"relations":[]}"#;
         let mut out = Vec::new();
-        ddl_object(&mut out, &parse_event(plain).expect("plain"), None, 1, &[]);
+        ddl_object(&mut out, &parse(plain).expect("plain"), None, 1, &[]);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
         assert!(v.get("command_redacted").is_none());
         let bad = br#"{"event":"ddl_command_end","tag":"T","command":"C","command_redacted":1,"role":"r","search_path":"p","objects":[]}"#;
-        assert!(parse_event(bad).is_none());
+        assert!(parse(bad).is_none());
     }
 
     #[test]
     fn a_truncated_command_says_so() {
         let cut = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"CREATE","command_truncated":true,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
-        let e = parse_event(cut).expect("the trigger's shape");
+        let e = parse(cut).expect("the trigger's shape");
         assert!(e.command_truncated);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
         assert_eq!(v["command_truncated"], true);
         let whole = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"CREATE","command_truncated":false,"role":"r","search_path":"p","objects":[],"relations":[]}"#;
-        let e = parse_event(whole).expect("the trigger's shape");
+        let e = parse(whole).expect("the trigger's shape");
         assert!(!e.command_truncated);
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
         assert!(v.get("command_truncated").is_none());
         let bad = br#"{"event":"ddl_command_end","tag":"T","command":"C","command_truncated":"yes","role":"r","search_path":"p","objects":[]}"#;
-        assert_eq!(parse_event(bad), None);
+        assert_eq!(parse(bad), None);
     }
 
     #[test]
     fn null_members_and_escapes() {
         let content = br#"{"event":"ddl_command_end","tag":"GRANT","command":"\u0001\ud83d\ude00\u00e9","role":"r","search_path":"","objects":[{"type":"SCHEMA","schema":null,"identity":null,"oid":null,"classid":null,"subid":null,"tag":"GRANT"}],"relations":[]}"#;
-        let e = parse_event(content).expect("nulls are allowed");
+        let e = parse(content).expect("nulls are allowed");
         assert_eq!(
             e.command.as_deref(),
             Some("\u{1}\u{1F600}\u{e9}".as_bytes())
@@ -283,7 +283,7 @@ mod tests {
         content.extend_from_slice(
             br#" ()","role":"r","search_path":"p","objects":[],"relations":[]}"#,
         );
-        let e = parse_event(&content).expect("raw bytes in strings");
+        let e = parse(&content).expect("raw bytes in strings");
         assert_eq!(e.command.as_deref().and_then(<[u8]>::last), Some(&b')'));
         let mut out = Vec::new();
         ddl_object(&mut out, &e, None, 1, &[]);
