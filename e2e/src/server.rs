@@ -514,8 +514,9 @@ pub fn pubjson_slot(c: &mut Client, name: &str) {
     .unwrap_or_else(|e| panic!("slot {name}: {}", describe_error(&e)));
 }
 
-/// Decodes `slot` (consuming) with `opts` (names and values) after a
-/// flush (a decoding call reads only flushed WAL): the rows' `data`.
+/// Decodes `slot` (consuming) with `opts` (names and values): the rows'
+/// `data`. A decoding call reads only flushed WAL: what committed is, what
+/// is still open may not be yet ([`wait_wal_flushed`]).
 pub fn get_texts(c: &mut Client, slot: &str, opts: &[&str]) -> Vec<String> {
     decode_texts(c, "pg_logical_slot_get_changes", slot, opts)
 }
@@ -627,11 +628,15 @@ pub fn wait_true(
 }
 
 /// Waits (up to 30 s) until the WAL written so far is flushed: decoding
-/// reads only flushed WAL, and a backend flushes neither its abort record
-/// nor the commit of a transaction that wrote nothing before it (such as
-/// `select txid_current()`): the WAL writer does, a moment later.
+/// reads only flushed WAL, and a backend flushes neither its abort record,
+/// nor an open transaction's records, nor the commit of a transaction that
+/// wrote nothing before it (such as `select txid_current()`). The WAL
+/// writer flushes up to the last such commit within `wal_writer_delay`,
+/// but a partial page of anything else only when more WAL comes: one such
+/// commit after `written` has it flush past `written`.
 pub fn wait_wal_flushed(client: &mut Client) {
     let written = one_string(client, "select pg_current_wal_insert_lsn()::text");
+    exec(client, "select txid_current()");
     wait_true(
         client,
         &format!("the WAL to be flushed up to {written}"),

@@ -11,7 +11,8 @@ use postgres::Client;
 // pubjson (`slot`).
 use pubjson_e2e::{
     drop_slot, exec, get_format3 as get3, json_lines, peek_texts, pubjson_slot as slot,
-    scratch_dir, sqlstate, suite_database, wait_commits, RecvLogical, SchemaReplica, Server,
+    scratch_dir, sqlstate, suite_database, wait_commits, wait_wal_flushed, RecvLogical,
+    SchemaReplica, Server,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -1506,6 +1507,8 @@ fn streamed_ddl_names_its_subtransaction() {
     );
     // Streamed while open: the event of the savepoint's command.
     exec(&mut c, "set logical_decoding_work_mem = '64kB'");
+    // The open transaction's records are flushed by the WAL writer only.
+    wait_wal_flushed(&mut c);
     let streamed = json_lines(&peek_texts(
         &mut c,
         "ddl_streamed_subxact",
