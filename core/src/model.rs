@@ -34,6 +34,10 @@ pub struct TypeRendering {
     pub signed_oid: bool,
     /// Which values the format takes in their binary form.
     pub reads: ValueReads,
+    /// The catalog reader also fills [`ColumnMeta::details`] (the Debezium
+    /// format's schema change events describe each column as Debezium's
+    /// PostgreSQL connector does).
+    pub column_details: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +109,46 @@ pub struct ColumnMeta {
     /// `attlen` and `attbyval`: how a value is stored (see [`Image`]).
     pub attlen: i16,
     pub byval: bool,
+    /// More of the catalog, for a format whose [`TypeRendering`] asks
+    /// (`column_details`); `None` otherwise.
+    pub details: Option<Box<ColumnDetails>>,
+}
+
+/// A type as the catalog describes it (`pg_type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeFacts {
+    pub oid: u32,
+    /// `typname`, unqualified, in the server's encoding.
+    pub name: Vec<u8>,
+    /// `typtype`: `b` base, `c` composite, `d` domain, `e` enum, `p`
+    /// pseudo, `r` range, `m` multirange.
+    pub kind: u8,
+    /// Its input function is `array_in` (an array type).
+    pub array_input: bool,
+}
+
+/// What the catalog says of a column beyond what its values need: its
+/// type as declared, the type at the root of a domain, its default. Read
+/// once per relation, only for a format that asks
+/// ([`TypeRendering::column_details`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDetails {
+    /// `atttypmod`.
+    pub typmod: i32,
+    /// The column's type (a domain itself, for a domain column).
+    pub declared: TypeFacts,
+    /// The first type under the domains (`getBaseTypeAndTypmod`), the
+    /// declared type when it is no domain.
+    pub root: TypeFacts,
+    /// The typmod the domains apply to `root` (`typmod` without domains).
+    pub root_typmod: i32,
+    /// The declared type's `typnotnull` (a domain's `NOT NULL`).
+    pub type_not_null: bool,
+    /// `pg_get_expr(adbin)`: the default's expression (a stored generated
+    /// column's generation expression), in the server's encoding.
+    pub default_expr: Option<Vec<u8>>,
+    /// The column's position in the primary key (1-based), 0 outside it.
+    pub key_position: u16,
 }
 
 /// A non-null value as stored, for telling whether two values of a column

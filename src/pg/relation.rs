@@ -24,7 +24,8 @@ use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
 use pubjson_core::model::{
-    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
+    ColumnDetails, ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeFacts, TypeName,
+    TypeRendering, ValueKind,
 };
 use pubjson_core::options::Options;
 use pubjson_core::rules::route::{Published, TableRules};
@@ -291,6 +292,91 @@ fn format_type(_catalog: InCallback<'_>, typid: pg_sys::Oid, typmod: i32) -> Vec
     }
 }
 
+/// `pg_type`'s facts of `typid`, and its `typnotnull`.
+fn type_facts(_catalog: InCallback<'_>, typid: pg_sys::Oid) -> (TypeFacts, bool) {
+    // SAFETY: a syscache lookup inside a decoding callback (`_catalog`);
+    // the tuple is read, then released before returning.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::TYPEOID as i32,
+            pg_sys::Datum::from(typid),
+        );
+        if tup.is_null() {
+            crate::pg::error::internal(format!("cache lookup failed for type {}", typid.to_u32()));
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_type>(tup);
+        let facts = TypeFacts {
+            oid: typid.to_u32(),
+            name: name_bytes(&(*form).typname),
+            kind: (*form).typtype as u8,
+            array_input: (*form).typinput.to_u32() == pg_sys::F_ARRAY_IN,
+        };
+        let not_null = (*form).typnotnull;
+        pg_sys::ReleaseSysCache(tup);
+        (facts, not_null)
+    }
+}
+
+/// The attribute numbers of a primary key index's key columns, in key
+/// order (empty without one).
+fn primary_key_columns(_catalog: InCallback<'_>, index: pg_sys::Oid) -> Vec<i16> {
+    if index == pg_sys::InvalidOid {
+        return Vec::new();
+    }
+    // SAFETY: a syscache lookup inside a decoding callback (`_catalog`);
+    // `indkey` holds `indnatts` entries (the key columns first), read
+    // before the tuple is released.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::INDEXRELID as i32,
+            pg_sys::Datum::from(index),
+        );
+        if tup.is_null() {
+            crate::pg::error::internal(format!("cache lookup failed for index {}", index.to_u32()));
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
+        let keys = (*form).indnkeyatts.max(0) as usize;
+        let columns = (*form).indkey.values.as_slice(keys).to_vec();
+        pg_sys::ReleaseSysCache(tup);
+        columns
+    }
+}
+
+/// The catalog's description of one column beyond its values
+/// ([`ColumnDetails`]), for a format that asks for it.
+fn column_details(
+    catalog: InCallback<'_>,
+    handle: Rel<'_>,
+    attr: &pg_sys::FormData_pg_attribute,
+    key: &[i16],
+) -> ColumnDetails {
+    let (declared, type_not_null) = type_facts(catalog, attr.atttypid);
+    let mut root_typmod = attr.atttypmod;
+    let root = if declared.kind == b'd' {
+        // SAFETY: a catalog lookup inside a decoding callback (`catalog`).
+        let base = unsafe { pg_sys::getBaseTypeAndTypmod(attr.atttypid, &mut root_typmod) };
+        type_facts(catalog, base).0
+    } else {
+        declared.clone()
+    };
+    ColumnDetails {
+        typmod: attr.atttypmod,
+        declared,
+        root,
+        root_typmod,
+        type_not_null,
+        default_expr: if attr.atthasdef {
+            default_expression(handle, attr.attnum)
+        } else {
+            None
+        },
+        key_position: key
+            .iter()
+            .position(|&k| k == attr.attnum)
+            .map_or(0, |i| (i + 1) as u16),
+    }
+}
+
 /// `pg_get_expr(adbin, relid)` for a column default, or `None` without one.
 fn default_expression(rel: Rel<'_>, attnum: i16) -> Option<Vec<u8>> {
     let rel = rel.as_ptr();
@@ -375,6 +461,11 @@ fn build_entry(
             pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_IDENTITY_KEY,
         );
 
+        let key = if types.column_details {
+            primary_key_columns(catalog, (*rel).rd_pkindex)
+        } else {
+            Vec::new()
+        };
         let tupdesc = (*rel).rd_att;
         let natts = (*tupdesc).natts as usize;
         let attrs = tuple_desc_attrs(tupdesc);
@@ -456,6 +547,9 @@ fn build_entry(
                 domain_base,
                 attlen: attr.attlen,
                 byval: attr.attbyval,
+                details: types
+                    .column_details
+                    .then(|| Box::new(column_details(catalog, handle, attr, &key))),
             });
             outputs.push(Some(ColumnOutput {
                 plan: ReadPlan::of(catalog, value_type, types.reads, dates, memory, false),

@@ -20,6 +20,7 @@
 //! | change | `before`, `after`, `source`, `transaction`, `op` (`c`, `u`, `d`, `r` for a backfilled row, `t`), `ts_ms`/`ts_us`/`ts_ns` |
 //! | message | `op` `m`, `ts_ms`, `source`, `transaction`, `message` (`prefix`, `content` in base64) |
 //! | BEGIN/END | `status`, `id`, `event_count`, `data_collections`, `ts_ms` (`provide.transaction.metadata`) |
+//! | DDL event | on `<topic.prefix>`: `source`, `ts_ms`, `databaseName`, `schemaName`, `ddl`, `tableChanges` (`schema_change.rs`) |
 //!
 //! Values follow Debezium's type mapping (`column.rs`). Records share an
 //! output message, one per line, as format 3's objects do (`batch-bytes`).
@@ -27,6 +28,7 @@
 //! from Debezium's own events.
 
 pub mod column;
+pub mod schema_change;
 
 #[cfg(test)]
 mod tests;
@@ -41,9 +43,10 @@ use crate::model::{
 use crate::options::{DebeziumOptions, Options, PrefixPatterns};
 use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, FormatEvents, OutputFormat, PreparedTxn, Sink,
-    StreamedCommit, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
+    Sink, StreamedCommit, TypeName, TypeRendering,
 };
+use crate::protocol::ddl::DdlEvent;
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_u64};
 use column::{push_field_schema, Kind, PG_EPOCH_MICROS};
@@ -288,6 +291,9 @@ pub struct FormatDebezium {
     txn_topic: Vec<u8>,
     message_topic: Vec<u8>,
     message_schema: String,
+    /// `"<prefix>"` as a JSON string: the schema change topic.
+    schema_change_topic: Vec<u8>,
+    schema_change_schema: String,
     /// Scratch buffers for a change's rendered key.
     new_key: Vec<u8>,
     old_key: Vec<u8>,
@@ -307,6 +313,8 @@ impl FormatDebezium {
         push_topic_name(&mut txn_topic, &[&prefix, b"transaction"]);
         let mut message_topic = Vec::new();
         push_topic_name(&mut message_topic, &[&prefix, b"message"]);
+        let mut schema_change_topic = Vec::new();
+        push_topic_name(&mut schema_change_topic, &[&prefix]);
         FormatDebezium {
             batch_bytes: opts.batching.bytes(),
             clock,
@@ -316,6 +324,8 @@ impl FormatDebezium {
             txn_topic,
             message_topic,
             message_schema: message_value_schema(),
+            schema_change_topic,
+            schema_change_schema: schema_change::value_schema(SOURCE_SCHEMA),
             new_key: Vec::new(),
             old_key: Vec::new(),
             // Checked when the options were parsed.
@@ -662,6 +672,7 @@ impl OutputFormat for FormatDebezium {
             classify_domain_base: false,
             signed_oid: false,
             reads: ValueReads::Typed,
+            column_details: true,
         }
     }
 
@@ -672,8 +683,9 @@ impl OutputFormat for FormatDebezium {
             truncate: true,
             // Backfilled rows are `op` `r` (the markers write nothing).
             backfill: true,
-            // Debezium's PostgreSQL connector has no schema change events.
-            ddl: false,
+            // As schema change events, the shape of Debezium's other
+            // connectors (its PostgreSQL connector has none).
+            ddl: true,
         }
     }
 
@@ -965,6 +977,86 @@ impl OutputFormat for FormatDebezium {
         out.push(b'}');
         *sink.buf() = out;
         self.end_record(sink, !transactional);
+    }
+
+    /// A schema change event on the `<topic.prefix>` topic. It belongs to
+    /// its transaction (its `source` has the transaction's id and commit
+    /// time; with transaction metadata it opens the `BEGIN` record) but is
+    /// not one of its data events: Debezium counts only those
+    /// (`event_count`), and the value has no `transaction` block.
+    fn ddl(
+        &mut self,
+        sink: &mut dyn Sink,
+        _stream_xid: Option<u32>,
+        lsn: u64,
+        event: &DdlEvent,
+        tables: &[DdlTable<'_>],
+    ) {
+        self.skipped_event(sink, lsn);
+        let changes = schema_change::table_changes(event, tables);
+        let (schema, table_names) = schema_change::names(event, &changes);
+        let mut source_table = b",\"schema\":".to_vec();
+        push_json_string(&mut source_table, schema.as_deref().unwrap_or_default());
+        source_table.extend_from_slice(b",\"table\":");
+        push_json_string(&mut source_table, &table_names);
+        let (txid, time) = match &self.txn {
+            Some(txn) => (Some(txn.xid), txn.commit_time),
+            None => (None, self.last_commit_time),
+        };
+        let facts = SourceFacts {
+            txid,
+            time,
+            lsn,
+            table: &source_table,
+            snapshot: "false",
+        };
+        let schemas = self.opts.schemas_enable;
+        let mut out = std::mem::take(sink.buf());
+        out.extend_from_slice(b"{\"destination\":");
+        out.extend_from_slice(&self.schema_change_topic);
+        out.extend_from_slice(b",\"key\":");
+        if schemas {
+            out.extend_from_slice(b"{\"schema\":");
+            out.extend_from_slice(schema_change::KEY_SCHEMA.as_bytes());
+            out.extend_from_slice(b",\"payload\":");
+        }
+        out.extend_from_slice(b"{\"databaseName\":");
+        push_json_string(&mut out, &self.opts.database);
+        out.push(b'}');
+        if schemas {
+            out.push(b'}');
+        }
+        out.extend_from_slice(b",\"value\":");
+        if schemas {
+            out.extend_from_slice(b"{\"schema\":");
+            out.extend_from_slice(self.schema_change_schema.as_bytes());
+            out.extend_from_slice(b",\"payload\":");
+        }
+        out.push(b'{');
+        self.push_source(&mut out, &facts);
+        out.extend_from_slice(b",\"ts_ms\":");
+        push_i64(&mut out, (self.clock)().div_euclid(1000));
+        out.extend_from_slice(b",\"databaseName\":");
+        push_json_string(&mut out, &self.opts.database);
+        out.extend_from_slice(b",\"schemaName\":");
+        match &schema {
+            Some(schema) => push_json_string(&mut out, schema),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"ddl\":");
+        match &event.command {
+            Some(command) => push_json_string(&mut out, command),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"tableChanges\":");
+        schema_change::push_table_changes(&mut out, &changes);
+        out.push(b'}');
+        if schemas {
+            out.push(b'}');
+        }
+        out.push(b'}');
+        *sink.buf() = out;
+        self.end_record(sink, false);
     }
 
     /// Debezium marks an incremental snapshot's window in its signalling

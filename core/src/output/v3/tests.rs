@@ -347,6 +347,7 @@ fn column(i: usize, name: &[u8], ty: &str, oid: u32, key: bool) -> ColumnMeta {
         domain_base: None,
         attlen: -1,
         byval: false,
+        details: None,
     }
 }
 
