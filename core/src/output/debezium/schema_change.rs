@@ -46,11 +46,13 @@ mod sql_types {
     pub const STRUCT: i32 = 2002;
     pub const ARRAY: i32 = 2003;
     pub const REF_CURSOR: i32 = 2012;
+    pub const SQLXML: i32 = 2009;
 }
 
 /// The JDBC type of a type, as Debezium's `TypeRegistry` takes it from the
-/// driver: the driver's core types by name (`TypeInfoCache.types`), then
-/// arrays, composites, domains, enums, and `OTHER` for everything else.
+/// driver: the driver's core types by name (`TypeInfoCache.types`, and
+/// `uuid` and `xml`, which `PgConnection` adds), then arrays, composites,
+/// domains, enums, and `OTHER` for everything else.
 pub fn jdbc_type(t: &TypeFacts) -> i32 {
     use sql_types::*;
     match t.name.as_slice() {
@@ -68,7 +70,8 @@ pub fn jdbc_type(t: &TypeFacts) -> i32 {
         b"time" | b"timetz" => TIME,
         b"timestamp" | b"timestamptz" => TIMESTAMP,
         b"refcursor" => REF_CURSOR,
-        b"varbit" | b"json" | b"jsonb" | b"point" | b"box" => OTHER,
+        b"xml" => SQLXML,
+        b"varbit" | b"json" | b"jsonb" | b"point" | b"box" | b"uuid" => OTHER,
         // The core types' arrays by their `_` names, like any other array.
         _ if t.array_input => ARRAY,
         _ => match t.kind {
@@ -109,8 +112,8 @@ mod oid {
 /// cannot size.
 const UNKNOWN_LENGTH: i32 = i32::MAX;
 
-/// The driver's `convertArrayToBaseOid`: the arrays of its core types are
-/// measured as their elements.
+/// The driver's `convertArrayToBaseOid`: the arrays of its core types
+/// (`uuid` and `xml` included) are measured as their elements.
 fn array_element(type_oid: u32) -> u32 {
     match type_oid {
         1005 => 21,
@@ -140,6 +143,8 @@ fn array_element(type_oid: u32) -> u32 {
         3807 => 3802,
         1017 => 600,
         1020 => 603,
+        2951 => 2950,
+        143 => 142,
         other => other,
     }
 }

@@ -79,7 +79,7 @@ fn driver_precision_scale_and_display_size() {
         (1015, 14, 10, 0, 10),
         (1231, numeric_typmod(8, 3), 8, 3, 10),
         (1185, -1, 35, 6, 35),
-        // Other arrays (uuid[], interval[]) are not.
+        // Other arrays (interval[]) are not.
         (2951, -1, max, 0, max),
         (1187, -1, max, 0, max),
     ];
@@ -125,6 +125,8 @@ fn jdbc_types_as_debeziums_registry_takes_them() {
         (base(600, "point"), 1111),
         (base(603, "box"), 1111),
         (base(2950, "uuid"), 1111),
+        (base(142, "xml"), 2009),
+        (facts(143, "_xml", b'b', true), 2003),
         (base(1186, "interval"), 1111),
         (base(869, "inet"), 1111),
         (facts(3904, "int4range", b'r', false), 1111),
