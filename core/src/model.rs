@@ -147,8 +147,24 @@ pub struct ColumnDetails {
     /// `pg_get_expr(adbin)`: the default's expression (a stored generated
     /// column's generation expression), in the server's encoding.
     pub default_expr: Option<Vec<u8>>,
-    /// The column's position in the primary key (1-based), 0 outside it.
-    pub key_position: u16,
+}
+
+/// A unique index of a relation (its primary key's included), as the
+/// catalog describes it: read only for a format that asks
+/// ([`TypeRendering::column_details`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueIndex {
+    /// The index's name, in the server's encoding.
+    pub name: Vec<u8>,
+    pub primary: bool,
+    /// `indisclustered`.
+    pub clustered: bool,
+    /// The attribute numbers of its columns in index order, the key
+    /// columns first (`indkey`): 0 for an expression.
+    pub attnums: Vec<i16>,
+    /// How many of them are key columns (`indnkeyatts`; the others are
+    /// `INCLUDE`d).
+    pub key_columns: usize,
 }
 
 /// A non-null value as stored, for telling whether two values of a column
@@ -195,6 +211,9 @@ pub struct RelationMeta {
     pub has_identity_index: bool,
     /// The replica identity setting.
     pub identity: ReplicaIdentity,
+    /// Its unique indexes, for a format whose [`TypeRendering`] asks
+    /// (`column_details`); empty otherwise.
+    pub unique_indexes: Vec<UniqueIndex>,
 }
 
 /// An error while rendering a value.

@@ -25,7 +25,7 @@ use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
 use pubjson_core::model::{
     ColumnDetails, ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeFacts, TypeName,
-    TypeRendering, ValueKind,
+    TypeRendering, UniqueIndex, ValueKind,
 };
 use pubjson_core::options::Options;
 use pubjson_core::rules::route::{Published, TableRules};
@@ -317,29 +317,46 @@ fn type_facts(_catalog: InCallback<'_>, typid: pg_sys::Oid) -> (TypeFacts, bool)
     }
 }
 
-/// The attribute numbers of a primary key index's key columns, in key
-/// order (empty without one).
-fn primary_key_columns(_catalog: InCallback<'_>, index: pg_sys::Oid) -> Vec<i16> {
-    if index == pg_sys::InvalidOid {
-        return Vec::new();
-    }
-    // SAFETY: a syscache lookup inside a decoding callback (`_catalog`);
-    // `indkey` holds `indnatts` entries (the key columns first), read
-    // before the tuple is released.
+/// The unique indexes of an open relation (its primary key's included).
+fn unique_indexes(_catalog: InCallback<'_>, rel: pg_sys::Relation) -> Vec<UniqueIndex> {
+    let mut found = Vec::new();
+    // SAFETY: `rel` is open (a handle) inside a decoding callback
+    // (`_catalog`); the index list is a copy we free; each syscache tuple
+    // is read (`indkey` holds `indnatts` entries), then released.
     unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::INDEXRELID as i32,
-            pg_sys::Datum::from(index),
-        );
-        if tup.is_null() {
-            crate::pg::error::internal(format!("cache lookup failed for index {}", index.to_u32()));
+        let list = pg_sys::RelationGetIndexList(rel);
+        let oids: Vec<pg_sys::Oid> = if list.is_null() {
+            Vec::new()
+        } else {
+            (0..(*list).length)
+                .map(|i| (*(*list).elements.add(i as usize)).oid_value)
+                .collect()
+        };
+        pg_sys::list_free(list);
+        for index in oids {
+            let tup = pg_sys::SearchSysCache1(
+                pg_sys::SysCacheIdentifier::INDEXRELID as i32,
+                pg_sys::Datum::from(index),
+            );
+            if tup.is_null() {
+                continue;
+            }
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
+            if (*form).indisunique {
+                let columns = (*form).indnatts.max(0) as usize;
+                let name = pg_sys::get_rel_name(index);
+                found.push(UniqueIndex {
+                    name: cstr_bytes((!name.is_null()).then(|| CStr::from_ptr(name))),
+                    primary: (*form).indisprimary,
+                    clustered: (*form).indisclustered,
+                    attnums: (*form).indkey.values.as_slice(columns).to_vec(),
+                    key_columns: (*form).indnkeyatts.max(0) as usize,
+                });
+            }
+            pg_sys::ReleaseSysCache(tup);
         }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
-        let keys = (*form).indnkeyatts.max(0) as usize;
-        let columns = (*form).indkey.values.as_slice(keys).to_vec();
-        pg_sys::ReleaseSysCache(tup);
-        columns
     }
+    found
 }
 
 /// The catalog's description of one column beyond its values
@@ -348,7 +365,6 @@ fn column_details(
     catalog: InCallback<'_>,
     handle: Rel<'_>,
     attr: &pg_sys::FormData_pg_attribute,
-    key: &[i16],
 ) -> ColumnDetails {
     let (declared, type_not_null) = type_facts(catalog, attr.atttypid);
     let mut root_typmod = attr.atttypmod;
@@ -370,10 +386,6 @@ fn column_details(
         } else {
             None
         },
-        key_position: key
-            .iter()
-            .position(|&k| k == attr.attnum)
-            .map_or(0, |i| (i + 1) as u16),
     }
 }
 
@@ -461,8 +473,8 @@ fn build_entry(
             pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_IDENTITY_KEY,
         );
 
-        let key = if types.column_details {
-            primary_key_columns(catalog, (*rel).rd_pkindex)
+        let unique_indexes = if types.column_details {
+            unique_indexes(catalog, rel)
         } else {
             Vec::new()
         };
@@ -549,7 +561,7 @@ fn build_entry(
                 byval: attr.attbyval,
                 details: types
                     .column_details
-                    .then(|| Box::new(column_details(catalog, handle, attr, &key))),
+                    .then(|| Box::new(column_details(catalog, handle, attr))),
             });
             outputs.push(Some(ColumnOutput {
                 plan: ReadPlan::of(catalog, value_type, types.reads, dates, memory, false),
@@ -590,6 +602,7 @@ fn build_entry(
                 has_primary_key,
                 has_identity_index,
                 identity,
+                unique_indexes,
             },
             plans: ColumnPlans {
                 varlena: outputs

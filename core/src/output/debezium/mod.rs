@@ -179,16 +179,20 @@ impl TableRender {
                 key
             })
             .collect();
-        let key_columns: Vec<usize> = if rel.has_primary_key {
-            (0..columns.len())
-                .filter(|&i| rel.columns[columns[i].index].in_primary_key)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // Debezium's key, in its order, among the columns of the events.
+        let key_columns: Vec<usize> = schema_change::key_columns(rel)
+            .into_iter()
+            .filter_map(|c| columns.iter().position(|p| p.index == c))
+            .collect();
         let field = |out: &mut Vec<u8>, p: &ColumnPlan| {
             let col = &rel.columns[p.index];
-            push_field_schema(out, &p.kind, opts, !col.not_null, &col.name_json);
+            push_field_schema(
+                out,
+                &p.kind,
+                opts,
+                schema_change::optional(col),
+                &col.name_json,
+            );
         };
         let mut key_open = Vec::new();
         let mut value_open = Vec::new();
@@ -684,8 +688,10 @@ impl OutputFormat for FormatDebezium {
             // Backfilled rows are `op` `r` (the markers write nothing).
             backfill: true,
             // As schema change events, the shape of Debezium's other
-            // connectors (its PostgreSQL connector has none).
-            ddl: true,
+            // connectors (its PostgreSQL connector has none); without
+            // them a capture message is an ordinary message, as in
+            // formats 1 and 2.
+            ddl: self.opts.include_schema_changes,
         }
     }
 

@@ -21,7 +21,7 @@
 //! and default as the driver's column metadata gives them. docs/debezium.md
 //! lists every field and every choice.
 
-use crate::model::{ColumnMeta, RelationMeta, TypeFacts};
+use crate::model::{ColumnMeta, RelationMeta, TypeFacts, UniqueIndex};
 use crate::output::format::DdlTable;
 use crate::protocol::ddl::{DdlEvent, DdlObject};
 use crate::text::json::{push_i64, push_json_string};
@@ -324,6 +324,50 @@ pub fn default_supported(declared: &TypeFacts) -> bool {
         )
 }
 
+/// The columns of Debezium's key of `rel`, in key order (indexes into
+/// `rel.columns`): the primary key's, else those of the first unique
+/// index all of whose columns are plain columns (a clustered one first,
+/// then by name; `INCLUDE`d columns too), as the PostgreSQL connector reads
+/// them through the JDBC driver (`readPrimaryKeyNames`, else
+/// `readTableUniqueIndices` over `getIndexInfo`). Without the catalog's
+/// indexes: the primary key's columns in column order.
+pub fn key_columns(rel: &RelationMeta) -> Vec<usize> {
+    let position = |attnum: &i16| rel.columns.iter().position(|c| c.attnum == *attnum);
+    if rel.unique_indexes.is_empty() {
+        return (0..rel.columns.len())
+            .filter(|&i| rel.has_primary_key && rel.columns[i].in_primary_key)
+            .collect();
+    }
+    if let Some(pk) = rel.unique_indexes.iter().find(|i| i.primary) {
+        let keys = pk.key_columns.min(pk.attnums.len());
+        return pk.attnums[..keys].iter().filter_map(position).collect();
+    }
+    let mut plain: Vec<&UniqueIndex> = rel
+        .unique_indexes
+        .iter()
+        .filter(|i| i.attnums.iter().all(|&a| a > 0))
+        .collect();
+    plain.sort_by(|a, b| {
+        b.clustered
+            .cmp(&a.clustered)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    plain
+        .first()
+        .map(|i| i.attnums.iter().filter_map(position).collect())
+        .unwrap_or_default()
+}
+
+/// Whether a column may be null as Debezium sees it: the JDBC driver's
+/// `NULLABLE`, which counts a domain's `NOT NULL`.
+pub fn optional(column: &ColumnMeta) -> bool {
+    let domain_not_null = column
+        .details
+        .as_deref()
+        .is_some_and(|d| d.declared.kind == b'd' && d.type_not_null);
+    !(column.not_null || domain_not_null)
+}
+
 /// `TableId.toDoubleQuotedString` of `schema.table`: each part in double
 /// quotes, its quotes doubled (Debezium leaves a part that begins or ends
 /// with a quote as it is).
@@ -525,8 +569,7 @@ fn push_column(out: &mut Vec<u8>, column: &ColumnMeta, position: usize) {
     out.extend_from_slice(b",\"position\":");
     push_i64(out, position as i64);
     out.extend_from_slice(b",\"optional\":");
-    let not_null = column.not_null || (d.declared.kind == b'd' && d.type_not_null);
-    out.extend_from_slice(if not_null { b"false" } else { b"true" });
+    out.extend_from_slice(if optional(column) { b"true" } else { b"false" });
     out.extend_from_slice(
         b",\"autoIncremented\":false,\"generated\":false,\"comment\":null,\"defaultValueExpression\":",
     );
@@ -549,16 +592,15 @@ fn push_table(out: &mut Vec<u8>, t: &DdlTable<'_>) {
             .filter(|(_, &v)| v)
             .map(|(c, _)| c)
     };
-    let mut key: Vec<(u16, &ColumnMeta)> = shown()
-        .filter_map(|c| match c.details.as_deref() {
-            Some(d) if d.key_position > 0 => Some((d.key_position, c)),
-            Some(_) => None,
-            None => c.in_primary_key.then_some((c.attnum as u16, c)),
-        })
+    // The key's columns among the shown ones (Debezium keeps those of the
+    // relation message).
+    let key: Vec<&ColumnMeta> = key_columns(t.rel)
+        .into_iter()
+        .filter(|&i| t.visible.get(i).copied().unwrap_or(true))
+        .map(|i| &t.rel.columns[i])
         .collect();
-    key.sort_by_key(|(position, _)| *position);
     out.extend_from_slice(b"{\"defaultCharsetName\":null,\"primaryKeyColumnNames\":[");
-    for (n, (_, c)) in key.iter().enumerate() {
+    for (n, c) in key.iter().enumerate() {
         if n > 0 {
             out.push(b',');
         }

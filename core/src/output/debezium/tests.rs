@@ -592,6 +592,7 @@ fn relation(identity: ReplicaIdentity, keyed: bool) -> RelationMeta {
         has_primary_key: keyed,
         has_identity_index: keyed,
         identity,
+        unique_indexes: Vec::new(),
     }
 }
 
@@ -1069,8 +1070,16 @@ fn described(keyed: bool) -> RelationMeta {
             root_typmod: -1,
             type_not_null: false,
             default_expr: (name == "text").then(|| b"'n/a'::text".to_vec()),
-            key_position: u16::from(c.in_primary_key),
         }));
+    }
+    if keyed {
+        rel.unique_indexes = vec![crate::model::UniqueIndex {
+            name: b"t_pkey".to_vec(),
+            primary: true,
+            clustered: false,
+            attnums: vec![1],
+            key_columns: 1,
+        }];
     }
     rel
 }
@@ -1082,6 +1091,7 @@ const T_COLUMNS: &str = r#"[{"name":"id","jdbcType":4,"nativeType":23,"typeName"
 #[test]
 fn ddl_events_are_schema_change_records() {
     let mut f = format(|o| o.debezium.schemas_enable = false);
+    // include.schema.changes, on by default.
     assert!(f.events().ddl);
     let mut sink = Messages::default();
     let rel = described(true);
@@ -1271,6 +1281,7 @@ fn options_under_debeziums_names() {
         ("provide.transaction.metadata", "true"),
         ("include.unknown.datatypes", "on"),
         ("unavailable.value.placeholder", "?"),
+        ("include.schema.changes", "false"),
         ("batch-bytes", "0"),
     ])
     .unwrap();
@@ -1291,6 +1302,8 @@ fn options_under_debeziums_names() {
     );
     assert!(!d.schemas_enable && !d.tombstones_on_delete);
     assert!(d.provide_transaction_metadata && d.include_unknown_datatypes);
+    assert!(!d.include_schema_changes);
+    assert!(!FormatDebezium::new(&o).events().ddl);
     assert_eq!(d.unavailable_value_placeholder, b"?");
     assert_eq!(o.batching, Batching::Off);
 

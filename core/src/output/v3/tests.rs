@@ -367,6 +367,7 @@ fn relation(identity: ReplicaIdentity) -> RelationMeta {
         has_primary_key: true,
         has_identity_index: identity != ReplicaIdentity::Full,
         identity,
+        unique_indexes: Vec::new(),
     }
 }
 

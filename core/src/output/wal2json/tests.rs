@@ -66,6 +66,7 @@ fn relation() -> RelationMeta {
         has_primary_key: true,
         has_identity_index: true,
         identity: ReplicaIdentity::Default,
+        unique_indexes: Vec::new(),
     }
 }
 

@@ -321,7 +321,7 @@ fn dropped_tables_from_identities() {
     }
 }
 
-fn details(declared: TypeFacts, typmod: i32, default: Option<&str>, key: u16) -> ColumnDetails {
+fn details(declared: TypeFacts, typmod: i32, default: Option<&str>) -> ColumnDetails {
     ColumnDetails {
         typmod,
         root: declared.clone(),
@@ -329,7 +329,16 @@ fn details(declared: TypeFacts, typmod: i32, default: Option<&str>, key: u16) ->
         root_typmod: typmod,
         type_not_null: false,
         default_expr: default.map(|d| d.as_bytes().to_vec()),
-        key_position: key,
+    }
+}
+
+fn index(name: &str, primary: bool, attnums: &[i16]) -> UniqueIndex {
+    UniqueIndex {
+        name: name.as_bytes().to_vec(),
+        primary,
+        clustered: false,
+        attnums: attnums.to_vec(),
+        key_columns: attnums.len(),
     }
 }
 
@@ -343,8 +352,8 @@ fn column(i: usize, name: &str, not_null: bool, d: ColumnDetails) -> ColumnMeta 
         kind: ValueKind::Text,
         not_null,
         default_json: None,
-        in_primary_key: d.key_position > 0,
-        in_identity_key: d.key_position > 0,
+        in_primary_key: false,
+        in_identity_key: false,
         is_varlena: false,
         domain_base: None,
         attlen: -1,
@@ -356,7 +365,7 @@ fn column(i: usize, name: &str, not_null: bool, d: ColumnDetails) -> ColumnMeta 
 /// `orders (region int, id int, note varchar(20) default 'x', amount
 /// numeric(10,2), code posint NOT NULL-domain, PRIMARY KEY (id, region))`.
 fn orders() -> RelationMeta {
-    let mut code = details(facts(16800, "posint", b'd', false), -1, Some("1"), 0);
+    let mut code = details(facts(16800, "posint", b'd', false), -1, Some("1"));
     code.root = base(23, "int4");
     code.type_not_null = true;
     RelationMeta {
@@ -367,7 +376,7 @@ fn orders() -> RelationMeta {
         schema_json: json_string(b"public"),
         table_json: json_string(b"orders"),
         columns: vec![
-            column(0, "region", true, details(base(23, "int4"), -1, None, 2)),
+            column(0, "region", true, details(base(23, "int4"), -1, None)),
             column(
                 1,
                 "id",
@@ -376,26 +385,26 @@ fn orders() -> RelationMeta {
                     base(23, "int4"),
                     -1,
                     Some("nextval('orders_id_seq'::regclass)"),
-                    1,
                 ),
             ),
             column(
                 2,
                 "note",
                 false,
-                details(base(1043, "varchar"), 24, Some("'x'::character varying"), 0),
+                details(base(1043, "varchar"), 24, Some("'x'::character varying")),
             ),
             column(
                 3,
                 "amount",
                 false,
-                details(base(1700, "numeric"), numeric_typmod(10, 2), None, 0),
+                details(base(1700, "numeric"), numeric_typmod(10, 2), None),
             ),
             column(4, "code", false, code),
         ],
         has_primary_key: true,
         has_identity_index: true,
         identity: crate::model::ReplicaIdentity::Default,
+        unique_indexes: vec![index("orders_pkey", true, &[2, 1])],
     }
 }
 
@@ -574,7 +583,7 @@ proptest::proptest! {
         let mut rel = orders();
         rel.schema = schema.as_bytes().to_vec();
         rel.table = table.as_bytes().to_vec();
-        let mut d = details(facts(16900, "x", b'e', false), typmod, Some(&default), 0);
+        let mut d = details(facts(16900, "x", b'e', false), typmod, Some(&default));
         d.declared.name = type_name.as_bytes().to_vec();
         rel.columns = vec![column(0, &name, false, d)];
         let visible = [true];
@@ -599,4 +608,48 @@ proptest::proptest! {
         };
         proptest::prop_assert_eq!(id, format!("{}.{}", quoted(&schema), quoted(&table)));
     }
+}
+
+#[test]
+fn debeziums_key_primary_key_in_key_order_else_the_first_plain_unique_index() {
+    let mut rel = orders();
+    let names = |rel: &RelationMeta| -> Vec<String> {
+        key_columns(rel)
+            .iter()
+            .map(|&i| String::from_utf8(rel.columns[i].name_json.clone()).unwrap())
+            .collect()
+    };
+    // PRIMARY KEY (id, region): key order, not column order.
+    assert_eq!(names(&rel), ["\"id\"", "\"region\""]);
+    // A primary key's INCLUDE columns are not in it.
+    rel.unique_indexes = vec![UniqueIndex {
+        key_columns: 1,
+        ..index("orders_pkey", true, &[2, 3])
+    }];
+    assert_eq!(names(&rel), ["\"id\""]);
+    // No primary key: the first unique index by name whose columns are
+    // all plain (an expression is 0), INCLUDE columns with it.
+    rel.unique_indexes = vec![
+        index("z_first_clustered_no", false, &[5]),
+        index("a_expression", false, &[1, 0]),
+        UniqueIndex {
+            key_columns: 1,
+            ..index("b_note_amount", false, &[3, 4])
+        },
+    ];
+    assert_eq!(names(&rel), ["\"note\"", "\"amount\""]);
+    // A clustered one comes first.
+    rel.unique_indexes[0].clustered = true;
+    assert_eq!(names(&rel), ["\"code\""]);
+    // None usable: no key.
+    rel.unique_indexes = vec![index("only_expression", false, &[0])];
+    assert!(key_columns(&rel).is_empty());
+}
+
+#[test]
+fn a_domains_not_null_makes_a_column_required() {
+    let rel = orders();
+    let optional_of: Vec<bool> = rel.columns.iter().map(optional).collect();
+    // region, id NOT NULL; note, amount nullable; code of a NOT NULL domain.
+    assert_eq!(optional_of, [false, false, true, true, false]);
 }
