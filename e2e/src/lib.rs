@@ -53,6 +53,10 @@
 //!   the main test cluster;
 //! - [`reliability`]: the reliability suite's private cluster, which its
 //!   tests crash and restart one at a time;
+//! - [`brokers`]: NATS (JetStream) and tansu (Kafka protocol) on
+//!   loopback, installed by scripts/install-brokers.sh;
+//! - [`relay`]: pubjson-relay as a process, the brokers read back, the
+//!   replica built from them;
 //! - [`walsender`]: a client of the logical replication protocol (what
 //!   production consumers speak), reading a slot message by message and
 //!   confirming positions itself.
@@ -63,6 +67,7 @@
 //! rows). `tests/docs.rs` runs the examples of README.md and docs/ (see
 //! "Tested examples" in docs/development.md).
 
+pub mod brokers;
 pub mod change_stream;
 pub mod cluster;
 pub mod conflicts;
@@ -77,6 +82,7 @@ pub mod pgoutput_proto;
 pub mod pgoutput_scenario;
 pub mod pubjson_reader;
 pub mod recvlogical;
+pub mod relay;
 pub mod reliability;
 pub mod rng;
 pub mod server;

@@ -1479,3 +1479,71 @@ fn revoked_emit_message_makes_ddl_fail() {
     exec(&mut c, "select pubjson.disable_ddl_capture()");
     exec(&mut c, &each("grant execute on function %s to public"));
 }
+
+/// In a streamed transaction, a DDL event carries the (sub)transaction
+/// that ran the command, as a change does: one run in a savepoint is
+/// dropped with it by a consumer that applies the `A` object of the
+/// savepoint's rollback (docs/streaming.md). Decoded while the transaction
+/// is open, as a walsender streams it (decoded after the rollback,
+/// PostgreSQL stops streaming the savepoint's changes at its first catalog
+/// read, and the event is not sent at all).
+#[test]
+fn streamed_ddl_names_its_subtransaction() {
+    let (dbname, mut c) = database("streamed_subxact");
+    exec(
+        &mut c,
+        "select pubjson.enable_ddl_capture(); create table big (id int, v text)",
+    );
+    slot(&mut c, "ddl_streamed_subxact");
+    let mut writer = Server::main().connect(&dbname);
+    exec(
+        &mut writer,
+        "begin;
+         insert into big select i, repeat('x', 100) from generate_series(1, 2000) i;
+         savepoint s;
+         create table in_savepoint (id int);
+         insert into big select i, repeat('y', 100) from generate_series(1, 2000) i",
+    );
+    // Streamed while open: the event of the savepoint's command.
+    exec(&mut c, "set logical_decoding_work_mem = '64kB'");
+    let streamed = json_lines(&peek_texts(
+        &mut c,
+        "ddl_streamed_subxact",
+        &["format-version", "3", "streaming", "on"],
+    ));
+    let ddl = streamed
+        .iter()
+        .find(|o| o["action"] == "DDL")
+        .unwrap_or_else(|| panic!("the DDL event streamed: {}", summary(&streamed)));
+    let top = streamed
+        .iter()
+        .find(|o| o["action"] == "S")
+        .and_then(|o| o["xid"].as_u64())
+        .expect("a streamed block");
+    let in_savepoint = ddl["xid"].as_u64().expect("xid");
+    assert_ne!(
+        in_savepoint, top,
+        "the savepoint's xid, not the top level's"
+    );
+    exec(
+        &mut writer,
+        "rollback to s; release savepoint s;
+         insert into big select i, repeat('z', 100) from generate_series(1, 2000) i;
+         commit",
+    );
+    let all = get3(&mut c, "ddl_streamed_subxact", &["streaming", "on"]);
+    exec(&mut c, "reset logical_decoding_work_mem");
+    assert!(
+        all.iter()
+            .any(|o| o["action"] == "A" && o["subxid"].as_u64() == Some(in_savepoint)),
+        "the savepoint's rollback is an A for {in_savepoint}: {}",
+        summary(&all)
+    );
+    assert!(
+        all.iter()
+            .any(|o| o["action"] == "C" && o["xid"].as_u64() == Some(top)),
+        "the transaction commits: {}",
+        summary(&all)
+    );
+    drop_slot(&mut c, "ddl_streamed_subxact");
+}

@@ -14,7 +14,12 @@ use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
 struct Latin1;
 impl ToUtf8 for Latin1 {
     fn convert(&mut self, src: &[u8], out: &mut Vec<u8>) -> usize {
-        out.extend_from_slice(src.iter().map(|&b| b as char).collect::<String>().as_bytes());
+        out.extend_from_slice(
+            src.iter()
+                .map(|&b| b as char)
+                .collect::<String>()
+                .as_bytes(),
+        );
         src.len()
     }
 }
@@ -37,8 +42,14 @@ fuzz_target!(|data: &[u8]| {
         0 => Kind::Int32,
         1 => Kind::Float64,
         2 => Kind::Bool,
-        3 => Kind::Numeric { precision: Some(10), scale: Some(small) },
-        4 => Kind::Numeric { precision: None, scale: None },
+        3 => Kind::Numeric {
+            precision: Some(10),
+            scale: Some(small),
+        },
+        4 => Kind::Numeric {
+            precision: None,
+            scale: None,
+        },
         5 => Kind::Money,
         6 => Kind::Text,
         7 => Kind::Bytea,
@@ -51,25 +62,37 @@ fuzz_target!(|data: &[u8]| {
         14 => Kind::TimestampTz { precision: small },
         15 => Kind::Interval,
         16 => Kind::BitBool,
-        17 => Kind::Bits { length: Some(small) },
+        17 => Kind::Bits {
+            length: Some(small),
+        },
         18 => Kind::Point,
         19 => Kind::Hstore,
         20 => Kind::Unknown { java_numbers: true },
-        21 => Kind::Unknown { java_numbers: false },
+        21 => Kind::Unknown {
+            java_numbers: false,
+        },
         22 => Kind::Array(Box::new(Kind::Int32)),
         _ => Kind::UserDefined,
     };
     let opts = DebeziumOptions {
-        decimal_handling_mode: [DecimalMode::Precise, DecimalMode::Double, DecimalMode::String]
-            [(mode_byte % 3) as usize],
+        decimal_handling_mode: [
+            DecimalMode::Precise,
+            DecimalMode::Double,
+            DecimalMode::String,
+        ][(mode_byte % 3) as usize],
         time_precision_mode: [
             TimePrecisionMode::Adaptive,
             TimePrecisionMode::AdaptiveTimeMicroseconds,
             TimePrecisionMode::Connect,
         ][(mode_byte / 3 % 3) as usize],
-        binary_handling_mode: [BinaryMode::Bytes, BinaryMode::Base64, BinaryMode::Base64UrlSafe, BinaryMode::Hex]
-            [(mode_byte / 9 % 4) as usize],
-        interval_handling_mode: [IntervalMode::Numeric, IntervalMode::String][(mode_byte / 36 % 2) as usize],
+        binary_handling_mode: [
+            BinaryMode::Bytes,
+            BinaryMode::Base64,
+            BinaryMode::Base64UrlSafe,
+            BinaryMode::Hex,
+        ][(mode_byte / 9 % 4) as usize],
+        interval_handling_mode: [IntervalMode::Numeric, IntervalMode::String]
+            [(mode_byte / 36 % 2) as usize],
         hstore_handling_mode: [HstoreMode::Json, HstoreMode::Map][(mode_byte / 72 % 2) as usize],
         ..DebeziumOptions::default()
     };
@@ -101,9 +124,8 @@ fuzz_target!(|data: &[u8]| {
     if matches!(value, Value::Float(_)) {
         return;
     }
-    serde_json::from_slice::<serde_json::Value>(&out).unwrap_or_else(|e| {
-        panic!("{kind:?} {value:?}: {e}: {}", String::from_utf8_lossy(&out))
-    });
+    serde_json::from_slice::<serde_json::Value>(&out)
+        .unwrap_or_else(|e| panic!("{kind:?} {value:?}: {e}: {}", String::from_utf8_lossy(&out)));
     let mut ascii = Vec::new();
     push_ascii_json(&mut ascii, &out, &mut Latin1, &mut Vec::new());
     assert!(ascii.is_ascii());

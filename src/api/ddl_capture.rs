@@ -187,6 +187,7 @@ pub fn capture(fired: Fired) {
         objects: &found.objects,
         relations: &found.relations,
         publications: &found.publications,
+        xid: session::current_xid(),
     });
     // In the command's transaction, decoded where it commits.
     logical_message::emit_transactional(

@@ -93,6 +93,26 @@ impl<'a> Txn<'a> {
         self.0.xid.into_inner()
     }
 
+    /// Whether `xid` is this transaction's or one of its subtransactions'
+    /// (those the reorder buffer knows of).
+    pub fn has_xid(self, xid: u32) -> bool {
+        if self.xid() == xid {
+            return true;
+        }
+        // SAFETY: a transaction's `subtxns` is a valid dlist (dlist_init'ed
+        // with it) linking its subtransactions through their `node` member;
+        // ReorderBufferCleanupTXN unlinks a subtransaction before freeing
+        // it, so every element is live while `self.0` is (the callback's
+        // transaction, construction invariant).
+        unsafe {
+            port::dlist_elements::<pg_sys::ReorderBufferTXN>(
+                &self.0.subtxns,
+                std::mem::offset_of!(pg_sys::ReorderBufferTXN, node),
+            )
+            .any(|sub| (*sub).xid.into_inner() == xid)
+        }
+    }
+
     /// The top-level transaction's xid (its own when it is top-level).
     pub fn top_xid(self) -> u32 {
         let top = self.0.toptxn;

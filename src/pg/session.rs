@@ -18,6 +18,12 @@ pub fn with_current_query<R>(f: impl FnOnce(Option<&CStr>) -> R) -> R {
     f(query)
 }
 
+/// The current (sub)transaction's xid, 0 when it has none yet.
+pub fn current_xid() -> u32 {
+    // SAFETY: reads the current transaction state; assigns nothing.
+    unsafe { pg_sys::GetCurrentTransactionIdIfAny() }.into_inner()
+}
+
 /// The current role's name (`current_user`), in the server's encoding.
 pub fn current_user_name() -> Vec<u8> {
     // SAFETY: the current user exists (noerr = false raises an ERROR if it

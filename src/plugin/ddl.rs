@@ -98,8 +98,17 @@ pub fn decode_ddl(
     if let Route::Skip(_) = decision {
         return true;
     }
+    // In a streamed block, the (sub)transaction that ran the command, as a
+    // change names its own: a consumer drops the event with a rolled-back
+    // savepoint (an `A` of that subtransaction). An xid the transaction
+    // does not know (a forged message) is not taken.
     let stream_xid = match txn {
-        Some(txn) if streamed => Some(txn.xid()),
+        Some(txn) if streamed => Some(
+            event
+                .xid
+                .filter(|&xid| txn.has_xid(xid))
+                .unwrap_or(txn.xid()),
+        ),
         _ => None,
     };
     // Per table, the columns the consumer is shown: a publication's column

@@ -108,6 +108,10 @@ pub struct Message<'a> {
     /// For a DROP: the publications that published a dropped table, a JSON
     /// array of strings.
     pub publications: &'a [u8],
+    /// The (sub)transaction that ran the command (0: none has an xid): the
+    /// decoder gives a streamed event the subtransaction's xid, so that a
+    /// consumer drops it with a rolled-back savepoint.
+    pub xid: u32,
 }
 
 /// The message's content (what [`parse`] reads), in the server's
@@ -156,6 +160,8 @@ pub fn write(m: &Message<'_>) -> Vec<u8> {
     }
     out.extend_from_slice(b"],\"publications\":");
     out.extend_from_slice(m.publications);
+    out.extend_from_slice(b",\"xid\":");
+    push_u64(&mut out, m.xid.into());
     out.push(b'}');
     out
 }
@@ -368,6 +374,9 @@ pub struct DdlEvent {
     pub relations: Vec<u32>,
     /// For a DROP: the publications that published a table it dropped.
     pub publications: Vec<Vec<u8>>,
+    /// The (sub)transaction that ran the command, when the message says
+    /// (and it had an xid).
+    pub xid: Option<u32>,
 }
 
 impl DdlEvent {
@@ -480,6 +489,10 @@ pub fn parse(content: &[u8]) -> Option<DdlEvent> {
         search_path: required(b"search_path")?,
         objects: objects.iter().map(object).collect::<Option<Vec<_>>>()?,
         relations,
+        xid: match member(&m, b"xid") {
+            None => None,
+            Some(v) => integer::<u32>(v)?.filter(|&x| x != 0),
+        },
     })
 }
 
@@ -506,6 +519,7 @@ mod tests {
             objects,
             relations,
             publications: b"[]",
+            xid: 0,
         }
     }
 
@@ -522,7 +536,7 @@ mod tests {
             b"{\"event\":\"ddl_command_end\",\"tag\":\"CREATE TABLE\",\
 \"command\":\"create table \\\"t\\\" (a int);\\n\",\"command_truncated\":false,\
 \"command_redacted\":false,\"role\":\"alice\",\"search_path\":\"\\\"$user\\\", public\",\
-\"objects\":[{\"type\":\"table\"}],\"relations\":[16384,16390],\"publications\":[]}"
+\"objects\":[{\"type\":\"table\"}],\"relations\":[16384,16390],\"publications\":[],\"xid\":0}"
                 .to_vec()
         );
     }
@@ -618,6 +632,7 @@ mod tests {
                 objects: &objects,
                 relations: &relations,
                 publications: b"[\"p\"]",
+                xid: objid,
             };
             let e = parse(&write(&m)).expect("what write writes parses");
             prop_assert_eq!(e.is_drop(), drop);
@@ -629,6 +644,7 @@ mod tests {
             prop_assert_eq!(e.objects[0].identity.as_deref(), Some(&identity[..]));
             prop_assert_eq!(e.objects[0].oid, Some(objid));
             prop_assert_eq!(e.objects[0].subid, Some(subid));
+            prop_assert_eq!(e.xid, (objid != 0).then_some(objid));
         }
 
         /// Arbitrary bytes never panic the parser.

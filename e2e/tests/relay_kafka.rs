@@ -1,0 +1,300 @@
+//! pubjson-relay into a Kafka-protocol broker (tansu, memory only, so it
+//! is never restarted; its transactions are not isolated, and the relay
+//! does not use them): the idempotent producer with acks=all, at least
+//! once across a drained restart and through relay kills, an immediate
+//! PostgreSQL restart and a frozen broker, every duplicate caught by the
+//! documented rule (docs/relay.md),
+//! each key on one partition in commit order, the replica equal to the
+//! table.
+
+use pubjson_e2e::brokers::Tansu;
+use pubjson_e2e::relay::{
+    assert_no_duplicates, build_replica, conninfo, create_workload_table, drop_kafka_duplicates,
+    read_kafka, run_workload, seed, source_rows, wait_caught_up, Record, RelayProcess, Replica,
+    Workload,
+};
+use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What happens to the relay while the workload runs.
+#[derive(PartialEq)]
+enum Faults {
+    /// Stopped once with SIGTERM (a drained restart).
+    Drained,
+    /// Killed (SIGKILL) at random points, then PostgreSQL restarted
+    /// immediately.
+    Killed,
+}
+
+/// A workload into tansu through the relay, then the broker read back.
+fn run_kafka(faults: Faults) {
+    let cluster = Place::new("relay-kafka", 54391).take();
+    let server = cluster.server();
+    let db = "relay_kafka";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    let dir = scratch_dir("relay-kafka");
+    let tansu = Tansu::start(&dir.join("tansu"));
+    let config = format!(
+        r#"
+[source]
+conninfo = "{conn} options='-c logical_decoding_work_mem=64kB'"
+slot = "relay_kafka"
+create_slot = true
+[source.options]
+streaming = "on"
+[broker]
+kind = "kafka"
+[kafka]
+brokers = "{bootstrap}"
+delivery_timeout = "20s"
+[relay]
+reconnect_max = "2s"
+"#,
+        conn = conninfo(&server, db),
+        bootstrap = tansu.bootstrap()
+    );
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(120));
+    let seed = seed();
+    let stop = AtomicBool::new(false);
+    let kills = if soak() { 30 } else { 5 };
+    let stats = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            run_workload(
+                &server,
+                &Workload {
+                    db,
+                    table: "t",
+                    seed,
+                    large: 2000,
+                    two_phase: true,
+                    truncates: true,
+                },
+                &stop,
+            )
+        });
+        let mut rng = SeededRng::new(seed ^ 0x6b61);
+        if faults == Faults::Killed {
+            for _ in 0..kills {
+                std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+                relay.restart();
+            }
+            relay.wait_healthy(Duration::from_secs(120));
+            cluster.pg_ctl_restart("immediate");
+            relay.wait_healthy(Duration::from_secs(120));
+            // The broker unreachable: frozen (SIGSTOP), its connections open.
+            tansu.freeze();
+            std::thread::sleep(Duration::from_secs(if soak() { 30 } else { 10 }));
+            tansu.thaw();
+        } else {
+            std::thread::sleep(Duration::from_millis(2000 + rng.below(2000)));
+            let status = relay.terminate(Duration::from_secs(60));
+            assert!(status.success(), "exit {status}: {}", relay.log_text());
+            std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
+            relay.restart();
+        }
+        relay.wait_healthy(Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("workload")
+    });
+    eprintln!("workload: {stats:?}");
+    assert!(stats.large > 0 && stats.transactions > 50, "{stats:?}");
+    let mut client = server.connect_retrying(db, Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_kafka", Duration::from_secs(180));
+    let source = source_rows(&mut client, "t", &["id"]);
+    assert!(!source.is_empty(), "nothing to compare");
+    // The broker read until its contents match the table (bounded): what
+    // a partition exposes can trail what it acknowledged for a moment.
+    let mut attempt = 0;
+    let started = Instant::now();
+    loop {
+        attempt += 1;
+        let records = read_kafka(&tansu.bootstrap(), "pubjson.relay_kafka.");
+        match check_kafka(records, &source) {
+            Ok(()) => break,
+            Err(e) if started.elapsed() < Duration::from_secs(60) => {
+                eprintln!("read {attempt}: {e}");
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    if attempt > 1 {
+        eprintln!("the broker matched the table at read {attempt}");
+    }
+    wait_for("no unacknowledged events", Duration::from_secs(30), || {
+        relay.metric("pubjson_relay_unacknowledged_events") == Some(0.0)
+    });
+    assert!(
+        relay.terminate(Duration::from_secs(60)).success(),
+        "{}",
+        relay.log_text()
+    );
+    pubjson_e2e::drop_slot(&mut client, "relay_kafka");
+}
+
+/// Inserts in small transactions, read back: every row on one partition
+/// by its key, with its identity header, none missing.
+#[test]
+fn delivers_inserts_keyed_with_their_identity() {
+    let server = pubjson_e2e::Server::main();
+    let db = "relay_kafka_inserts";
+    let mut client = server.fresh_database(db);
+    client
+        .batch_execute("CREATE TABLE \"Order Lines\" (id int PRIMARY KEY, v text)")
+        .expect("table");
+    client
+        .batch_execute(
+            "SELECT pg_create_logical_replication_slot('relay_kafka_inserts', 'pubjson')",
+        )
+        .expect("slot");
+    let dir = scratch_dir("relay-kafka-inserts");
+    let tansu = Tansu::start(&dir.join("tansu"));
+    let config = format!(
+        "[source]\nconninfo = \"{}\"\nslot = \"relay_kafka_inserts\"\n[broker]\nkind = \"kafka\"\n[kafka]\nbrokers = \"{}\"\n",
+        conninfo(&server, db),
+        tansu.bootstrap()
+    );
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(120));
+    for b in 0..50 {
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"Order Lines\" SELECT g, 'v' || g FROM generate_series({}, {}) g",
+                b * 100 + 1,
+                b * 100 + 100
+            ))
+            .expect("insert");
+    }
+    wait_caught_up(&mut client, "relay_kafka_inserts", Duration::from_secs(120));
+    // The table's name escaped into the topic.
+    let topic = "pubjson.relay_kafka_inserts.public.Order-20Lines";
+    let records = read_kafka(&tansu.bootstrap(), topic);
+    assert_eq!(relay.metric("pubjson_relay_events_total"), Some(5000.0));
+    let source = source_rows(&mut client, "\"Order Lines\"", &["id"]);
+    assert_eq!(source.len(), 5000);
+    let (kept, dropped) = drop_kafka_duplicates(records);
+    assert_eq!(dropped, 0);
+    assert_no_duplicates(&kept);
+    let mut partitions = std::collections::BTreeSet::new();
+    for r in &kept {
+        let id = r.object["new"]["id"].as_i64().expect("id");
+        assert_eq!(
+            r.key.as_deref(),
+            Some(format!("{{\"id\":{id}}}").as_str()),
+            "{r:?}"
+        );
+        assert!(
+            r.position().is_some() && r.relay.as_deref() == Some("relay_kafka_inserts"),
+            "{r:?}"
+        );
+        partitions.insert(r.partition);
+    }
+    assert!(
+        partitions.len() > 1,
+        "keys spread over partitions: {partitions:?}"
+    );
+    let replica = build_replica(&kept, &|_| vec!["id".to_string()]);
+    let got = replica
+        .get("public.Order Lines")
+        .cloned()
+        .unwrap_or_default();
+    let missing: Vec<_> = source
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(10)
+        .collect();
+    assert!(
+        got == source,
+        "{} of {} rows read back from {} records; missing {missing:?}",
+        got.len(),
+        source.len(),
+        kept.len()
+    );
+    assert!(
+        relay.terminate(Duration::from_secs(60)).success(),
+        "{}",
+        relay.log_text()
+    );
+    pubjson_e2e::drop_slot(&mut client, "relay_kafka_inserts");
+}
+
+#[test]
+fn at_least_once_across_a_drained_restart() {
+    run_kafka(Faults::Drained);
+}
+
+#[test]
+fn at_least_once_through_relay_kills_a_restart_and_a_frozen_broker() {
+    run_kafka(Faults::Killed);
+}
+
+/// The records, their duplicates dropped by the rule, checked: no event
+/// twice, each key on one partition, the replica equal to `source`.
+fn check_kafka(records: Vec<Record>, source: &pubjson_e2e::relay::Rows) -> Result<(), String> {
+    let total = records.len();
+    let (kept, dropped) = drop_kafka_duplicates(records);
+    eprintln!("{total} records, {dropped} duplicates dropped by the rule");
+    assert_no_duplicates(&kept);
+    // A key stays on one partition.
+    let mut partition_of: HashMap<String, i32> = HashMap::new();
+    for r in kept.iter().filter(|r| r.key.is_some()) {
+        let p = *partition_of
+            .entry(r.key.clone().unwrap_or_default())
+            .or_insert(r.partition);
+        assert_eq!(p, r.partition, "key {:?} on two partitions", r.key);
+    }
+    // Each partition's records replayed on their own (a truncate reaches
+    // every partition), then put together.
+    let mut by_partition: BTreeMap<(String, i32), Vec<Record>> = BTreeMap::new();
+    for r in kept {
+        by_partition
+            .entry((r.dest.clone(), r.partition))
+            .or_default()
+            .push(r);
+    }
+    let mut replica = Replica::new();
+    for records in by_partition.values() {
+        for (table, rows) in build_replica(records, &|_| vec!["id".to_string()]) {
+            replica.entry(table).or_default().extend(rows);
+        }
+    }
+    let all: Vec<Record> = by_partition.values().flatten().cloned().collect();
+    let got = replica.remove("public.t").unwrap_or_default();
+    let missing: Vec<_> = source
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !source.contains_key(*k))
+        .take(5)
+        .collect();
+    let about = |k: &String| -> Vec<String> {
+        let id: i64 = k
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .unwrap_or(-1);
+        all.iter()
+            .filter(|r| {
+                r.object["new"]["id"].as_i64() == Some(id)
+                    || r.object["old"]["id"].as_i64() == Some(id)
+            })
+            .map(|r| format!("[{}] {:?} {}", r.partition, r.event, r.object))
+            .collect()
+    };
+    if missing.is_empty() && extra.is_empty() && *source == got {
+        return Ok(());
+    }
+    Err(format!(
+        "the replica differs from t ({} rows, replica {}): missing {missing:?}, extra {extra:?}; records of the first: {:#?}",
+        source.len(),
+        got.len(),
+        missing.first().or(extra.first()).map(|k| about(k)).unwrap_or_default()
+    ))
+}

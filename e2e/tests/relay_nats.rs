@@ -1,0 +1,556 @@
+//! pubjson-relay into NATS JetStream (a real nats-server with file
+//! storage): exactly once through relay kills, broker restarts, an
+//! immediate PostgreSQL restart and a frozen broker, the replica read back
+//! from the stream equal to the table; an idle slot's WAL released; bad
+//! configurations refused; SIGTERM drains; the unreachable broker waited
+//! for; two relays on disjoint row filters. docs/relay.md describes the
+//! guarantee these tests prove.
+
+use pubjson_e2e::brokers::Nats;
+use pubjson_e2e::relay::{
+    assert_no_duplicates, build_replica, conninfo, create_workload_table, read_jetstream,
+    run_relay, run_workload, seed, source_rows, wait_caught_up, RelayProcess, Replica, Workload,
+};
+use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng, Server};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn nats_config(server: &Server, db: &str, slot: &str, url: &str, extra: &str) -> String {
+    format!(
+        r#"
+[source]
+conninfo = "{conn}"
+slot = "{slot}"
+create_slot = true
+{extra}
+[broker]
+kind = "nats"
+[nats]
+url = "{url}"
+ack_timeout = "10s"
+[topics]
+transactions = "pubjson.{{database}}.tx"
+[relay]
+reconnect_max = "2s"
+"#,
+        conn = conninfo(server, db)
+    )
+}
+
+fn key_id(_: &str) -> Vec<String> {
+    vec!["id".to_string()]
+}
+
+/// The committed events of the stream are in strictly increasing
+/// `(lsn, index)` order: commit order, and no event twice.
+fn assert_commit_order(records: &[pubjson_e2e::relay::Record]) {
+    let mut last = None;
+    for r in records {
+        if let Some(p) = r.position() {
+            assert!(
+                last < Some(p),
+                "event {:?} after {:?}: {r:?}",
+                r.event,
+                last
+            );
+            last = Some(p);
+        }
+    }
+}
+
+fn compare(replica: &Replica, table: &str, client: &mut postgres::Client) {
+    let source = source_rows(client, table, &["id"]);
+    let empty = Default::default();
+    let got = replica.get(&format!("public.{table}")).unwrap_or(&empty);
+    let missing: Vec<_> = source
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !source.contains_key(*k))
+        .take(5)
+        .collect();
+    let differ: Vec<_> = source
+        .iter()
+        .filter(|(k, v)| got.get(*k).is_some_and(|g| g != *v))
+        .take(3)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "the replica differs from {table} ({} rows, replica {}): missing {missing:?}, extra {extra:?}, different {differ:?}",
+        source.len(),
+        got.len()
+    );
+    assert!(
+        !source.is_empty(),
+        "the workload left {table} empty: nothing compared"
+    );
+}
+
+/// The slot's WAL is released once the relay has caught up: the retained
+/// WAL falls under 16 MB (a running-xacts record moves restart_lsn on).
+fn wait_wal_released(client: &mut postgres::Client, slot: &str) {
+    wait_for(
+        "the slot's retained WAL under 16 MB",
+        Duration::from_secs(120),
+        || {
+            let _ = client.batch_execute("CHECKPOINT");
+            client
+            .query_one(
+                "SELECT pg_current_wal_lsn() - restart_lsn < 16 * 1024 * 1024 FROM pg_replication_slots WHERE slot_name = $1",
+                &[&slot],
+            )
+            .map(|r| r.get::<_, bool>(0))
+            .unwrap_or(false)
+        },
+    );
+}
+
+#[test]
+fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
+    let cluster = Place::new("relay-nats", 54390).take();
+    let server = cluster.server();
+    let db = "relay_nats";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    let dir = scratch_dir("relay-nats");
+    let mut nats = Nats::start(&dir.join("nats"));
+    // Streaming at 64 kB and two-phase decoding: large transactions are
+    // streamed, prepared ones sent at PREPARE.
+    let config = nats_config(
+        &server,
+        db,
+        "relay_nats",
+        &nats.url(),
+        "two_phase = true\n[source.options]\nstreaming = \"on\"\ntwo_phase = \"on\"",
+    )
+    .replace(
+        "dbname=relay_nats",
+        "dbname=relay_nats options='-c logical_decoding_work_mem=64kB'",
+    );
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(120));
+
+    let seed = seed();
+    let stop = AtomicBool::new(false);
+    let kills = if soak() { 30 } else { 5 };
+    let stats = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            run_workload(
+                &server,
+                &Workload {
+                    db,
+                    table: "t",
+                    seed,
+                    large: 3000,
+                    two_phase: true,
+                    truncates: true,
+                },
+                &stop,
+            )
+        });
+        let mut rng = SeededRng::new(seed ^ 0x5eed);
+        // kill -9 at random points: mid-transaction, mid-batch, between an
+        // acknowledgement and the confirmation.
+        for _ in 0..kills {
+            std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
+            relay.restart();
+        }
+        relay.wait_healthy(Duration::from_secs(120));
+        // The broker restarts (JetStream keeps its file store).
+        nats.restart();
+        std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
+        // PostgreSQL restarts without a checkpoint.
+        cluster.pg_ctl_restart("immediate");
+        relay.wait_healthy(Duration::from_secs(120));
+        // The broker unreachable for 30 s: frozen, its connections open.
+        nats.freeze();
+        let frozen = Instant::now();
+        wait_for(
+            "the relay to report the frozen broker",
+            Duration::from_secs(60),
+            || relay.get("/health").is_some_and(|(code, _)| code == 503),
+        );
+        std::thread::sleep(Duration::from_secs(30).saturating_sub(frozen.elapsed()));
+        nats.thaw();
+        relay.wait_healthy(Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("workload")
+    });
+    eprintln!("workload: {stats:?}");
+    assert!(
+        stats.large > 0 && stats.prepared > 0 && stats.transactions > 50,
+        "{stats:?}"
+    );
+    let mut client = server.connect_retrying(db, Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_nats", Duration::from_secs(180));
+    let records = read_jetstream(&nats.url(), "PUBJSON");
+    assert_no_duplicates(&records);
+    assert_commit_order(&records);
+    compare(&build_replica(&records, &key_id), "t", &mut client);
+    // Every event the stream holds was counted once by the last relay or
+    // an earlier one; none is waiting.
+    assert_eq!(
+        relay.metric("pubjson_relay_unacknowledged_events"),
+        Some(0.0)
+    );
+    wait_wal_released(&mut client, "relay_nats");
+    assert!(
+        relay.terminate(Duration::from_secs(60)).success(),
+        "{}",
+        relay.log_text()
+    );
+    pubjson_e2e::drop_slot(&mut client, "relay_nats");
+}
+
+#[test]
+fn an_idle_slot_holds_no_wal_while_another_database_writes_100_mb() {
+    let server = Server::main();
+    let db = "relay_idle";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    client
+        .batch_execute("CREATE PUBLICATION relay_idle_pub FOR TABLE t WHERE (id < 0)")
+        .expect("publication");
+    let dir = scratch_dir("relay-idle");
+    let nats = Nats::start(&dir.join("nats"));
+    // Filtered: the publication's row filter passes nothing of t.
+    let config = nats_config(
+        &server,
+        db,
+        "relay_idle",
+        &nats.url(),
+        "[source.options]\npublication_names = \"relay_idle_pub\"",
+    );
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(60));
+    client
+        .batch_execute("INSERT INTO t SELECT g, 0, 'filtered', 'x' FROM generate_series(1, 1000) g")
+        .expect("insert");
+    // A slot nobody reads, for comparison.
+    client
+        .batch_execute("SELECT pg_create_logical_replication_slot('relay_idle_unread', 'pubjson')")
+        .expect("slot");
+    let mut other = server.fresh_database("relay_idle_other");
+    other
+        .batch_execute(
+            "CREATE TABLE w (id int, pad text);
+             INSERT INTO w SELECT g, repeat('w', 1000) FROM generate_series(1, 100000) g;",
+        )
+        .expect("100 MB of WAL");
+    let retained = |c: &mut postgres::Client, slot: &str| -> i64 {
+        c.query_one(
+            "SELECT (pg_current_wal_lsn() - restart_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .expect("retained WAL")
+        .get(0)
+    };
+    assert!(retained(&mut client, "relay_idle_unread") > 100_000_000);
+    wait_caught_up(&mut client, "relay_idle", Duration::from_secs(120));
+    wait_wal_released(&mut client, "relay_idle");
+    assert!(read_jetstream(&nats.url(), "PUBJSON")
+        .iter()
+        .all(|r| r.action() != "I"));
+    assert!(relay.terminate(Duration::from_secs(60)).success());
+    pubjson_e2e::drop_slot(&mut client, "relay_idle_unread");
+    pubjson_e2e::drop_slot(&mut client, "relay_idle");
+}
+
+#[test]
+fn refuses_bad_configuration_with_clear_messages() {
+    let server = Server::main();
+    let db = "relay_conf";
+    let mut client = server.fresh_database(db);
+    client
+        .batch_execute(
+            "SELECT pg_create_logical_replication_slot('relay_conf_td', 'test_decoding');
+             DROP ROLE IF EXISTS relay_norepl; CREATE ROLE relay_norepl LOGIN;",
+        )
+        .expect("setup");
+    let conn = conninfo(&server, db);
+    let dir = scratch_dir("relay-conf");
+    let nats = Nats::start(&dir.join("nats"));
+    let url = nats.url();
+    let t = Duration::from_secs(60);
+    let base = |slot: &str| {
+        vec![
+            "--source".to_string(),
+            conn.clone(),
+            "--slot".into(),
+            slot.into(),
+            "--nats-url".into(),
+            url.clone(),
+        ]
+    };
+    let run = |extra: &[&str], slot: &str| {
+        let mut args = base(slot);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_relay(&refs, &[], t)
+    };
+    let (code, out) = run(&["--broker", "rabbitmq"], "relay_conf_x");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("unknown broker \"rabbitmq\""), "{out}");
+    let (code, out) = run(&["--broker", "nats"], "relay_conf_missing");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("replication slot \"relay_conf_missing\" does not exist"),
+        "{out}"
+    );
+    let (code, out) = run(&["--broker", "nats"], "relay_conf_td");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("uses the output plugin \"test_decoding\", not pubjson"),
+        "{out}"
+    );
+    let no_repl = conn.replace("user=postgres", "user=relay_norepl");
+    let (code, out) = run_relay(
+        &[
+            "--source",
+            &no_repl,
+            "--slot",
+            "relay_conf_x",
+            "--broker",
+            "nats",
+            "--nats-url",
+            &url,
+        ],
+        &[],
+        t,
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("42501") && out.contains("REPLICATION"),
+        "{out}"
+    );
+    let (code, out) = run(
+        &["--broker", "nats", "-o", "format-version=2"],
+        "relay_conf_td",
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("format-version"), "{out}");
+    let (code, out) = run_relay(&["--slot", "Bad-Name", "--broker", "nats"], &[], t);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("slot name \"Bad-Name\" is invalid"), "{out}");
+    // A plugin option pubjson refuses: PostgreSQL's error, with its SQLSTATE.
+    client
+        .batch_execute("SELECT pg_create_logical_replication_slot('relay_conf_ok', 'pubjson')")
+        .expect("slot");
+    let (code, out) = run(
+        &["--broker", "nats", "-o", "include-xids=1"],
+        "relay_conf_ok",
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("22023") && out.contains("include-xids"),
+        "{out}"
+    );
+    for line in out.lines() {
+        assert!(!line.contains("panicked"), "{out}");
+    }
+    pubjson_e2e::drop_slot(&mut client, "relay_conf_td");
+    pubjson_e2e::drop_slot(&mut client, "relay_conf_ok");
+}
+
+#[test]
+fn waits_for_an_unreachable_broker_then_delivers() {
+    let server = Server::main();
+    let db = "relay_wait";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    let dir = scratch_dir("relay-wait");
+    // A port nothing listens on yet.
+    let port = pubjson_e2e::brokers::free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    client
+        .batch_execute("SELECT pg_create_logical_replication_slot('relay_wait', 'pubjson')")
+        .expect("slot");
+    let config = nats_config(&server, db, "relay_wait", &url, "");
+    let relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    wait_for(
+        "the relay to retry the broker",
+        Duration::from_secs(60),
+        || {
+            relay
+                .metric("pubjson_relay_reconnects_total")
+                .unwrap_or(0.0)
+                >= 2.0
+        },
+    );
+    let (code, body) = relay.get("/health").expect("health endpoint");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("cannot connect to NATS"), "{body}");
+    client
+        .batch_execute("INSERT INTO t VALUES (1, 1, 'before', 'x')")
+        .expect("insert");
+    // The broker comes up on that port.
+    let _nats = Nats::start_at(&dir.join("nats"), port);
+    let mut relay = relay;
+    relay.wait_healthy(Duration::from_secs(60));
+    client
+        .batch_execute("INSERT INTO t VALUES (2, 1, 'after', 'x')")
+        .expect("insert");
+    wait_caught_up(&mut client, "relay_wait", Duration::from_secs(60));
+    let records = read_jetstream(&url, "PUBJSON");
+    compare(&build_replica(&records, &key_id), "t", &mut client);
+    assert!(relay.terminate(Duration::from_secs(60)).success());
+    pubjson_e2e::drop_slot(&mut client, "relay_wait");
+}
+
+#[test]
+fn sigterm_drains_and_confirms_what_the_broker_holds() {
+    let server = Server::main();
+    let db = "relay_term";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    let dir = scratch_dir("relay-term");
+    let nats = Nats::start(&dir.join("nats"));
+    let config = nats_config(&server, db, "relay_term", &nats.url(), "");
+    let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(60));
+    let stop = AtomicBool::new(false);
+    let confirmed = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut c = server.connect(db);
+            for i in 0..200 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                c.batch_execute(&format!(
+                    "INSERT INTO t SELECT g, 0, 'v', 'x' FROM generate_series({}, {}) g",
+                    i * 1000 + 1,
+                    i * 1000 + 1000
+                ))
+                .expect("insert");
+            }
+        });
+        // Terminated while events are in flight.
+        wait_for("events flowing", Duration::from_secs(60), || {
+            relay.metric("pubjson_relay_events_total").unwrap_or(0.0) > 5000.0
+        });
+        let status = relay.terminate(Duration::from_secs(60));
+        assert!(status.success(), "exit {status}: {}", relay.log_text());
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("writer");
+        let confirmed: String = client
+            .query_one("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'relay_term'", &[])
+            .expect("slot")
+            .get(0);
+        pubjson_e2e::lsn(&confirmed)
+    });
+    assert!(
+        relay.log_text().contains("confirmed"),
+        "{}",
+        relay.log_text()
+    );
+    // The drain confirmed every transaction whose end the broker holds.
+    let records = read_jetstream(&nats.url(), "PUBJSON");
+    let last_end = records
+        .iter()
+        .filter(|r| r.action() == "C")
+        .map(|r| pubjson_e2e::lsn(r.object["nextlsn"].as_str().expect("nextlsn")))
+        .max()
+        .expect("a transaction reached the broker");
+    assert!(
+        confirmed >= last_end,
+        "the slot confirmed {confirmed:X}, before the end of the last transaction in the stream {last_end:X}"
+    );
+    // A new relay goes on from there: the table arrives whole.
+    let mut relay = RelayProcess::start(&dir.join("relay2"), &config, &[], &[]);
+    relay.wait_healthy(Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_term", Duration::from_secs(120));
+    let records = read_jetstream(&nats.url(), "PUBJSON");
+    assert_no_duplicates(&records);
+    compare(&build_replica(&records, &key_id), "t", &mut client);
+    assert!(relay.terminate(Duration::from_secs(60)).success());
+    pubjson_e2e::drop_slot(&mut client, "relay_term");
+}
+
+#[test]
+fn two_relays_on_disjoint_row_filters_make_the_whole_table() {
+    let server = Server::main();
+    let db = "relay_scale";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    client
+        .batch_execute(
+            "CREATE PUBLICATION relay_even FOR TABLE t WHERE (id % 2 = 0);
+             CREATE PUBLICATION relay_odd FOR TABLE t WHERE (id % 2 <> 0);",
+        )
+        .expect("publications");
+    let dir = scratch_dir("relay-scale");
+    let nats = Nats::start(&dir.join("nats"));
+    let mut relays: Vec<RelayProcess> = [("relay_even", "relay_even"), ("relay_odd", "relay_odd")]
+        .iter()
+        .map(|(slot, publication)| {
+            let config = nats_config(
+                &server,
+                db,
+                slot,
+                &nats.url(),
+                &format!("[source.options]\npublication_names = \"{publication}\""),
+            );
+            RelayProcess::start(&dir.join(slot), &config, &[], &[])
+        })
+        .collect();
+    for r in &mut relays {
+        r.wait_healthy(Duration::from_secs(60));
+    }
+    let stop = AtomicBool::new(false);
+    let seed = seed();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            run_workload(
+                &server,
+                &Workload {
+                    db,
+                    table: "t",
+                    seed,
+                    large: 500,
+                    two_phase: false,
+                    truncates: false,
+                },
+                &stop,
+            )
+        });
+        std::thread::sleep(Duration::from_secs(8));
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("workload")
+    });
+    for slot in ["relay_even", "relay_odd"] {
+        wait_caught_up(&mut client, slot, Duration::from_secs(120));
+    }
+    let records = read_jetstream(&nats.url(), "PUBJSON");
+    assert_no_duplicates(&records);
+    let by = |relay: &str| {
+        records
+            .iter()
+            .filter(|r| r.relay.as_deref() == Some(relay))
+            .count()
+    };
+    assert!(
+        by("relay_even") > 0 && by("relay_odd") > 0,
+        "both relays published"
+    );
+    // Each relay's changes are its half; their union is the table.
+    for r in &records {
+        if let (Some(relay), Some(id)) = (
+            r.relay.as_deref(),
+            r.object["new"]["id"]
+                .as_i64()
+                .or(r.object["old"]["id"].as_i64()),
+        ) {
+            assert_eq!(relay == "relay_even", id % 2 == 0, "{r:?}");
+        }
+    }
+    compare(&build_replica(&records, &key_id), "t", &mut client);
+    for mut r in relays {
+        assert!(r.terminate(Duration::from_secs(60)).success());
+    }
+    pubjson_e2e::drop_slot(&mut client, "relay_even");
+    pubjson_e2e::drop_slot(&mut client, "relay_odd");
+}

@@ -1,0 +1,541 @@
+//! The relay's loop: read the slot, publish every event, and confirm to
+//! PostgreSQL a position only once the broker has acknowledged every
+//! event before it (acknowledgements are taken in publishing order, so
+//! the confirmed position is always behind a gap-free acknowledged
+//! prefix). Reconnects to either side with backoff; drains on shutdown.
+
+use crate::config::{BrokerKind, Settings};
+use crate::conninfo::ConnInfo;
+use crate::format::{format3::Format3, Boundary, EventId, Format};
+use crate::metrics::Metrics;
+use crate::pg::{quote_ident, PgConnection, PgError, Replication, ReplicationStream};
+use crate::route::{Naming, Router};
+use crate::sink::{stream_subjects, Acked, KafkaSink, NatsSink, Sink, SinkError};
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
+
+/// Why the relay stopped for good.
+#[derive(Debug)]
+pub struct Fatal(pub String);
+
+impl fmt::Display for Fatal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+enum SessionError {
+    Pg(PgError),
+    Broker(SinkError),
+    Fatal(String),
+}
+
+impl From<PgError> for SessionError {
+    fn from(e: PgError) -> Self {
+        SessionError::Pg(e)
+    }
+}
+
+enum SessionEnd {
+    Shutdown,
+    ServerEnded,
+}
+
+/// One entry of the acknowledgement queue.
+struct Done {
+    acked: Option<Acked>,
+    events: u64,
+    bytes: u64,
+    boundary: Option<Boundary>,
+}
+
+type Pending = Pin<Box<dyn Future<Output = Result<Done, SinkError>> + Send>>;
+
+pub struct Relay {
+    settings: Settings,
+    ci: ConnInfo,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+    sink: Option<Arc<Sink>>,
+    /// Committed events up to here are in the broker already (found at
+    /// start; JetStream only).
+    skip_through: Option<EventId>,
+    scanned: bool,
+    /// The position last confirmed to PostgreSQL.
+    confirmed: u64,
+}
+
+impl Relay {
+    pub fn new(
+        settings: Settings,
+        ci: ConnInfo,
+        metrics: Arc<Metrics>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Relay {
+        Relay {
+            settings,
+            ci,
+            metrics,
+            shutdown,
+            sink: None,
+            skip_through: None,
+            scanned: false,
+            confirmed: 0,
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Sleeps `d` unless shutdown comes first; true when it did.
+    async fn pause(&mut self, d: Duration) -> bool {
+        let mut rx = self.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(d) => false,
+            _ = rx.wait_for(|s| *s) => true,
+        }
+    }
+
+    /// Runs until shutdown (Ok) or an error no retry can cure.
+    pub async fn run(mut self) -> Result<(), Fatal> {
+        // The format's options are checked before anything connects.
+        Format3::new(false)
+            .plugin_options(&self.settings.options)
+            .map_err(|e| Fatal(e.0))?;
+        let mut backoff = self.settings.reconnect_min;
+        loop {
+            if self.stopping() {
+                return Ok(());
+            }
+            if self.sink.is_none() {
+                let mut stop = self.shutdown.clone();
+                let connected = tokio::select! {
+                    c = self.connect_sink() => c,
+                    _ = stop.wait_for(|s| *s) => return Ok(()),
+                };
+                match connected {
+                    Ok(s) => {
+                        self.sink = Some(Arc::new(s));
+                        self.metrics.set_broker_ok(true);
+                    }
+                    Err(e) if e.permanent => return Err(Fatal(e.message)),
+                    Err(e) => {
+                        log::error!("{e}; retrying in {backoff:?}");
+                        self.metrics.set_problem(Some(e.message));
+                        self.metrics.set_broker_ok(false);
+                        self.metrics.reconnect("broker");
+                        if self.pause(backoff).await {
+                            return Ok(());
+                        }
+                        backoff = (backoff * 2).min(self.settings.reconnect_max);
+                        continue;
+                    }
+                }
+            }
+            let started = Instant::now();
+            let mut stop = self.shutdown.clone();
+            let grace = self.settings.drain_timeout + Duration::from_secs(5);
+            // Connecting and preparing can wait on an unresponsive server:
+            // a shutdown then ends them (streaming has its own drain).
+            let result = tokio::select! {
+                r = self.session() => r,
+                _ = async { stop.wait_for(|s| *s).await.ok(); tokio::time::sleep(grace).await } => Ok(SessionEnd::Shutdown),
+            };
+            self.metrics.set_streaming(false);
+            // A session that streamed a while resets the backoff.
+            if started.elapsed() > Duration::from_secs(10) {
+                backoff = self.settings.reconnect_min;
+            }
+            match result {
+                Ok(SessionEnd::Shutdown) => return Ok(()),
+                Ok(SessionEnd::ServerEnded) => {
+                    log::warn!("the server ended replication; reconnecting");
+                    self.metrics.reconnect("postgresql");
+                }
+                Err(SessionError::Pg(e)) if e.is_permanent() => {
+                    return Err(Fatal(explain_pg(&e, &self.settings)))
+                }
+                Err(SessionError::Pg(e)) => {
+                    log::error!("PostgreSQL: {e}; reconnecting in {backoff:?}");
+                    self.metrics.set_problem(Some(format!("PostgreSQL: {e}")));
+                    self.metrics.reconnect("postgresql");
+                }
+                Err(SessionError::Broker(e)) if e.permanent => return Err(Fatal(e.message)),
+                Err(SessionError::Broker(e)) => {
+                    log::error!("broker: {e}; reconnecting in {backoff:?}");
+                    self.metrics.broker_errors.inc();
+                    self.metrics.set_problem(Some(format!("broker: {e}")));
+                    self.metrics.set_broker_ok(false);
+                    self.metrics.reconnect("broker");
+                    if let Some(s) = self.sink.take() {
+                        s.abandon();
+                    }
+                }
+                Err(SessionError::Fatal(m)) => return Err(Fatal(m)),
+            }
+            if self.pause(backoff).await {
+                return Ok(());
+            }
+            backoff = (backoff * 2).min(self.settings.reconnect_max);
+        }
+    }
+
+    async fn connect_sink(&mut self) -> Result<Sink, SinkError> {
+        let s = &self.settings;
+        match s.broker {
+            BrokerKind::Nats => {
+                let nats = s.nats.as_ref().ok_or_else(|| SinkError {
+                    message: "no [nats] settings".into(),
+                    permanent: true,
+                })?;
+                let mut templates = vec![s.routes.table.source()];
+                for t in [
+                    &s.routes.transactions,
+                    &s.routes.messages,
+                    &s.routes.ddl,
+                    &s.routes.relations,
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    templates.push(t.source());
+                }
+                // Placeholders other than schema and table are filled in
+                // per database: the stream covers their fixed prefixes.
+                let subjects = if nats.create_stream {
+                    stream_subjects(&templates)?
+                } else {
+                    Vec::new()
+                };
+                let sink = NatsSink::connect(
+                    nats,
+                    subjects,
+                    s.max_in_flight,
+                    &s.relay_id,
+                    self.metrics.clone(),
+                )
+                .await?;
+                if !self.scanned {
+                    // Where this relay's events end in the stream: events
+                    // up to there are not sent again once JetStream's
+                    // de-duplication window no longer covers them.
+                    match sink.last_stored(&s.relay_id).await? {
+                        Some((id, stored)) => {
+                            let age = SystemTime::now().duration_since(stored).unwrap_or_default();
+                            // Within the window, message ids do the work
+                            // (and also cover events stored out of order
+                            // around a failure).
+                            if age > sink.duplicate_window() * 9 / 10 {
+                                log::info!("the stream holds this relay's events up to {id:?} (stored {age:?} ago): not sending them again");
+                                self.skip_through = Some(id);
+                            } else {
+                                log::info!("the stream holds this relay's events up to {id:?}; JetStream drops any sent again");
+                            }
+                        }
+                        None => {
+                            log::info!("no event of relay {} in stream {}", s.relay_id, nats.stream)
+                        }
+                    }
+                    self.scanned = true;
+                }
+                Ok(Sink::Nats(Box::new(sink)))
+            }
+            BrokerKind::Kafka => {
+                let kafka = s.kafka.as_ref().ok_or_else(|| SinkError {
+                    message: "no [kafka] settings".into(),
+                    permanent: true,
+                })?;
+                Ok(Sink::Kafka(
+                    KafkaSink::connect(kafka, s.max_in_flight, &s.relay_id).await?,
+                ))
+            }
+        }
+    }
+
+    /// Checks the slot (creating it if asked); its confirmed position and
+    /// the database's name.
+    async fn prepare_slot(&self, conn: &mut PgConnection) -> Result<(u64, String), SessionError> {
+        let slot = &self.settings.slot;
+        // The slot name was checked to be [a-z0-9_]: safe as a literal.
+        let sql = format!(
+            "SELECT plugin, slot_type, database, confirmed_flush_lsn, current_database() \
+             FROM pg_catalog.pg_replication_slots WHERE slot_name = '{slot}'"
+        );
+        let mut rows = conn.query(&sql).await?;
+        if rows.is_empty() {
+            if !self.settings.create_slot {
+                return Err(SessionError::Fatal(format!(
+                    "replication slot \"{slot}\" does not exist: create it (SELECT pg_create_logical_replication_slot('{slot}', 'pubjson')) or start the relay with --create-slot"
+                )));
+            }
+            let mut create = format!(
+                "CREATE_REPLICATION_SLOT {} LOGICAL pubjson (SNAPSHOT 'nothing'",
+                quote_ident(slot)
+            );
+            if self.settings.two_phase {
+                create.push_str(", TWO_PHASE");
+            }
+            create.push(')');
+            match conn.query(&create).await {
+                Ok(_) => log::info!("created replication slot \"{slot}\" with pubjson"),
+                // Created meanwhile (another relay): use it.
+                Err(PgError::Server(e)) if e.code == "42710" => {}
+                Err(e) => return Err(e.into()),
+            }
+            rows = conn.query(&sql).await?;
+        }
+        let row = rows
+            .first()
+            .ok_or_else(|| SessionError::Fatal(format!("replication slot \"{slot}\" vanished")))?;
+        let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let (plugin, kind, database, confirmed, current) =
+            (text(0), text(1), text(2), text(3), text(4));
+        if kind != "logical" {
+            return Err(SessionError::Fatal(format!(
+                "replication slot \"{slot}\" is a {kind} slot, not a logical one"
+            )));
+        }
+        if plugin != "pubjson" {
+            return Err(SessionError::Fatal(format!(
+                "replication slot \"{slot}\" uses the output plugin \"{plugin}\", not pubjson: the relay reads pubjson's format 3 (create a slot with pubjson)"
+            )));
+        }
+        if database != current {
+            return Err(SessionError::Fatal(format!(
+                "replication slot \"{slot}\" belongs to database \"{database}\", not \"{current}\": connect to that database (dbname)"
+            )));
+        }
+        Ok((crate::format::parse_lsn(&confirmed).unwrap_or(0), current))
+    }
+
+    async fn session(&mut self) -> Result<SessionEnd, SessionError> {
+        let mut conn = PgConnection::connect(&self.ci, "pubjson-relay").await?;
+        let (slot_confirmed, database) = self.prepare_slot(&mut conn).await?;
+        self.confirmed = self.confirmed.max(slot_confirmed);
+        let keys = self.settings.broker == BrokerKind::Kafka;
+        let mut format: Box<dyn Format> = Box::new(Format3::new(keys));
+        let options = format
+            .plugin_options(&self.settings.options)
+            .map_err(|e| SessionError::Fatal(e.0))?;
+        let naming = if keys { Naming::Kafka } else { Naming::Nats };
+        let mut router = Router::new(
+            self.settings.routes.clone(),
+            naming,
+            &database,
+            &self.settings.slot,
+        );
+        let mut stream = conn
+            .start_replication(&self.settings.slot, &options)
+            .await?;
+        log::info!(
+            "streaming slot \"{}\" of database \"{database}\" from {} ({})",
+            self.settings.slot,
+            crate::format::lsn_text(self.confirmed),
+            stream.peer()
+        );
+        format.session_start();
+        self.metrics.set_streaming(true);
+        self.metrics.confirmed_lsn.set(self.confirmed as i64);
+        let result = self
+            .stream_loop(&mut stream, format.as_mut(), &mut router)
+            .await;
+        match result {
+            Ok(SessionEnd::Shutdown) | Err(SessionError::Broker(_)) => {
+                stream.finish(self.confirmed, Duration::from_secs(5)).await;
+            }
+            _ => {}
+        }
+        result
+    }
+
+    async fn stream_loop(
+        &mut self,
+        stream: &mut ReplicationStream,
+        format: &mut dyn Format,
+        router: &mut Router,
+    ) -> Result<SessionEnd, SessionError> {
+        let sink = self
+            .sink
+            .clone()
+            .ok_or_else(|| SessionError::Fatal("no broker connection".into()))?;
+        let relay_id = self.settings.relay_id.clone();
+        let max_in_flight = self.settings.max_in_flight;
+        let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
+        // Commit times of the boundaries waiting for acknowledgements.
+        let mut waiting_times: VecDeque<Option<SystemTime>> = VecDeque::new();
+        let mut server_end = self.confirmed;
+        let mut events = Vec::new();
+        let mut tick = tokio::time::interval(self.settings.status_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut shutdown = self.shutdown.clone();
+        let mut sent_status = self.confirmed;
+        let publish_timeout = match &self.settings.nats {
+            Some(n) => n.ack_timeout,
+            None => self
+                .settings
+                .kafka
+                .as_ref()
+                .map(|k| k.delivery_timeout)
+                .unwrap_or(Duration::from_secs(60)),
+        };
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|s| *s) => {
+                    log::info!("shutting down: waiting for {} events to be acknowledged", pending.len());
+                    let deadline = tokio::time::Instant::now() + self.settings.drain_timeout;
+                    loop {
+                        match tokio::time::timeout_at(deadline, pending.next()).await {
+                            Ok(Some(Ok(done))) => self.acknowledged(done, &mut waiting_times),
+                            Ok(Some(Err(e))) => {
+                                log::error!("broker: {e}; confirming what was acknowledged before it");
+                                break;
+                            }
+                            Ok(None) => break,
+                            Err(_) => {
+                                log::warn!("drain timeout: {} events not acknowledged are sent again by the next run", pending.len());
+                                break;
+                            }
+                        }
+                    }
+                    self.metrics.unacknowledged.set(0);
+                    log::info!("confirmed {} to PostgreSQL", crate::format::lsn_text(self.confirmed));
+                    return Ok(SessionEnd::Shutdown);
+                }
+                Some(result) = pending.next(), if !pending.is_empty() => {
+                    match result {
+                        Ok(done) => self.acknowledged(done, &mut waiting_times),
+                        Err(e) => return Err(SessionError::Broker(e)),
+                    }
+                    self.metrics.unacknowledged.set(pending.len() as i64);
+                }
+                _ = tick.tick() => {
+                    if sink.is_broken() {
+                        return Err(SessionError::Broker(SinkError {
+                            message: "the connection to the broker was lost".into(),
+                            permanent: false,
+                        }));
+                    }
+                    stream.send_status(self.confirmed, false).await?;
+                    sent_status = self.confirmed;
+                    let lag = waiting_times
+                        .front()
+                        .and_then(|t| *t)
+                        .and_then(|t| SystemTime::now().duration_since(t).ok())
+                        .map(|d| d.as_secs_f64())
+                        .unwrap_or(0.0);
+                    self.metrics.lag_seconds.set(lag);
+                    self.metrics.lag_bytes.set(server_end.saturating_sub(self.confirmed) as i64);
+                }
+                message = stream.next(), if pending.len() < max_in_flight => {
+                    match message? {
+                        None => return Ok(SessionEnd::ServerEnded),
+                        Some(Replication::Keepalive { wal_end, reply_requested }) => {
+                            server_end = server_end.max(wal_end);
+                            self.metrics.received_lsn.set(server_end as i64);
+                            // Everything decoded so far is acknowledged and no
+                            // transaction is half sent: the server's position
+                            // can be confirmed (an idle or filtered slot then
+                            // holds no WAL).
+                            if pending.is_empty() && !format.in_transaction() && wal_end > self.confirmed {
+                                self.confirmed = wal_end;
+                                self.metrics.confirmed_lsn.set(self.confirmed as i64);
+                            }
+                            if reply_requested || (self.confirmed > sent_status && pending.is_empty()) {
+                                stream.send_status(self.confirmed, false).await?;
+                                sent_status = self.confirmed;
+                            }
+                        }
+                        Some(Replication::Data { lsn, payload }) => {
+                            server_end = server_end.max(lsn);
+                            events.clear();
+                            format
+                                .message(lsn, &payload, &mut events)
+                                .map_err(|e| SessionError::Fatal(format!("{e} (at {})", crate::format::lsn_text(lsn))))?;
+                            for ev in events.drain(..) {
+                                if let Some(b) = ev.boundary {
+                                    waiting_times.push_back(b.commit_time);
+                                }
+                                let skip = matches!((ev.id, self.skip_through), (EventId::Committed { .. }, Some(upto)) if ev.id <= upto);
+                                let dest = router.route(&ev.dest).map_err(|e| SessionError::Fatal(e.0))?;
+                                let boundary = ev.boundary;
+                                match dest {
+                                    Some(dest) if !skip => {
+                                        let bytes = ev.payload.len() as u64;
+                                        let ack = tokio::time::timeout(publish_timeout, sink.publish(&dest, &ev, &relay_id))
+                                            .await
+                                            .map_err(|_| SessionError::Broker(SinkError {
+                                                message: format!("publishing to {dest} did not start within {publish_timeout:?}"),
+                                                permanent: false,
+                                            }))?
+                                            .map_err(SessionError::Broker)?;
+                                        pending.push_back(Box::pin(async move {
+                                            let acked = ack.await?;
+                                            Ok(Done { acked: Some(acked), events: 1, bytes, boundary })
+                                        }));
+                                    }
+                                    _ => {
+                                        if skip {
+                                            self.metrics.skipped.inc();
+                                        }
+                                        if boundary.is_some() {
+                                            pending.push_back(Box::pin(async move {
+                                                Ok(Done { acked: None, events: 0, bytes: 0, boundary })
+                                            }));
+                                        }
+                                    }
+                                }
+                            }
+                            self.metrics.unacknowledged.set(pending.len() as i64);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn acknowledged(&mut self, done: Done, waiting_times: &mut VecDeque<Option<SystemTime>>) {
+        if let Some(a) = done.acked {
+            self.metrics.events.inc_by(done.events);
+            self.metrics.event_bytes.inc_by(done.bytes);
+            if a.duplicate {
+                self.metrics.duplicates.inc();
+            }
+        }
+        if let Some(b) = done.boundary {
+            waiting_times.pop_front();
+            self.metrics.transactions.inc();
+            if b.lsn > self.confirmed {
+                self.confirmed = b.lsn;
+                self.metrics.confirmed_lsn.set(self.confirmed as i64);
+            }
+        }
+    }
+}
+
+/// A permanent PostgreSQL error, with what to do about it.
+fn explain_pg(e: &PgError, settings: &Settings) -> String {
+    if let PgError::Server(s) = e {
+        let hint = match s.code.as_str() {
+            "42501" => " (the relay's user needs the REPLICATION attribute: ALTER ROLE ... WITH REPLICATION)",
+            "28000" => " (pg_hba.conf must allow a replication connection for this user and database: a \"replication\" line is not enough for a logical slot, the database must be allowed too)",
+            "28P01" => " (check the password: PGPASSWORD, password in the connection string, or the password file)",
+            "3D000" => " (check dbname in the connection string or PGDATABASE)",
+            "42704" => " (check the slot name, or start the relay with --create-slot)",
+            "22023" => " (a plugin option was refused: check [source.options] / --option)",
+            _ => "",
+        };
+        return format!(
+            "PostgreSQL refused the relay for slot \"{}\": {s}{hint}",
+            settings.slot
+        );
+    }
+    format!("PostgreSQL: {e}")
+}
