@@ -1217,6 +1217,42 @@ fn ddl_events_open_transactions_uncounted_and_drops_have_no_table() {
 }
 
 #[test]
+fn times_are_one_number_cut_and_extended() {
+    for micros in [
+        i64::MIN,
+        -1_500,
+        -1,
+        0,
+        999,
+        1000,
+        1001,
+        123_456,
+        1_800_000_000_123_456,
+        i64::MAX / 1000,
+        i64::MAX / 1000 + 1,
+        i64::MAX,
+    ] {
+        let mut out = Vec::new();
+        push_times(&mut out, micros, true);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(
+                ",\"ts_ms\":{},\"ts_us\":{micros},\"ts_ns\":{}",
+                micros.div_euclid(1000),
+                micros.saturating_mul(1000)
+            ),
+            "{micros}"
+        );
+        let mut out = Vec::new();
+        push_times(&mut out, micros, false);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(",\"ts_ms\":{}", micros.div_euclid(1000))
+        );
+    }
+}
+
+#[test]
 fn batches_hold_a_transaction_per_message() {
     let mut f = format(|o| {
         o.debezium.schemas_enable = false;
