@@ -275,7 +275,8 @@ mod tests {
 
     #[test]
     fn unscaled_is_the_texts_digits() {
-        let cases: &[(Vec<u8>, Option<usize>, Option<(i128, usize)>)] = &[
+        type Case = (Vec<u8>, Option<usize>, Option<(i128, usize)>);
+        let cases: &[Case] = &[
             (long(false, 2, 0, &[12, 3400]), Some(2), Some((1234, 2))),
             (long(false, 2, 0, &[12, 3400]), Some(4), Some((123400, 4))),
             (long(false, 2, 0, &[12, 3400]), Some(1), None),
