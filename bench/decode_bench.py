@@ -225,12 +225,15 @@ def drop_slots():
 
 
 BASE = "pubjson_base"
+# The formats --against times in both builds.
+AGAINST = ["pubjson format 1", "pubjson format 2", "pubjson format 3", "pubjson debezium",
+           "pubjson debezium, schemas"]
 
 
 def add_base(lib):
     """Loads `lib` as the output plugin pubjson_base (from the private
     library directory scripts/bench.sh gives the server) and times its
-    formats 1 to 3 with their defaults beside this build's."""
+    formats (AGAINST) beside this build's."""
     libdir = os.environ.get("PUBJSON_LIBDIR")
     if not libdir:
         sys.exit("--against needs the private library directory of scripts/bench.sh (PUBJSON_LIBDIR)")
@@ -244,8 +247,9 @@ def add_base(lib):
         if time.monotonic() > deadline:
             sys.exit("the server did not take the new output_plugin_libraries within 30 s")
         time.sleep(0.1)
-    for v in ("1", "2", "3"):
-        DECODERS.append((f"{BASE} format {v}", BASE, "text", f"'format-version','{v}'"))
+    for label, _, kind, options in list(DECODERS):
+        if label in AGAINST:
+            DECODERS.append((label.replace("pubjson", BASE, 1), BASE, kind, options))
 
 
 FLOOR = "pubjson_floor"
@@ -294,10 +298,10 @@ def floor_decoders(rows):
 def print_against(times, walsender):
     """This build's formats against pubjson_base's, both paths."""
     print(f"\n-- against {BASE} (same runs; each format with its defaults)")
-    print(f"{'format':10} {'peek':>8} {'base':>8} {'ratio':>7} {'walsender':>10} {'base':>8} {'ratio':>7}")
-    for v in ("1", "2", "3"):
-        this, base = f"pubjson format {v}", f"{BASE} format {v}"
-        print(f"{'format ' + v:10} {times[this]:8.3f} {times[base]:8.3f} {times[this] / times[base]:7.3f} "
+    print(f"{'format':28} {'peek':>8} {'base':>8} {'ratio':>7} {'walsender':>10} {'base':>8} {'ratio':>7}")
+    for this in AGAINST:
+        base = this.replace("pubjson", BASE, 1)
+        print(f"{this:28} {times[this]:8.3f} {times[base]:8.3f} {times[this] / times[base]:7.3f} "
               f"{walsender[this]:10.3f} {walsender[base]:8.3f} {walsender[this] / walsender[base]:7.3f}")
 
 
