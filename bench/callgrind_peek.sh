@@ -6,6 +6,9 @@
 # (pubjson_base, its libpubjson.so given as LIB), minus a backend that only
 # runs SELECT 1.
 #   bench/callgrind_peek.sh LIB [--workload mixed|wide|toast] [--scale F]
+#                               [--format F ...] [--keep DIR]
+# --format: 1, 2, 3, debezium, debezium-schemas (default 1 2 3); --keep DIR
+# keeps this build's callgrind files (callgrind_annotate DIR/FORMAT.out).
 # Runs on the benchmark's cluster (scripts/bench.sh's; run `scripts/bench.sh
 # speed --against LIB --runs 1` once first: it installs both libraries in
 # its private directory and sets output_plugin_libraries), which it stops
@@ -18,13 +21,26 @@ lib=${1:?usage: $0 LIB [--workload NAME] [--scale F]}
 shift
 workload=mixed
 scale=0.25
+formats=()
+keep=
 while [ $# -gt 0 ]; do
   case "$1" in
     --workload) workload=$2; shift 2 ;;
     --scale) scale=$2; shift 2 ;;
+    --format) formats+=("$2"); shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[ ${#formats[@]} -gt 0 ] || formats=(1 2 3)
+# A format's options for pg_logical_slot_peek_changes.
+format_options() {
+  case "$1" in
+    debezium) echo "'format-version', 'debezium', 'topic.prefix', 'bench', 'schemas.enable', 'false'" ;;
+    debezium-schemas) echo "'format-version', 'debezium', 'topic.prefix', 'bench'" ;;
+    *) echo "'format-version', '$1'" ;;
+  esac
+}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt install valgrind)" >&2; exit 1; }
 bench_root=${PUBJSON_TMP:-/tmp}/pubjson-bench
 export PUBJSON_PGDATA=$bench_root/data PUBJSON_SOCKET=$bench_root/socket PUBJSON_PORT=54330
@@ -55,9 +71,10 @@ postgres=$PG_BIN/postgres
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 chmod 777 "$out"
-# instructions SQL: the total Ir of a single-user backend running SQL.
+# instructions SQL [FILE]: the total Ir of a single-user backend running SQL
+# (its callgrind file kept as FILE).
 instructions() {
-  local file=$out/cg.$RANDOM
+  local file=${2:-$out/cg.$RANDOM}
   printf '%s\n' "$1" | runuser -u postgres -- valgrind --tool=callgrind --callgrind-out-file="$file" \
     "$postgres" --single -D "$PUBJSON_PGDATA" -c "dynamic_library_path=$PUBJSON_LIBDIR:\$libdir" \
     -c work_mem=4GB "$db" >/dev/null 2>"$file.err" || { cat "$file.err" >&2; exit 1; }
@@ -65,10 +82,14 @@ instructions() {
 }
 baseline=$(instructions "SELECT 1;")
 echo "== $workload, scale $scale: instructions of one peek (millions, minus a backend running SELECT 1)"
-printf '%-10s %12s %12s %8s\n' format pubjson base ratio
-for format in 1 2 3; do
-  new=$(instructions "SELECT count(*) FROM pg_logical_slot_peek_changes('cg_new', NULL, NULL, 'format-version', '$format');")
-  base=$(instructions "SELECT count(*) FROM pg_logical_slot_peek_changes('cg_base', NULL, NULL, 'format-version', '$format');")
+printf '%-18s %12s %12s %8s\n' format pubjson base ratio
+if [ -n "$keep" ]; then mkdir -p "$keep" && chmod 777 "$keep"; fi
+for format in "${formats[@]}"; do
+  options=$(format_options "$format")
+  kept=
+  if [ -n "$keep" ]; then kept=$keep/$format.out; fi
+  new=$(instructions "SELECT count(*) FROM pg_logical_slot_peek_changes('cg_new', NULL, NULL, $options);" $kept)
+  base=$(instructions "SELECT count(*) FROM pg_logical_slot_peek_changes('cg_base', NULL, NULL, $options);")
   awk -v f="$format" -v n="$new" -v b="$base" -v z="$baseline" \
-    'BEGIN { printf "%-10s %12.1f %12.1f %8.3f\n", "format " f, (n - z) / 1e6, (b - z) / 1e6, (n - z) / (b - z) }'
+    'BEGIN { printf "%-18s %12.1f %12.1f %8.3f\n", f, (n - z) / 1e6, (b - z) / 1e6, (n - z) / (b - z) }'
 done

@@ -11,11 +11,15 @@ up to the end of the workload into a file (best of N again).
 Absolute times depend on the machine; the ratios are what to compare.
 
 Usage: bench/decode_bench.py [--runs 3] [--scale 1.0] [--workload NAME ...]
-                              [--against LIB]
+                              [--against LIB] [--floor]
 Needs PGHOST/PGPORT/PGUSER (scripts/cluster.sh env) and the plugins installed.
 --against LIB times another build of pubjson (its libpubjson.so) beside this
 one, as the plugin pubjson_base, in the same interleaved runs over the same
 WAL, and prints each format's time against it: a before/after in one run.
+--floor adds bench/floor's plugin (built with PGXS), which writes as many
+bytes in as many batched messages as a format, without encoding anything:
+what PostgreSQL itself needs to hand those bytes over, through the SQL
+functions and a walsender, timed in the same interleaved runs.
 """
 import argparse
 import os
@@ -221,12 +225,15 @@ def drop_slots():
 
 
 BASE = "pubjson_base"
+# The formats --against times in both builds.
+AGAINST = ["pubjson format 1", "pubjson format 2", "pubjson format 3", "pubjson debezium",
+           "pubjson debezium, schemas"]
 
 
 def add_base(lib):
     """Loads `lib` as the output plugin pubjson_base (from the private
     library directory scripts/bench.sh gives the server) and times its
-    formats 1 to 3 with their defaults beside this build's."""
+    formats (AGAINST) beside this build's."""
     libdir = os.environ.get("PUBJSON_LIBDIR")
     if not libdir:
         sys.exit("--against needs the private library directory of scripts/bench.sh (PUBJSON_LIBDIR)")
@@ -240,17 +247,61 @@ def add_base(lib):
         if time.monotonic() > deadline:
             sys.exit("the server did not take the new output_plugin_libraries within 30 s")
         time.sleep(0.1)
-    for v in ("1", "2", "3"):
-        DECODERS.append((f"{BASE} format {v}", BASE, "text", f"'format-version','{v}'"))
+    for label, _, kind, options in list(DECODERS):
+        if label in AGAINST:
+            DECODERS.append((label.replace("pubjson", BASE, 1), BASE, kind, options))
+
+
+FLOOR = "pubjson_floor"
+# The formats whose bytes the floor writes: (label, batch-bytes). Format 2
+# writes a message per change; the others batch 64 kB.
+FLOOR_OF = [("pubjson format 2", 0), ("pubjson debezium", 65536), ("pubjson debezium, schemas", 65536)]
+
+
+def add_floor():
+    """Builds bench/floor's plugin for this server and loads it from the
+    benchmark's private library directory, as pubjson_floor."""
+    libdir = os.environ.get("PUBJSON_LIBDIR")
+    if not libdir:
+        sys.exit("--floor needs the private library directory of scripts/bench.sh (PUBJSON_LIBDIR)")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor")
+    pg_config = os.path.join(PG_BIN, "pg_config")
+    done = subprocess.run(["make", "-s", "-C", here, f"PG_CONFIG={pg_config}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"building bench/floor failed: {done.stderr.strip()}")
+    shutil.copyfile(os.path.join(here, FLOOR + ".so"), os.path.join(libdir, FLOOR + ".so"))
+    plugins = psql("SHOW output_plugin_libraries", db="postgres").strip()
+    if FLOOR not in plugins:
+        psql(f"ALTER SYSTEM SET output_plugin_libraries = {plugins}, {FLOOR}", db="postgres")
+        psql("SELECT pg_reload_conf()", db="postgres")
+    deadline = time.monotonic() + 30
+    while FLOOR not in psql("SHOW output_plugin_libraries", db="postgres"):
+        if time.monotonic() > deadline:
+            sys.exit("the server did not take the new output_plugin_libraries within 30 s")
+        time.sleep(0.1)
+
+
+def floor_decoders(rows):
+    """The floor's decoders for this workload: the changes counted by the
+    floor itself (one byte each), each format's bytes from its peek."""
+    i = [d[0] for d in DECODERS].index("floor: changes")
+    changes = int(psql(f"SELECT count(*) FROM pg_logical_slot_peek_changes('{slot_name(i)}', NULL, NULL, "
+                       f"'total-bytes', '0', 'batch-bytes', '0')").strip())
+    out = []
+    for label, batch in FLOOR_OF:
+        total = int(rows[[d[0] for d in DECODERS].index(label)].split("|")[1])
+        out.append((f"floor: {label}'s bytes", FLOOR, "text",
+                    f"'total-bytes','{total}','changes','{changes}','batch-bytes','{batch}'"))
+    return out
 
 
 def print_against(times, walsender):
     """This build's formats against pubjson_base's, both paths."""
     print(f"\n-- against {BASE} (same runs; each format with its defaults)")
-    print(f"{'format':10} {'peek':>8} {'base':>8} {'ratio':>7} {'walsender':>10} {'base':>8} {'ratio':>7}")
-    for v in ("1", "2", "3"):
-        this, base = f"pubjson format {v}", f"{BASE} format {v}"
-        print(f"{'format ' + v:10} {times[this]:8.3f} {times[base]:8.3f} {times[this] / times[base]:7.3f} "
+    print(f"{'format':28} {'peek':>8} {'base':>8} {'ratio':>7} {'walsender':>10} {'base':>8} {'ratio':>7}")
+    for this in AGAINST:
+        base = this.replace("pubjson", BASE, 1)
+        print(f"{this:28} {times[this]:8.3f} {times[base]:8.3f} {times[this] / times[base]:7.3f} "
               f"{walsender[this]:10.3f} {walsender[base]:8.3f} {walsender[this] / walsender[base]:7.3f}")
 
 
@@ -260,6 +311,7 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--workload", nargs="*", default=list(WORKLOADS))
     ap.add_argument("--against", metavar="LIB", help="another build's libpubjson.so, timed beside this one")
+    ap.add_argument("--floor", action="store_true", help="also time bench/floor's plugin with each format's bytes")
     args = ap.parse_args()
     global DECODERS
     with_wal2json = wal2json_installed()
@@ -268,9 +320,23 @@ def main():
         DECODERS = [d for d in DECODERS if d[1] != "wal2json"]
     if args.against:
         add_base(args.against)
+    if args.floor:
+        add_floor()
+        # Its slots are made with the others (the same WAL); the options
+        # are set once the formats' bytes are known.
+        DECODERS.append(("floor: changes", FLOOR, "text", "'total-bytes','0'"))
+        DECODERS.extend((f"floor: {label}'s bytes", FLOOR, "text", "") for label, _ in FLOOR_OF)
     for name in args.workload:
         drop_slots()
         run_workload(name, args.scale)
+        if args.floor:
+            # The formats first, for their bytes; then everything, as usual.
+            measured = [i for i, d in enumerate(DECODERS) if d[0] in dict(FLOOR_OF)]
+            rows = [None] * len(DECODERS)
+            for i in measured:
+                _, rows[i] = time_decoder_once(i, DECODERS[i][2], DECODERS[i][3])
+            for (label, plugin, kind, options) in floor_decoders(rows):
+                DECODERS[[d[0] for d in DECODERS].index(label)] = (label, plugin, kind, options)
         best, rows = time_decoders(args.runs)
         results = [(label, best[i], rows[i]) for i, (label, _, _, _) in enumerate(DECODERS)]
         walsender, sizes = time_walsenders(args.runs)
@@ -322,6 +388,20 @@ def main():
               f"{w['pubjson debezium, schemas'][0] / w_f2:.2f} (<= 1.5)")
         if args.against:
             print_against(times, {label: w[label][0] for label in w})
+        if args.floor:
+            print(f"\n-- the floor: PostgreSQL handing over each format's bytes, nothing encoded")
+            print(f"{'format':28} {'peek':>8} {'floor':>8} {'ratio':>7} {'walsender':>10} {'floor':>8} {'ratio':>7}")
+            for label, _ in FLOOR_OF:
+                floor = f"floor: {label}'s bytes"
+                print(f"{label:28} {times[label]:8.3f} {times[floor]:8.3f} {times[label] / times[floor]:7.2f} "
+                      f"{w[label][0]:10.3f} {w[floor][0]:8.3f} {w[label][0] / w[floor][0]:7.2f}")
+            floor_f2 = times["floor: pubjson format 2's bytes"]
+            w_floor_f2 = w["floor: pubjson format 2's bytes"][0]
+            for label in ("pubjson debezium", "pubjson debezium, schemas"):
+                floor = f"floor: {label}'s bytes"
+                print(f"floor of {label} / format 2's time: peek {times[floor] / f2:.2f}, "
+                      f"walsender {w[floor][0] / w_f2:.2f}; / format 2's floor: peek {times[floor] / floor_f2:.2f}, "
+                      f"walsender {w[floor][0] / w_floor_f2:.2f}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ pub struct TypeRendering {
     pub signed_oid: bool,
     /// Which values the format takes in their binary form.
     pub reads: ValueReads,
+    /// The catalog reader also fills [`ColumnMeta::details`] (the Debezium
+    /// format's schema change events describe each column as Debezium's
+    /// PostgreSQL connector does).
+    pub column_details: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +109,62 @@ pub struct ColumnMeta {
     /// `attlen` and `attbyval`: how a value is stored (see [`Image`]).
     pub attlen: i16,
     pub byval: bool,
+    /// More of the catalog, for a format whose [`TypeRendering`] asks
+    /// (`column_details`); `None` otherwise.
+    pub details: Option<Box<ColumnDetails>>,
+}
+
+/// A type as the catalog describes it (`pg_type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeFacts {
+    pub oid: u32,
+    /// `typname`, unqualified, in the server's encoding.
+    pub name: Vec<u8>,
+    /// `typtype`: `b` base, `c` composite, `d` domain, `e` enum, `p`
+    /// pseudo, `r` range, `m` multirange.
+    pub kind: u8,
+    /// Its input function is `array_in` (an array type).
+    pub array_input: bool,
+}
+
+/// What the catalog says of a column beyond what its values need: its
+/// type as declared, the type at the root of a domain, its default. Read
+/// once per relation, only for a format that asks
+/// ([`TypeRendering::column_details`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDetails {
+    /// `atttypmod`.
+    pub typmod: i32,
+    /// The column's type (a domain itself, for a domain column).
+    pub declared: TypeFacts,
+    /// The first type under the domains (`getBaseTypeAndTypmod`), the
+    /// declared type when it is no domain.
+    pub root: TypeFacts,
+    /// The typmod the domains apply to `root` (`typmod` without domains).
+    pub root_typmod: i32,
+    /// The declared type's `typnotnull` (a domain's `NOT NULL`).
+    pub type_not_null: bool,
+    /// `pg_get_expr(adbin)`: the default's expression (a stored generated
+    /// column's generation expression), in the server's encoding.
+    pub default_expr: Option<Vec<u8>>,
+}
+
+/// A unique index of a relation (its primary key's included), as the
+/// catalog describes it: read only for a format that asks
+/// ([`TypeRendering::column_details`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueIndex {
+    /// The index's name, in the server's encoding.
+    pub name: Vec<u8>,
+    pub primary: bool,
+    /// `indisclustered`.
+    pub clustered: bool,
+    /// The attribute numbers of its columns in index order, the key
+    /// columns first (`indkey`): 0 for an expression.
+    pub attnums: Vec<i16>,
+    /// How many of them are key columns (`indnkeyatts`; the others are
+    /// `INCLUDE`d).
+    pub key_columns: usize,
 }
 
 /// A non-null value as stored, for telling whether two values of a column
@@ -151,6 +211,9 @@ pub struct RelationMeta {
     pub has_identity_index: bool,
     /// The replica identity setting.
     pub identity: ReplicaIdentity,
+    /// Its unique indexes, for a format whose [`TypeRendering`] asks
+    /// (`column_details`); empty otherwise.
+    pub unique_indexes: Vec<UniqueIndex>,
 }
 
 /// An error while rendering a value.

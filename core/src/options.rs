@@ -229,6 +229,10 @@ pub struct DebeziumOptions {
     pub tombstones_on_delete: bool,
     pub skipped_operations: SkippedOperations,
     pub provide_transaction_metadata: bool,
+    /// `include.schema.changes` (Debezium's, of its connectors that write
+    /// schema change events): DDL capture's events as schema change
+    /// events on the `<topic.prefix>` topic. On by default, as there.
+    pub include_schema_changes: bool,
     /// The database's name (`source.db`): set by the plugin at startup,
     /// not an option.
     pub database: Vec<u8>,
@@ -302,6 +306,7 @@ impl Default for DebeziumOptions {
                 truncate: true,
             },
             provide_transaction_metadata: false,
+            include_schema_changes: true,
             database: Vec::new(),
             message_prefix_include_list: None,
             message_prefix_exclude_list: None,
@@ -348,6 +353,7 @@ pub const DEBEZIUM_OPTIONS: &[&str] = &[
     "tombstones.on.delete",
     "skipped.operations",
     "provide.transaction.metadata",
+    "include.schema.changes",
     "message.prefix.include.list",
     "message.prefix.exclude.list",
 ];
@@ -865,6 +871,7 @@ impl DebeziumOptions {
             "include.unknown.datatypes" => Some(&mut self.include_unknown_datatypes),
             "tombstones.on.delete" => Some(&mut self.tombstones_on_delete),
             "provide.transaction.metadata" => Some(&mut self.provide_transaction_metadata),
+            "include.schema.changes" => Some(&mut self.include_schema_changes),
             _ => None,
         };
         if let Some(flag) = flag {

@@ -428,6 +428,14 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The differences between two JSON values (`a` taken for Debezium's),
+/// as `path: a != b`; none when they are equal as data ([`json_equal`]).
+pub fn differences(a: &Value, b: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff("", a, b, &mut out);
+    out
+}
+
 /// The differences between two JSON values, as `path: a != b`.
 fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     match (a, b) {
@@ -586,4 +594,96 @@ pub fn assert_runs_equal(captured: &Captured) -> usize {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     compared
+}
+
+/// Debezium 3.6's own description of tables (`e2e/debezium/describe.py`):
+/// each table as its PostgreSQL connector describes it to itself while
+/// streaming, serialized as its other connectors' schema change events
+/// carry it, and the schemas of those events' key and value. One JVM per
+/// describer; each request reads the catalog as it is then.
+pub struct TableDescriber {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    /// `{"schema": ..., ...}` of a schema change event's key and value, as
+    /// Kafka Connect's `JsonConverter` writes them.
+    pub key_schema: Value,
+    pub value_schema: Value,
+}
+
+impl TableDescriber {
+    pub fn start(cluster: &DebeziumCluster, database: &str) -> TableDescriber {
+        use std::io::BufRead;
+        let scratch = crate::scratch_dir(&format!("debezium-describe-{database}"));
+        let spec = serde_json::json!({
+            "host": "127.0.0.1",
+            "port": cluster.cluster.port,
+            "user": "postgres",
+            "dbname": database,
+            "scratch": scratch,
+        });
+        let spec_path = scratch.join("describe.json");
+        std::fs::write(&spec_path, spec.to_string()).expect("write the describer's spec");
+        let log = std::fs::File::create(scratch.join("describe.log")).expect("a log file");
+        let mut child = Command::new(python())
+            .arg(repo_root().join("e2e/debezium/describe.py"))
+            .arg(&spec_path)
+            .current_dir(&scratch)
+            .env("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("run e2e/debezium/describe.py");
+        let input = child.stdin.take().expect("stdin");
+        let mut output = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        output
+            .read_line(&mut line)
+            .expect("the describer's schemas");
+        let first: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!(
+                "the describer did not start ({e}): {line}; see {}",
+                scratch.join("describe.log").display()
+            )
+        });
+        TableDescriber {
+            child,
+            input,
+            output,
+            key_schema: first["key_schema"].clone(),
+            value_schema: first["value_schema"].clone(),
+        }
+    }
+
+    /// `schema.table` as a table change of `kind` (`CREATE`, `ALTER`):
+    /// `{"schema": ..., "payload": {"type", "id", "table"}}`; the columns
+    /// a relation message of `publication` carries (every live one
+    /// without).
+    pub fn describe(
+        &mut self,
+        schema: &str,
+        table: &str,
+        publication: Option<&str>,
+        kind: &str,
+    ) -> Value {
+        use std::io::{BufRead, Write};
+        let request = serde_json::json!({"schema": schema, "table": table,
+                                         "publication": publication, "type": kind});
+        writeln!(self.input, "{request}").expect("ask the describer");
+        self.input.flush().expect("ask the describer");
+        let mut line = String::new();
+        self.output
+            .read_line(&mut line)
+            .expect("the describer's answer");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the describer failed on {schema}.{table} ({e}): {line}"))
+    }
+}
+
+impl Drop for TableDescriber {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

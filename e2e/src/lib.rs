@@ -22,7 +22,11 @@
 //!   objects;
 //! - [`debezium`]: the Debezium differential: Debezium 3.6's connector
 //!   (embedded engine, through `e2e/debezium/capture.py`) and pubjson's
-//!   `debezium` format over the same WAL, compared record by record;
+//!   `debezium` format over the same WAL, compared record by record; and
+//!   Debezium's own description of tables (`e2e/debezium/describe.py`),
+//!   which the format's schema change events are checked against;
+//! - [`debezium_replica`]: docs/debezium.md's consumer of schema change
+//!   events as code, keeping a replica database's tables in step;
 //! - [`differential`]: the comparison with wal2json (slot pairs, option
 //!   matrix, row diffs);
 //! - [`exporter`]: Debian's Prometheus PostgreSQL exporter with pubjson's
@@ -69,6 +73,7 @@ pub mod cluster;
 pub mod conflicts;
 pub mod ddl_replica;
 pub mod debezium;
+pub mod debezium_replica;
 pub mod differential;
 pub mod env;
 pub mod exporter;

@@ -24,7 +24,8 @@ use crate::pg::port::{bms_contains, tuple_desc_attrs};
 use crate::pg::publication::{build_publish_info, Publications, PublishInfo};
 use crate::pg::server_encoding::server_encoding;
 use pubjson_core::model::{
-    ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeName, TypeRendering, ValueKind,
+    ColumnDetails, ColumnMeta, RelationMeta, RelationRender, ReplicaIdentity, TypeFacts, TypeName,
+    TypeRendering, UniqueIndex, ValueKind,
 };
 use pubjson_core::options::Options;
 use pubjson_core::rules::route::{Published, TableRules};
@@ -291,6 +292,103 @@ fn format_type(_catalog: InCallback<'_>, typid: pg_sys::Oid, typmod: i32) -> Vec
     }
 }
 
+/// `pg_type`'s facts of `typid`, and its `typnotnull`.
+fn type_facts(_catalog: InCallback<'_>, typid: pg_sys::Oid) -> (TypeFacts, bool) {
+    // SAFETY: a syscache lookup inside a decoding callback (`_catalog`);
+    // the tuple is read, then released before returning.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::TYPEOID as i32,
+            pg_sys::Datum::from(typid),
+        );
+        if tup.is_null() {
+            crate::pg::error::internal(format!("cache lookup failed for type {}", typid.to_u32()));
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_type>(tup);
+        let facts = TypeFacts {
+            oid: typid.to_u32(),
+            name: name_bytes(&(*form).typname),
+            kind: (*form).typtype as u8,
+            array_input: (*form).typinput.to_u32() == pg_sys::F_ARRAY_IN,
+        };
+        let not_null = (*form).typnotnull;
+        pg_sys::ReleaseSysCache(tup);
+        (facts, not_null)
+    }
+}
+
+/// The unique indexes of an open relation (its primary key's included).
+fn unique_indexes(_catalog: InCallback<'_>, rel: pg_sys::Relation) -> Vec<UniqueIndex> {
+    let mut found = Vec::new();
+    // SAFETY: `rel` is open (a handle) inside a decoding callback
+    // (`_catalog`); the index list is a copy we free; each syscache tuple
+    // is read (`indkey` holds `indnatts` entries), then released.
+    unsafe {
+        let list = pg_sys::RelationGetIndexList(rel);
+        let oids: Vec<pg_sys::Oid> = if list.is_null() {
+            Vec::new()
+        } else {
+            (0..(*list).length)
+                .map(|i| (*(*list).elements.add(i as usize)).oid_value)
+                .collect()
+        };
+        pg_sys::list_free(list);
+        for index in oids {
+            let tup = pg_sys::SearchSysCache1(
+                pg_sys::SysCacheIdentifier::INDEXRELID as i32,
+                pg_sys::Datum::from(index),
+            );
+            if tup.is_null() {
+                continue;
+            }
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
+            if (*form).indisunique {
+                let columns = (*form).indnatts.max(0) as usize;
+                let name = pg_sys::get_rel_name(index);
+                found.push(UniqueIndex {
+                    name: cstr_bytes((!name.is_null()).then(|| CStr::from_ptr(name))),
+                    primary: (*form).indisprimary,
+                    clustered: (*form).indisclustered,
+                    attnums: (*form).indkey.values.as_slice(columns).to_vec(),
+                    key_columns: (*form).indnkeyatts.max(0) as usize,
+                });
+            }
+            pg_sys::ReleaseSysCache(tup);
+        }
+    }
+    found
+}
+
+/// The catalog's description of one column beyond its values
+/// ([`ColumnDetails`]), for a format that asks for it.
+fn column_details(
+    catalog: InCallback<'_>,
+    handle: Rel<'_>,
+    attr: &pg_sys::FormData_pg_attribute,
+) -> ColumnDetails {
+    let (declared, type_not_null) = type_facts(catalog, attr.atttypid);
+    let mut root_typmod = attr.atttypmod;
+    let root = if declared.kind == b'd' {
+        // SAFETY: a catalog lookup inside a decoding callback (`catalog`).
+        let base = unsafe { pg_sys::getBaseTypeAndTypmod(attr.atttypid, &mut root_typmod) };
+        type_facts(catalog, base).0
+    } else {
+        declared.clone()
+    };
+    ColumnDetails {
+        typmod: attr.atttypmod,
+        declared,
+        root,
+        root_typmod,
+        type_not_null,
+        default_expr: if attr.atthasdef {
+            default_expression(handle, attr.attnum)
+        } else {
+            None
+        },
+    }
+}
+
 /// `pg_get_expr(adbin, relid)` for a column default, or `None` without one.
 fn default_expression(rel: Rel<'_>, attnum: i16) -> Option<Vec<u8>> {
     let rel = rel.as_ptr();
@@ -375,6 +473,11 @@ fn build_entry(
             pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_IDENTITY_KEY,
         );
 
+        let unique_indexes = if types.column_details {
+            unique_indexes(catalog, rel)
+        } else {
+            Vec::new()
+        };
         let tupdesc = (*rel).rd_att;
         let natts = (*tupdesc).natts as usize;
         let attrs = tuple_desc_attrs(tupdesc);
@@ -456,6 +559,9 @@ fn build_entry(
                 domain_base,
                 attlen: attr.attlen,
                 byval: attr.attbyval,
+                details: types
+                    .column_details
+                    .then(|| Box::new(column_details(catalog, handle, attr))),
             });
             outputs.push(Some(ColumnOutput {
                 plan: ReadPlan::of(catalog, value_type, types.reads, dates, memory, false),
@@ -496,6 +602,7 @@ fn build_entry(
                 has_primary_key,
                 has_identity_index,
                 identity,
+                unique_indexes,
             },
             plans: ColumnPlans {
                 varlena: outputs

@@ -39,8 +39,8 @@ const MAX_DEPTH: usize = 64;
 /// Appends the text `jsonb_out` prints for the bytes after the varlena
 /// header. Returns false, with `out` as it was, when the bytes are not a
 /// jsonb this understands (the caller then uses the output function).
-/// The tests' reference for the other two forms, and the Debezium format's
-/// jsonb text.
+/// The tests' reference for the other two forms.
+#[cfg(test)]
 pub(crate) fn jsonb_text(body: &[u8], out: &mut Vec<u8>) -> bool {
     let start = out.len();
     let ok = container(body, 0, Mode::Text, out).is_some();

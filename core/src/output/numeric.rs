@@ -37,6 +37,21 @@ pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<NumericKind> {
         });
         return Some(NumericKind::Special);
     }
+    let (negative, dscale, weight, digits) = finite(body)?;
+    if !write_decimal(negative, weight, dscale, digits, out) {
+        return None;
+    }
+    Some(NumericKind::Finite)
+}
+
+/// A finite numeric's sign, display scale, weight and digits; `None` for a
+/// special value or bytes that are not a numeric PostgreSQL wrote.
+fn finite(body: &[u8]) -> Option<(bool, usize, i32, Digits<'_>)> {
+    let header = u16::from_ne_bytes([*body.first()?, *body.get(1)?]);
+    let flags = header & 0xC000;
+    if flags == 0xC000 {
+        return None;
+    }
     let (negative, dscale, weight, digits_at) = if flags == 0x8000 {
         let weight_bits = (header & 0x003F) as i32;
         let weight = if header & 0x0040 != 0 {
@@ -66,10 +81,57 @@ pub fn numeric_text(body: &[u8], out: &mut Vec<u8>) -> Option<NumericKind> {
         Some(0) => return None,
         _ => {}
     }
-    if !write_decimal(negative, weight, dscale, Digits(raw), out) {
+    Some((negative, dscale, weight, Digits(raw)))
+}
+
+/// A finite numeric as an integer of its digits at `scale` fraction
+/// digits (`None`: at its own display scale), and that scale: what
+/// [`numeric_text`]'s text would be with the point taken out and zeros
+/// added up to the scale (the Debezium format's decimals), without the
+/// text. `None` when the bytes are not a finite numeric this reads, when
+/// it has more fraction digits than `scale`, or when the integer does not
+/// fit an `i128` (38 digits): the caller then works from the text.
+pub fn numeric_unscaled(body: &[u8], scale: Option<usize>) -> Option<(i128, usize)> {
+    let (negative, dscale, weight, digits) = finite(body)?;
+    let scale = scale.unwrap_or(dscale);
+    if dscale > scale
+        || !digits
+            .0
+            .chunks_exact(2)
+            .all(|p| (0..10000).contains(&i16::from_ne_bytes([p[0], p[1]])))
+    {
         return None;
     }
-    Some(NumericKind::Finite)
+    let digit_at = |i: i32| -> i128 {
+        if i >= 0 && (i as usize) < digits.len() {
+            digits.get(i as usize) as i128
+        } else {
+            0
+        }
+    };
+    // The integer groups, then the fraction's up to the display scale (the
+    // last one cut to its digits inside it, as the text is).
+    let mut v: i128 = 0;
+    for g in 0..=weight {
+        v = v.checked_mul(10000)?.checked_add(digit_at(g))?;
+    }
+    let mut d = weight + 1;
+    let mut left = dscale;
+    while left >= NBASE_DIGITS {
+        v = v.checked_mul(10000)?.checked_add(digit_at(d))?;
+        d += 1;
+        left -= NBASE_DIGITS;
+    }
+    if left > 0 {
+        let cut = 10i128.pow((NBASE_DIGITS - left) as u32);
+        v = v
+            .checked_mul(10i128.pow(left as u32))?
+            .checked_add(digit_at(d) / cut)?;
+    }
+    for _ in dscale..scale {
+        v = v.checked_mul(10)?;
+    }
+    Some((if negative { -v } else { v }, scale))
 }
 
 /// The base-10000 digits, read in place (no copy, no allocation).
@@ -194,6 +256,78 @@ mod tests {
             b.extend_from_slice(&d.to_ne_bytes());
         }
         b
+    }
+
+    /// The text's digits with the point taken out, zeros added up to
+    /// `scale` (or its own fraction digits).
+    fn unscaled_from_text(body: &[u8], scale: Option<usize>) -> Option<(i128, usize)> {
+        let mut t = Vec::new();
+        numeric_text(body, &mut t)?;
+        let t = String::from_utf8(t).ok()?;
+        let (int, frac) = t.split_once('.').unwrap_or((&t, ""));
+        let scale = scale.unwrap_or(frac.len());
+        if frac.len() > scale || t == "NaN" || t.ends_with("Infinity") {
+            return None;
+        }
+        let digits = format!("{int}{frac}{}", "0".repeat(scale - frac.len()));
+        Some((digits.parse::<i128>().ok()?, scale))
+    }
+
+    #[test]
+    fn unscaled_is_the_texts_digits() {
+        type Case = (Vec<u8>, Option<usize>, Option<(i128, usize)>);
+        let cases: &[Case] = &[
+            (long(false, 2, 0, &[12, 3400]), Some(2), Some((1234, 2))),
+            (long(false, 2, 0, &[12, 3400]), Some(4), Some((123400, 4))),
+            (long(false, 2, 0, &[12, 3400]), Some(1), None),
+            (long(true, 5, -1, &[1000]), None, Some((-10000, 5))),
+            (short(false, 0, 1, &[1, 2345]), None, Some((12345, 0))),
+            (long(false, 0, 0, &[]), None, Some((0, 0))),
+            // Digits past the display scale are cut, as the text cuts them.
+            (long(false, 1, 0, &[1, 2999]), None, Some((12, 1))),
+            // 40 digits: no i128.
+            (long(false, 0, 9, &[9999; 10]), None, None),
+            // Specials and garbage.
+            (0xC000u16.to_ne_bytes().to_vec(), None, None),
+            (long(false, 0, 0, &[0, 1]), None, None),
+            (long(false, 0, 0, &[10000]), None, None),
+        ];
+        for (body, scale, want) in cases {
+            assert_eq!(
+                numeric_unscaled(body, *scale),
+                *want,
+                "{body:?} at {scale:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5_000))]
+
+        /// Whatever the digits, weight, scales and sign: the text's digits
+        /// whenever an i128 holds them.
+        #[test]
+        fn unscaled_agrees_with_the_text(
+            negative in proptest::prelude::any::<bool>(),
+            dscale in 0u16..40,
+            weight in -12i16..12,
+            digits in proptest::collection::vec(0i16..10000, 0..12),
+            scale in proptest::option::of(0usize..45),
+            form_short in proptest::prelude::any::<bool>(),
+        ) {
+            let body = if form_short && dscale < 64 && (-64..64).contains(&weight) {
+                short(negative, dscale, weight, &digits)
+            } else {
+                long(negative, dscale, weight, &digits)
+            };
+            let fast = numeric_unscaled(&body, scale);
+            if let Some(v) = fast {
+                proptest::prop_assert_eq!(Some(v), unscaled_from_text(&body, scale));
+            } else if let Some((v, s)) = unscaled_from_text(&body, scale) {
+                // Only a value beyond 38 digits may miss the fast path.
+                proptest::prop_assert!(v.unsigned_abs() > 10u128.pow(37) || s > 38, "{} at {}", v, s);
+            }
+        }
     }
 
     fn text(body: &[u8]) -> String {

@@ -249,12 +249,8 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
         out.extend_from_slice(&DIGIT_PAIRS[v as usize]);
         return;
     }
-    let mut len = 1;
-    let mut rest = v / 10;
-    while rest > 0 {
-        len += 1;
-        rest /= 10;
-    }
+    // The digit count without a division per digit.
+    let len = v.ilog10() as usize + 1;
     // Room for the digits (a constant, written with a few vector stores),
     // then the pairs stored in place from the back. Not built in a buffer
     // and copied: wide loads of bytes just stored in pairs stall.
@@ -263,6 +259,18 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     out.truncate(start + len);
     let digits = &mut out[start..];
     let mut i = len;
+    // Eight digits at a time in 32-bit arithmetic (cheaper than 64-bit
+    // division), then pairs.
+    while v >= 100_000_000 {
+        let mut low = (v % 100_000_000) as u32;
+        v /= 100_000_000;
+        for _ in 0..4 {
+            i -= 2;
+            digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[(low % 100) as usize]);
+            low /= 100;
+        }
+    }
+    let mut v = v as u32;
     while v >= 100 {
         i -= 2;
         digits[i..i + 2].copy_from_slice(&DIGIT_PAIRS[(v % 100) as usize]);
@@ -535,7 +543,14 @@ pub(crate) mod tests {
     #[test]
     fn integers_match_std_formatting() {
         let mut out = Vec::new();
-        for v in [0u64, 9, 10, 99, 100, 999, 1000, 99_999, u64::MAX] {
+        let edges = (0..20).flat_map(|k| {
+            let p = 10u64.pow(k);
+            [p - 1, p, p + 1]
+        });
+        for v in [0u64, 9, 10, 99, 100, 999, 1000, 99_999, u64::MAX]
+            .into_iter()
+            .chain(edges)
+        {
             out.clear();
             push_u64(&mut out, v);
             assert_eq!(String::from_utf8(out.clone()).unwrap(), v.to_string());

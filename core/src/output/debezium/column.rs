@@ -16,9 +16,30 @@ use crate::options::{
     BinaryMode, DebeziumOptions, DecimalMode, HstoreMode, IntervalMode, TimePrecisionMode,
 };
 use crate::output::datetime::push_iso8601_timestamp;
-use crate::output::jsonb::jsonb_text;
-use crate::output::numeric::numeric_text;
+use crate::output::jsonb::jsonb_json_string;
+use crate::output::numeric::{numeric_text, numeric_unscaled};
 use crate::text::json::{push_i64, push_json_string};
+
+/// Lends `f` a buffer kept between calls (cleared): a value's digits,
+/// read and rewritten, without an allocation per value.
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            let r = f(&mut buf);
+            // A huge value does not keep its memory.
+            if buf.capacity() > 4096 {
+                *buf = Vec::new();
+            }
+            r
+        }
+        // Lent already (not reentrant today): a buffer of its own.
+        Err(_) => f(&mut Vec::new()),
+    })
+}
 
 /// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
 pub const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
@@ -476,18 +497,7 @@ pub fn unscaled_bytes(text: &[u8], scale: usize) -> Option<Vec<u8>> {
 /// (nearly always: 38 of them), without allocating.
 pub fn push_unscaled(out: &mut Vec<u8>, text: &[u8], scale: usize) -> bool {
     if let Some(v) = unscaled_i128(text, scale) {
-        let bytes = v.to_be_bytes();
-        // Fewest bytes: drop sign-extension bytes the next byte repeats.
-        let mut from = 0;
-        while from < 15 {
-            let (b, next) = (bytes[from], bytes[from + 1]);
-            if (b == 0 && next & 0x80 == 0) || (b == 0xFF && next & 0x80 != 0) {
-                from += 1;
-            } else {
-                break;
-            }
-        }
-        push_bytes(out, &bytes[from..]);
+        push_i128_bytes(out, v);
         return true;
     }
     match unscaled_bytes(text, scale) {
@@ -596,6 +606,45 @@ fn push_decimal(out: &mut Vec<u8>, text: &[u8], scale: Option<u32>, mode: Decima
         }
     }
     true
+}
+
+/// A finite numeric in `precise` mode straight from its stored digits:
+/// the unscaled value's bytes at the column's scale, or Debezium's
+/// variable-scale struct at its own (what [`push_decimal`] writes from the
+/// text). False, writing nothing, where that needs the text (a special
+/// value, more fraction digits than the scale, more than 38 digits).
+fn push_numeric_unscaled(out: &mut Vec<u8>, body: &[u8], scale: Option<u32>) -> bool {
+    let Some((v, at)) = numeric_unscaled(body, scale.map(|s| s as usize)) else {
+        return false;
+    };
+    match scale {
+        Some(_) => push_i128_bytes(out, v),
+        None => {
+            out.extend_from_slice(b"{\"scale\":");
+            push_i64(out, at as i64);
+            out.extend_from_slice(b",\"value\":");
+            push_i128_bytes(out, v);
+            out.push(b'}');
+        }
+    }
+    true
+}
+
+/// An i128 as Java's `BigInteger.toByteArray()` (the fewest big-endian
+/// two's-complement bytes), in base64.
+fn push_i128_bytes(out: &mut Vec<u8>, v: i128) {
+    let bytes = v.to_be_bytes();
+    // Fewest bytes: drop sign-extension bytes the next byte repeats.
+    let mut from = 0;
+    while from < 15 {
+        let (b, next) = (bytes[from], bytes[from + 1]);
+        if (b == 0 && next & 0x80 == 0) || (b == 0xFF && next & 0x80 != 0) {
+            from += 1;
+        } else {
+            break;
+        }
+    }
+    push_bytes(out, &bytes[from..]);
 }
 
 /// A finite double as a JSON number (Rust's shortest digits; `1.0`, not
@@ -776,10 +825,13 @@ fn push_zoned_timestamp(out: &mut Vec<u8>, ts: i64, precision: u32) -> bool {
     // "...:SSZ": put the fraction before the Z.
     out.pop();
     if precision > 0 {
-        let micros = ts.rem_euclid(1_000_000);
-        let frac = format!("{micros:06}");
+        let micros = ts.rem_euclid(1_000_000) as u32;
+        let mut frac = [0u8; 6];
+        for (i, d) in frac.iter_mut().enumerate() {
+            *d = b'0' + (micros / 10u32.pow(5 - i as u32) % 10) as u8;
+        }
         out.push(b'.');
-        out.extend_from_slice(&frac.as_bytes()[..precision.min(6) as usize]);
+        out.extend_from_slice(&frac[..precision.min(6) as usize]);
     }
     out.extend_from_slice(b"Z\"");
     true
@@ -973,12 +1025,16 @@ pub fn push_value(
             _ => out.extend_from_slice(t),
         },
         (Kind::Bool, Value::Bool(b)) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        (Kind::Numeric { scale, .. }, Value::Numeric(body))
+            if opts.decimal_handling_mode == DecimalMode::Precise
+                && push_numeric_unscaled(out, body, *scale) => {}
         (Kind::Numeric { scale, .. }, Value::Numeric(body)) => {
-            let mut digits = Vec::new();
-            if numeric_text(body, &mut digits).is_none() {
-                digits = text();
-            }
-            return push_decimal(out, &digits, *scale, opts.decimal_handling_mode);
+            return with_scratch(|digits| {
+                if numeric_text(body, digits).is_none() {
+                    *digits = text();
+                }
+                push_decimal(out, digits, *scale, opts.decimal_handling_mode)
+            });
         }
         (Kind::Money, _) => {
             let digits = money_decimal(&text());
@@ -986,11 +1042,10 @@ pub fn push_value(
         }
         (Kind::Bytea, Value::Bytea(bytes)) => push_binary(out, bytes, opts.binary_handling_mode),
         (Kind::Jsonb, Value::Jsonb(body)) => {
-            let mut doc = Vec::new();
-            if !jsonb_text(body, &mut doc) {
-                doc = text();
+            // Its text as a JSON string, in one pass.
+            if !jsonb_json_string(body, out) {
+                push_json_string(out, &text());
             }
-            push_json_string(out, &doc);
         }
         (Kind::Date, Value::Date(days)) => {
             // The infinities: the int32's ends (Debezium writes numbers

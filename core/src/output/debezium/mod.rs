@@ -20,6 +20,7 @@
 //! | change | `before`, `after`, `source`, `transaction`, `op` (`c`, `u`, `d`, `r` for a backfilled row, `t`), `ts_ms`/`ts_us`/`ts_ns` |
 //! | message | `op` `m`, `ts_ms`, `source`, `transaction`, `message` (`prefix`, `content` in base64) |
 //! | BEGIN/END | `status`, `id`, `event_count`, `data_collections`, `ts_ms` (`provide.transaction.metadata`) |
+//! | DDL event | on `<topic.prefix>`: `source`, `ts_ms`, `databaseName`, `schemaName`, `ddl`, `tableChanges` (`schema_change.rs`) |
 //!
 //! Values follow Debezium's type mapping (`column.rs`). Records share an
 //! output message, one per line, as format 3's objects do (`batch-bytes`).
@@ -27,6 +28,7 @@
 //! from Debezium's own events.
 
 pub mod column;
+pub mod schema_change;
 
 #[cfg(test)]
 mod tests;
@@ -41,9 +43,10 @@ use crate::model::{
 use crate::options::{DebeziumOptions, Options, PrefixPatterns};
 use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, FormatEvents, OutputFormat, PreparedTxn, Sink,
-    StreamedCommit, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
+    Sink, StreamedCommit, TypeName, TypeRendering,
 };
+use crate::protocol::ddl::DdlEvent;
 use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_u64};
 use column::{push_field_schema, Kind, PG_EPOCH_MICROS};
@@ -176,16 +179,20 @@ impl TableRender {
                 key
             })
             .collect();
-        let key_columns: Vec<usize> = if rel.has_primary_key {
-            (0..columns.len())
-                .filter(|&i| rel.columns[columns[i].index].in_primary_key)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // Debezium's key, in its order, among the columns of the events.
+        let key_columns: Vec<usize> = schema_change::key_columns(rel)
+            .into_iter()
+            .filter_map(|c| columns.iter().position(|p| p.index == c))
+            .collect();
         let field = |out: &mut Vec<u8>, p: &ColumnPlan| {
             let col = &rel.columns[p.index];
-            push_field_schema(out, &p.kind, opts, !col.not_null, &col.name_json);
+            push_field_schema(
+                out,
+                &p.kind,
+                opts,
+                schema_change::optional(col),
+                &col.name_json,
+            );
         };
         let mut key_open = Vec::new();
         let mut value_open = Vec::new();
@@ -273,6 +280,51 @@ struct SourceFacts<'a> {
     snapshot: &'static str,
 }
 
+/// `,"ts_ms":..,"ts_us":..,"ts_ns":..` of `micros` since 1970 (`all`:
+/// else `ts_ms` alone). The three are one number: its digits are
+/// formatted once, then cut (milliseconds) or extended (nanoseconds).
+fn push_times(out: &mut Vec<u8>, micros: i64, all: bool) {
+    out.extend_from_slice(b",\"ts_ms\":");
+    if !(1000..=i64::MAX / 1000).contains(&micros) {
+        push_i64(out, micros.div_euclid(1000));
+        if all {
+            out.extend_from_slice(b",\"ts_us\":");
+            push_i64(out, micros);
+            out.extend_from_slice(b",\"ts_ns\":");
+            push_i64(out, micros.saturating_mul(1000));
+        }
+        return;
+    }
+    let start = out.len();
+    push_u64(out, micros as u64);
+    let mut digits = [0u8; 20];
+    let len = out.len() - start;
+    digits[..len].copy_from_slice(&out[start..]);
+    out.truncate(out.len() - 3);
+    if all {
+        out.extend_from_slice(b",\"ts_us\":");
+        out.extend_from_slice(&digits[..len]);
+        out.extend_from_slice(b",\"ts_ns\":");
+        out.extend_from_slice(&digits[..len]);
+        out.extend_from_slice(b"000");
+    }
+}
+
+/// What a `source` block holds but its event's own LSN and table, as bytes
+/// ready to copy: the same for every event of a transaction.
+#[derive(Default)]
+struct SourceCache {
+    /// What it was made for: transaction id, commit time, previous commit
+    /// and `snapshot`; `None`: not made yet.
+    made_for: Option<(Option<u32>, i64, Option<u64>, &'static str)>,
+    /// `"source":{"version":...,"sequence":"[<previous>,\"`
+    head: Vec<u8>,
+    /// `\"]","ts_us":..,"ts_ns":..`
+    times: Vec<u8>,
+    /// `,"txId":..,"lsn":`
+    txid: Vec<u8>,
+}
+
 /// The Debezium format for one decoding session's options.
 pub struct FormatDebezium {
     opts: DebeziumOptions,
@@ -284,10 +336,16 @@ pub struct FormatDebezium {
     last_commit_lsn: Option<u64>,
     /// Its time (a non-transactional message's `source.ts_ms`).
     last_commit_time: i64,
+    /// The `source` block's bytes that stay the same from one event to the
+    /// next (made again when what they show changes).
+    source_cache: RefCell<SourceCache>,
     /// `"<prefix>.transaction"`, `"<prefix>.message"` as JSON strings.
     txn_topic: Vec<u8>,
     message_topic: Vec<u8>,
     message_schema: String,
+    /// `"<prefix>"` as a JSON string: the schema change topic.
+    schema_change_topic: Vec<u8>,
+    schema_change_schema: String,
     /// Scratch buffers for a change's rendered key.
     new_key: Vec<u8>,
     old_key: Vec<u8>,
@@ -307,15 +365,20 @@ impl FormatDebezium {
         push_topic_name(&mut txn_topic, &[&prefix, b"transaction"]);
         let mut message_topic = Vec::new();
         push_topic_name(&mut message_topic, &[&prefix, b"message"]);
+        let mut schema_change_topic = Vec::new();
+        push_topic_name(&mut schema_change_topic, &[&prefix]);
         FormatDebezium {
             batch_bytes: opts.batching.bytes(),
             clock,
             txn: None,
             last_commit_lsn: None,
             last_commit_time: 0,
+            source_cache: RefCell::new(SourceCache::default()),
             txn_topic,
             message_topic,
             message_schema: message_value_schema(),
+            schema_change_topic,
+            schema_change_schema: schema_change::value_schema(SOURCE_SCHEMA),
             new_key: Vec::new(),
             old_key: Vec::new(),
             // Checked when the options were parsed.
@@ -344,54 +407,67 @@ impl FormatDebezium {
     /// `,"ts_ms":..,"ts_us":..,"ts_ns":..` of now (`all`: else `ts_ms`
     /// alone, as in a message's value).
     fn push_now(&self, out: &mut Vec<u8>, all: bool) {
-        let now = (self.clock)();
-        out.extend_from_slice(b",\"ts_ms\":");
-        push_i64(out, now.div_euclid(1000));
-        if all {
-            out.extend_from_slice(b",\"ts_us\":");
-            push_i64(out, now);
-            out.extend_from_slice(b",\"ts_ns\":");
-            push_i64(out, now.saturating_mul(1000));
-        }
+        push_times(out, (self.clock)(), all);
     }
 
-    /// `"source":{...}`.
+    /// `"source":{...}`: the cached bytes of the transaction, the event's
+    /// LSN (formatted once, written twice) and table.
     fn push_source(&self, out: &mut Vec<u8>, facts: &SourceFacts<'_>) {
+        let mut cache = self.source_cache.borrow_mut();
+        let key = (facts.txid, facts.time, self.last_commit_lsn, facts.snapshot);
+        if cache.made_for != Some(key) {
+            self.make_source_cache(&mut cache, facts);
+            cache.made_for = Some(key);
+        }
+        out.extend_from_slice(&cache.head);
+        let start = out.len();
+        push_u64(out, facts.lsn);
+        let lsn = start..out.len();
+        out.extend_from_slice(&cache.times);
+        out.extend_from_slice(facts.table);
+        out.extend_from_slice(&cache.txid);
+        out.extend_from_within(lsn);
+        out.extend_from_slice(b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null}");
+    }
+
+    fn make_source_cache(&self, cache: &mut SourceCache, facts: &SourceFacts<'_>) {
         let unix = facts.time.saturating_add(PG_EPOCH_MICROS);
-        out.extend_from_slice(b"\"source\":{\"version\":\"");
-        out.extend_from_slice(SOURCE_VERSION.as_bytes());
-        out.extend_from_slice(b"\",\"connector\":\"postgresql\",\"name\":");
-        push_json_string(out, self.opts.topic_prefix.as_deref().unwrap_or_default());
-        out.extend_from_slice(b",\"ts_ms\":");
-        push_i64(out, unix.div_euclid(1000));
-        out.extend_from_slice(b",\"snapshot\":\"");
-        out.extend_from_slice(facts.snapshot.as_bytes());
-        out.extend_from_slice(b"\",\"db\":");
-        push_json_string(out, &self.opts.database);
-        out.extend_from_slice(b",\"sequence\":\"[");
+        let head = &mut cache.head;
+        head.clear();
+        head.extend_from_slice(b"\"source\":{\"version\":\"");
+        head.extend_from_slice(SOURCE_VERSION.as_bytes());
+        head.extend_from_slice(b"\",\"connector\":\"postgresql\",\"name\":");
+        push_json_string(head, self.opts.topic_prefix.as_deref().unwrap_or_default());
+        head.extend_from_slice(b",\"ts_ms\":");
+        push_i64(head, unix.div_euclid(1000));
+        head.extend_from_slice(b",\"snapshot\":\"");
+        head.extend_from_slice(facts.snapshot.as_bytes());
+        head.extend_from_slice(b"\",\"db\":");
+        push_json_string(head, &self.opts.database);
+        head.extend_from_slice(b",\"sequence\":\"[");
         match self.last_commit_lsn {
             Some(lsn) => {
-                out.extend_from_slice(b"\\\"");
-                push_u64(out, lsn);
-                out.extend_from_slice(b"\\\"");
+                head.extend_from_slice(b"\\\"");
+                push_u64(head, lsn);
+                head.extend_from_slice(b"\\\"");
             }
-            None => out.extend_from_slice(b"null"),
+            None => head.extend_from_slice(b"null"),
         }
-        out.extend_from_slice(b",\\\"");
-        push_u64(out, facts.lsn);
-        out.extend_from_slice(b"\\\"]\",\"ts_us\":");
-        push_i64(out, unix);
-        out.extend_from_slice(b",\"ts_ns\":");
-        push_i64(out, unix.saturating_mul(1000));
-        out.extend_from_slice(facts.table);
-        out.extend_from_slice(b",\"txId\":");
+        head.extend_from_slice(b",\\\"");
+        let times = &mut cache.times;
+        times.clear();
+        times.extend_from_slice(b"\\\"]\",\"ts_us\":");
+        push_i64(times, unix);
+        times.extend_from_slice(b",\"ts_ns\":");
+        push_i64(times, unix.saturating_mul(1000));
+        let txid = &mut cache.txid;
+        txid.clear();
+        txid.extend_from_slice(b",\"txId\":");
         match facts.txid {
-            Some(xid) => push_u64(out, xid as u64),
-            None => out.extend_from_slice(b"null"),
+            Some(xid) => push_u64(txid, xid as u64),
+            None => txid.extend_from_slice(b"null"),
         }
-        out.extend_from_slice(b",\"lsn\":");
-        push_u64(out, facts.lsn);
-        out.extend_from_slice(b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null}");
+        txid.extend_from_slice(b",\"lsn\":");
     }
 
     /// `"xid:lsn"` as a JSON string: Debezium's transaction id (the LSN
@@ -480,19 +556,25 @@ impl FormatDebezium {
         self.txn = Some(txn);
     }
 
-    /// Counts an event of `collection` in the open transaction and writes
-    /// its `"transaction":...` member (BEGIN first, if not yet written).
-    fn count_event(&mut self, sink: &mut dyn Sink, collection: &[u8], lsn: u64) -> Vec<u8> {
+    /// Counts an event of `collection` in the open transaction (its BEGIN
+    /// written first, if not yet) and returns its `"transaction"` block's
+    /// facts: `(xid, total_order, data_collection_order)`, `None` for
+    /// `null` (no transaction metadata, or no transaction).
+    fn count_event(
+        &mut self,
+        sink: &mut dyn Sink,
+        collection: &[u8],
+        lsn: u64,
+    ) -> Option<(u32, u64, u64)> {
         let metadata = self.opts.provide_transaction_metadata;
-        let mut block = Vec::new();
-        let Some(mut txn) = self.txn.take() else {
-            block.extend_from_slice(b"\"transaction\":null");
-            return block;
-        };
+        let txn = self.txn.as_mut()?;
         if metadata && !txn.begun {
+            let txn = self.txn.take()?;
             self.transaction_record(sink.buf(), &txn, lsn, false);
+            self.txn = Some(txn);
             self.end_record(sink, false);
         }
+        let txn = self.txn.as_mut()?;
         txn.begun = true;
         txn.events += 1;
         let order = match txn.collections.iter_mut().find(|(c, _)| c == collection) {
@@ -505,19 +587,23 @@ impl FormatDebezium {
                 1
             }
         };
-        if metadata {
-            block.extend_from_slice(b"\"transaction\":{\"id\":");
-            Self::push_txn_id(&mut block, txn.xid, lsn);
-            block.extend_from_slice(b",\"total_order\":");
-            push_u64(&mut block, txn.events);
-            block.extend_from_slice(b",\"data_collection_order\":");
-            push_u64(&mut block, order);
-            block.push(b'}');
-        } else {
-            block.extend_from_slice(b"\"transaction\":null");
+        metadata.then_some((txn.xid, txn.events, order))
+    }
+
+    /// `"transaction":...` of an event at `lsn` ([`Self::count_event`]).
+    fn push_block(out: &mut Vec<u8>, block: Option<(u32, u64, u64)>, lsn: u64) {
+        match block {
+            Some((xid, total, order)) => {
+                out.extend_from_slice(b"\"transaction\":{\"id\":");
+                Self::push_txn_id(out, xid, lsn);
+                out.extend_from_slice(b",\"total_order\":");
+                push_u64(out, total);
+                out.extend_from_slice(b",\"data_collection_order\":");
+                push_u64(out, order);
+                out.push(b'}');
+            }
+            None => out.extend_from_slice(b"\"transaction\":null"),
         }
-        self.txn = Some(txn);
-        block
     }
 
     /// Writes a table's row as a JSON object: every column of the plan,
@@ -625,7 +711,7 @@ impl FormatDebezium {
         out.push(b',');
         self.push_source(&mut out, &facts);
         out.push(b',');
-        out.extend_from_slice(&block);
+        Self::push_block(&mut out, block, facts.lsn);
         out.extend_from_slice(b",\"op\":\"");
         out.push(op);
         out.push(b'"');
@@ -662,6 +748,7 @@ impl OutputFormat for FormatDebezium {
             classify_domain_base: false,
             signed_oid: false,
             reads: ValueReads::Typed,
+            column_details: true,
         }
     }
 
@@ -672,8 +759,11 @@ impl OutputFormat for FormatDebezium {
             truncate: true,
             // Backfilled rows are `op` `r` (the markers write nothing).
             backfill: true,
-            // Debezium's PostgreSQL connector has no schema change events.
-            ddl: false,
+            // As schema change events, the shape of Debezium's other
+            // connectors (its PostgreSQL connector has none); without
+            // them a capture message is an ordinary message, as in
+            // formats 1 and 2.
+            ddl: self.opts.include_schema_changes,
         }
     }
 
@@ -913,7 +1003,7 @@ impl OutputFormat for FormatDebezium {
         let block = if transactional {
             self.count_event(sink, &collection, lsn)
         } else {
-            b"\"transaction\":null".to_vec()
+            None
         };
         let facts = SourceFacts {
             txid: transactional.then_some(txn.xid),
@@ -953,7 +1043,7 @@ impl OutputFormat for FormatDebezium {
         out.push(b',');
         self.push_source(&mut out, &facts);
         out.push(b',');
-        out.extend_from_slice(&block);
+        Self::push_block(&mut out, block, lsn);
         out.extend_from_slice(b",\"message\":{\"prefix\":");
         push_json_string(&mut out, prefix);
         out.extend_from_slice(b",\"content\":");
@@ -965,6 +1055,86 @@ impl OutputFormat for FormatDebezium {
         out.push(b'}');
         *sink.buf() = out;
         self.end_record(sink, !transactional);
+    }
+
+    /// A schema change event on the `<topic.prefix>` topic. It belongs to
+    /// its transaction (its `source` has the transaction's id and commit
+    /// time; with transaction metadata it opens the `BEGIN` record) but is
+    /// not one of its data events: Debezium counts only those
+    /// (`event_count`), and the value has no `transaction` block.
+    fn ddl(
+        &mut self,
+        sink: &mut dyn Sink,
+        _stream_xid: Option<u32>,
+        lsn: u64,
+        event: &DdlEvent,
+        tables: &[DdlTable<'_>],
+    ) {
+        self.skipped_event(sink, lsn);
+        let changes = schema_change::table_changes(event, tables);
+        let (schema, table_names) = schema_change::names(event, &changes);
+        let mut source_table = b",\"schema\":".to_vec();
+        push_json_string(&mut source_table, schema.as_deref().unwrap_or_default());
+        source_table.extend_from_slice(b",\"table\":");
+        push_json_string(&mut source_table, &table_names);
+        let (txid, time) = match &self.txn {
+            Some(txn) => (Some(txn.xid), txn.commit_time),
+            None => (None, self.last_commit_time),
+        };
+        let facts = SourceFacts {
+            txid,
+            time,
+            lsn,
+            table: &source_table,
+            snapshot: "false",
+        };
+        let schemas = self.opts.schemas_enable;
+        let mut out = std::mem::take(sink.buf());
+        out.extend_from_slice(b"{\"destination\":");
+        out.extend_from_slice(&self.schema_change_topic);
+        out.extend_from_slice(b",\"key\":");
+        if schemas {
+            out.extend_from_slice(b"{\"schema\":");
+            out.extend_from_slice(schema_change::KEY_SCHEMA.as_bytes());
+            out.extend_from_slice(b",\"payload\":");
+        }
+        out.extend_from_slice(b"{\"databaseName\":");
+        push_json_string(&mut out, &self.opts.database);
+        out.push(b'}');
+        if schemas {
+            out.push(b'}');
+        }
+        out.extend_from_slice(b",\"value\":");
+        if schemas {
+            out.extend_from_slice(b"{\"schema\":");
+            out.extend_from_slice(self.schema_change_schema.as_bytes());
+            out.extend_from_slice(b",\"payload\":");
+        }
+        out.push(b'{');
+        self.push_source(&mut out, &facts);
+        out.extend_from_slice(b",\"ts_ms\":");
+        push_i64(&mut out, (self.clock)().div_euclid(1000));
+        out.extend_from_slice(b",\"databaseName\":");
+        push_json_string(&mut out, &self.opts.database);
+        out.extend_from_slice(b",\"schemaName\":");
+        match &schema {
+            Some(schema) => push_json_string(&mut out, schema),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"ddl\":");
+        match &event.command {
+            Some(command) => push_json_string(&mut out, command),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"tableChanges\":");
+        schema_change::push_table_changes(&mut out, &changes);
+        out.push(b'}');
+        if schemas {
+            out.push(b'}');
+        }
+        out.push(b'}');
+        *sink.buf() = out;
+        self.end_record(sink, false);
     }
 
     /// Debezium marks an incremental snapshot's window in its signalling

@@ -15,7 +15,7 @@ use crate::model::{ChangeHeader, ColumnMeta, Value, ValueKind};
 use crate::options::{
     Batching, BinaryMode, DecimalMode, HstoreMode, IntervalMode, OptionErrorKind, TimePrecisionMode,
 };
-use crate::output::format::RelationRender;
+use crate::output::format::{DdlTable, RelationRender};
 use crate::text::encoding::ServerEncoding;
 use crate::text::json::json_string;
 use proptest::prelude::*;
@@ -431,6 +431,7 @@ fn col(i: usize, name: &str, ty: &str, oid: u32, key: bool) -> ColumnMeta {
         domain_base: None,
         attlen: -1,
         byval: false,
+        details: None,
     }
 }
 
@@ -591,6 +592,7 @@ fn relation(identity: ReplicaIdentity, keyed: bool) -> RelationMeta {
         has_primary_key: keyed,
         has_identity_index: keyed,
         identity,
+        unique_indexes: Vec::new(),
     }
 }
 
@@ -1050,6 +1052,206 @@ fn skipped_operations_truncates_and_messages() {
     );
 }
 
+/// `relation()` as the catalog reader describes it for this format.
+fn described(keyed: bool) -> RelationMeta {
+    use crate::model::{ColumnDetails, TypeFacts};
+    let mut rel = relation(ReplicaIdentity::Default, keyed);
+    for (c, (oid, name)) in rel.columns.iter_mut().zip([(23, "int4"), (25, "text")]) {
+        let facts = TypeFacts {
+            oid,
+            name: name.as_bytes().to_vec(),
+            kind: b'b',
+            array_input: false,
+        };
+        c.details = Some(Box::new(ColumnDetails {
+            typmod: -1,
+            declared: facts.clone(),
+            root: facts,
+            root_typmod: -1,
+            type_not_null: false,
+            default_expr: (name == "text").then(|| b"'n/a'::text".to_vec()),
+        }));
+    }
+    if keyed {
+        rel.unique_indexes = vec![crate::model::UniqueIndex {
+            name: b"t_pkey".to_vec(),
+            primary: true,
+            clustered: false,
+            attnums: vec![1],
+            key_columns: 1,
+        }];
+    }
+    rel
+}
+
+const CREATE_T: &[u8] = br#"{"event":"ddl_command_end","tag":"CREATE TABLE","command":"CREATE TABLE t (id int PRIMARY KEY, name text DEFAULT 'n/a')","role":"r","search_path":"public","objects":[{"type":"table","schema":"public","identity":"public.t","oid":"16384","classid":"1259","subid":0,"tag":"CREATE TABLE"},{"type":"index","schema":"public","identity":"public.t_pkey","oid":"16387","classid":"1259","subid":0,"tag":"CREATE INDEX"}],"relations":[16384]}"#;
+
+const T_COLUMNS: &str = r#"[{"name":"id","jdbcType":4,"nativeType":23,"typeName":"int4","typeExpression":"int4","charsetName":null,"length":10,"scale":0,"position":1,"optional":false,"autoIncremented":false,"generated":false,"comment":null,"defaultValueExpression":null,"enumValues":null},{"name":"name","jdbcType":12,"nativeType":25,"typeName":"text","typeExpression":"text","charsetName":null,"length":2147483647,"scale":0,"position":2,"optional":true,"autoIncremented":false,"generated":false,"comment":null,"defaultValueExpression":"'n/a'::text","enumValues":null}]"#;
+
+#[test]
+fn ddl_events_are_schema_change_records() {
+    let mut f = format(|o| o.debezium.schemas_enable = false);
+    // include.schema.changes, on by default.
+    assert!(f.events().ddl);
+    let mut sink = Messages::default();
+    let rel = described(true);
+    let visible = [true, true];
+    let tables = [DdlTable {
+        rel: &rel,
+        visible: &visible,
+    }];
+    let event = crate::protocol::ddl::parse(CREATE_T).expect("a capture message");
+    f.begin(&mut sink, &txn(), 100);
+    f.ddl(&mut sink, None, 100, &event, &tables);
+    f.commit(&mut sink, &txn(), 0x16B_3748, 1);
+    assert_eq!(sink.written.len(), 1);
+    let expected = format!(
+        concat!(
+            r#"{{"destination":"dbz","key":{{"databaseName":"db"}},"value":{{"source":{{"version":"{version}","connector":"postgresql","name":"dbz","ts_ms":1772630055654,"snapshot":"false","db":"db","sequence":"[null,\"100\"]","ts_us":1772630055654321,"ts_ns":1772630055654321000,"schema":"public","table":"t","txId":740,"lsn":100,"xmin":null,"origin":null,"origin_lsn":null}},"#,
+            r#""ts_ms":1800000000123,"databaseName":"db","schemaName":"public","ddl":"CREATE TABLE t (id int PRIMARY KEY, name text DEFAULT 'n/a')","#,
+            r#""tableChanges":[{{"type":"CREATE","id":"\"public\".\"t\"","table":{{"defaultCharsetName":null,"primaryKeyColumnNames":["id"],"columns":{columns},"comment":null}}}}]}}}}"#
+        ),
+        version = SOURCE_VERSION,
+        columns = T_COLUMNS
+    );
+    assert_eq!(sink.written[0], expected);
+
+    // With schemas: the converter's envelope around the same key and
+    // payload, Debezium's schemas named for the PostgreSQL connector.
+    let mut f = format(|_| {});
+    let mut sink = Messages::default();
+    f.begin(&mut sink, &txn(), 100);
+    f.ddl(&mut sink, None, 100, &event, &tables);
+    f.commit(&mut sink, &txn(), 0x16B_3748, 1);
+    let payload_start = expected.find(r#""value":"#).unwrap() + 8;
+    let with_schemas = format!(
+        r#"{{"destination":"dbz","key":{{"schema":{key},"payload":{{"databaseName":"db"}}}},"value":{{"schema":{value},"payload":{payload}}}"#,
+        key = schema_change::KEY_SCHEMA,
+        value = schema_change::value_schema(SOURCE_SCHEMA),
+        payload = &expected[payload_start..expected.len() - 1],
+    );
+    assert_eq!(sink.written[0], format!("{with_schemas}}}"));
+    let r = &sink.records()[0];
+    assert_eq!(
+        r["value"]["schema"]["fields"][0]["name"],
+        "io.debezium.connector.postgresql.Source"
+    );
+}
+
+#[test]
+fn ddl_events_open_transactions_uncounted_and_drops_have_no_table() {
+    let mut f = format(|o| {
+        o.debezium.schemas_enable = false;
+        o.debezium.provide_transaction_metadata = true;
+    });
+    let mut sink = Messages::default();
+    let rel = described(true);
+    let render = RelationRender::default();
+    let visible = [true, true];
+    let tables = [DdlTable {
+        rel: &rel,
+        visible: &visible,
+    }];
+    let alter = br#"{"event":"ddl_command_end","tag":"ALTER TABLE","command":null,"command_redacted":true,"role":"r","search_path":"public","objects":[{"type":"table","schema":"public","identity":"public.t","oid":"16384","classid":"1259","subid":0,"tag":"ALTER TABLE"}],"relations":[16384]}"#;
+    let event = crate::protocol::ddl::parse(alter).expect("a capture message");
+    f.begin(&mut sink, &txn(), 100);
+    f.ddl(&mut sink, None, 100, &event, &tables);
+    let row = Row(vec![C::Int(1), C::Text("a")]);
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        ChangeKind::Insert,
+        200,
+        Some(&row),
+        None,
+    );
+    let drop = br#"{"event":"sql_drop","tag":"DROP TABLE","command":"DROP TABLE t","role":"r","search_path":"public","objects":[{"type":"table","schema":"public","identity":"public.t","oid":"16384","classid":"1259","subid":0}],"relations":[],"publications":[]}"#;
+    let event = crate::protocol::ddl::parse(drop).expect("a drop");
+    f.ddl(&mut sink, None, 300, &event, &[]);
+    f.commit(&mut sink, &txn(), 0x16B_3748, 3);
+    let records = sink.records();
+    let destinations: Vec<&str> = records
+        .iter()
+        .map(|r| r["destination"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        destinations,
+        [
+            "dbz.transaction",
+            "dbz",
+            "dbz.public.t",
+            "dbz",
+            "dbz.transaction"
+        ]
+    );
+    // BEGIN carries the DDL event's LSN; the DDL event is not counted.
+    assert_eq!(records[0]["value"]["id"], "740:100");
+    let ddl = &records[1]["value"];
+    assert_eq!(ddl["ddl"], Json::Null);
+    assert_eq!(ddl["tableChanges"][0]["type"], "ALTER");
+    assert!(ddl.get("transaction").is_none());
+    assert_eq!(
+        records[2]["value"]["transaction"],
+        json!({"id": "740:200", "total_order": 1, "data_collection_order": 1})
+    );
+    assert_eq!(
+        records[3]["value"]["tableChanges"],
+        json!([{"type": "DROP", "id": "\"public\".\"t\"", "table": null}])
+    );
+    assert_eq!(records[3]["value"]["source"]["lsn"], 300);
+    assert_eq!(records[3]["value"]["source"]["sequence"], "[null,\"300\"]");
+    assert_eq!(records[4]["value"]["event_count"], 1);
+
+    // A transaction with only a DDL event still has its BEGIN and END.
+    f.begin(&mut sink, &txn(), 400);
+    f.ddl(&mut sink, None, 400, &event, &[]);
+    f.commit(&mut sink, &txn(), 0x16B_3748, 1);
+    let records = sink.records();
+    let end = &records[records.len() - 1]["value"];
+    assert_eq!(
+        (&end["status"], &end["event_count"]),
+        (&json!("END"), &json!(0))
+    );
+}
+
+#[test]
+fn times_are_one_number_cut_and_extended() {
+    for micros in [
+        i64::MIN,
+        -1_500,
+        -1,
+        0,
+        999,
+        1000,
+        1001,
+        123_456,
+        1_800_000_000_123_456,
+        i64::MAX / 1000,
+        i64::MAX / 1000 + 1,
+        i64::MAX,
+    ] {
+        let mut out = Vec::new();
+        push_times(&mut out, micros, true);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(
+                ",\"ts_ms\":{},\"ts_us\":{micros},\"ts_ns\":{}",
+                micros.div_euclid(1000),
+                micros.saturating_mul(1000)
+            ),
+            "{micros}"
+        );
+        let mut out = Vec::new();
+        push_times(&mut out, micros, false);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(",\"ts_ms\":{}", micros.div_euclid(1000))
+        );
+    }
+}
+
 #[test]
 fn batches_hold_a_transaction_per_message() {
     let mut f = format(|o| {
@@ -1115,6 +1317,7 @@ fn options_under_debeziums_names() {
         ("provide.transaction.metadata", "true"),
         ("include.unknown.datatypes", "on"),
         ("unavailable.value.placeholder", "?"),
+        ("include.schema.changes", "false"),
         ("batch-bytes", "0"),
     ])
     .unwrap();
@@ -1135,6 +1338,8 @@ fn options_under_debeziums_names() {
     );
     assert!(!d.schemas_enable && !d.tombstones_on_delete);
     assert!(d.provide_transaction_metadata && d.include_unknown_datatypes);
+    assert!(!d.include_schema_changes);
+    assert!(!FormatDebezium::new(&o).events().ddl);
     assert_eq!(d.unavailable_value_placeholder, b"?");
     assert_eq!(o.batching, Batching::Off);
 

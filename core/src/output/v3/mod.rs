@@ -439,6 +439,7 @@ impl OutputFormat for Format3 {
             classify_domain_base: false,
             signed_oid: false,
             reads: ValueReads::Typed,
+            column_details: false,
         }
     }
 

@@ -347,6 +347,7 @@ fn column(i: usize, name: &[u8], ty: &str, oid: u32, key: bool) -> ColumnMeta {
         domain_base: None,
         attlen: -1,
         byval: false,
+        details: None,
     }
 }
 
@@ -366,6 +367,7 @@ fn relation(identity: ReplicaIdentity) -> RelationMeta {
         has_primary_key: true,
         has_identity_index: identity != ReplicaIdentity::Full,
         identity,
+        unique_indexes: Vec::new(),
     }
 }
 

@@ -46,6 +46,7 @@ fn column(i: usize, name: &str, ty: &str, kind: ValueKind, pk: bool) -> ColumnMe
         domain_base: None,
         attlen: if kind == ValueKind::Text { -1 } else { 8 },
         byval: kind != ValueKind::Text,
+        details: None,
     }
 }
 
@@ -65,6 +66,7 @@ fn relation() -> RelationMeta {
         has_primary_key: true,
         has_identity_index: true,
         identity: ReplicaIdentity::Default,
+        unique_indexes: Vec::new(),
     }
 }
 

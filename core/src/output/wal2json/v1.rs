@@ -590,6 +590,7 @@ impl OutputFormat for Format1 {
             classify_domain_base: true,
             signed_oid: false,
             reads: ValueReads::AsText,
+            column_details: false,
         }
     }
 

@@ -445,6 +445,7 @@ impl OutputFormat for Format2 {
             classify_domain_base: false,
             signed_oid: true,
             reads: ValueReads::AsText,
+            column_details: false,
         }
     }
 
