@@ -5,13 +5,15 @@
 //! PostgreSQL restart and a frozen broker, every duplicate caught by the
 //! documented rule (docs/relay.md),
 //! each key on one partition in commit order, the replica equal to the
-//! table.
+//! table; in format 3 and (a second relay on the same workload and faults)
+//! in the Debezium format, whose records also reach Kafka and JetStream
+//! exactly as the slot writes them.
 
 use pubjson_e2e::brokers::Tansu;
 use pubjson_e2e::relay::{
-    assert_no_duplicates, build_replica, conninfo, create_workload_table, drop_kafka_duplicates,
-    read_kafka, run_workload, seed, source_rows, wait_caught_up, Record, RelayProcess, Replica,
-    Workload,
+    assert_no_duplicates, build_debezium_replica, build_replica, conninfo, create_workload_table,
+    drop_kafka_duplicates, drop_kafka_duplicates_by_transaction, read_kafka, run_workload, seed,
+    source_rows, wait_caught_up, Record, RelayProcess, Replica, Rows, Workload,
 };
 use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng};
 use std::collections::{BTreeMap, HashMap};
@@ -57,7 +59,34 @@ reconnect_max = "2s"
         bootstrap = tansu.bootstrap()
     );
     let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    // The Debezium format's relay beside it (transaction records on: the
+    // replica is rebuilt across partitions in commit order).
+    let dbz_config = format!(
+        r#"
+[source]
+conninfo = "{conn}"
+slot = "relay_kafka_dbz"
+create_slot = true
+format = "debezium"
+[source.options]
+"topic.prefix" = "dbzk"
+"schemas.enable" = "false"
+"skipped.operations" = "none"
+"provide.transaction.metadata" = "true"
+[broker]
+kind = "kafka"
+[kafka]
+brokers = "{bootstrap}"
+delivery_timeout = "20s"
+[relay]
+reconnect_max = "2s"
+"#,
+        conn = conninfo(&server, db),
+        bootstrap = tansu.bootstrap()
+    );
+    let mut dbz = RelayProcess::start(&dir.join("relay-dbz"), &dbz_config, &[], &[]);
     relay.wait_healthy(Duration::from_secs(120));
+    dbz.wait_healthy(Duration::from_secs(120));
     let seed = seed();
     let stop = AtomicBool::new(false);
     let kills = if soak() { 30 } else { 5 };
@@ -81,22 +110,30 @@ reconnect_max = "2s"
             for _ in 0..kills {
                 std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
                 relay.restart();
+                std::thread::sleep(Duration::from_millis(rng.below(500)));
+                dbz.restart();
             }
             relay.wait_healthy(Duration::from_secs(120));
+            dbz.wait_healthy(Duration::from_secs(120));
             cluster.pg_ctl_restart("immediate");
             relay.wait_healthy(Duration::from_secs(120));
+            dbz.wait_healthy(Duration::from_secs(120));
             // The broker unreachable: frozen (SIGSTOP), its connections open.
             tansu.freeze();
             std::thread::sleep(Duration::from_secs(if soak() { 30 } else { 10 }));
             tansu.thaw();
         } else {
             std::thread::sleep(Duration::from_millis(2000 + rng.below(2000)));
-            let status = relay.terminate(Duration::from_secs(60));
-            assert!(status.success(), "exit {status}: {}", relay.log_text());
+            for r in [&mut relay, &mut dbz] {
+                let status = r.terminate(Duration::from_secs(60));
+                assert!(status.success(), "exit {status}: {}", r.log_text());
+            }
             std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
             relay.restart();
+            dbz.restart();
         }
         relay.wait_healthy(Duration::from_secs(120));
+        dbz.wait_healthy(Duration::from_secs(120));
         std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("workload")
@@ -105,36 +142,45 @@ reconnect_max = "2s"
     assert!(stats.large > 0 && stats.transactions > 50, "{stats:?}");
     let mut client = server.connect_retrying(db, Duration::from_secs(60));
     wait_caught_up(&mut client, "relay_kafka", Duration::from_secs(180));
+    wait_caught_up(&mut client, "relay_kafka_dbz", Duration::from_secs(180));
     let source = source_rows(&mut client, "t", &["id"]);
     assert!(!source.is_empty(), "nothing to compare");
     // The broker read until its contents match the table (bounded): what
     // a partition exposes can trail what it acknowledged for a moment.
-    let mut attempt = 0;
-    let started = Instant::now();
-    loop {
-        attempt += 1;
-        let records = read_kafka(&tansu.bootstrap(), "pubjson.relay_kafka.");
-        match check_kafka(records, &source) {
-            Ok(()) => break,
-            Err(e) if started.elapsed() < Duration::from_secs(60) => {
-                eprintln!("read {attempt}: {e}");
-                std::thread::sleep(Duration::from_secs(2));
+    for (prefix, check) in [
+        ("pubjson.relay_kafka.", check_kafka as fn(Vec<Record>, &Rows) -> Result<(), String>),
+        ("dbzk.", check_kafka_debezium),
+    ] {
+        let mut attempt = 0;
+        let started = Instant::now();
+        loop {
+            attempt += 1;
+            let records = read_kafka(&tansu.bootstrap(), prefix);
+            match check(records, &source) {
+                Ok(()) => break,
+                Err(e) if started.elapsed() < Duration::from_secs(60) => {
+                    eprintln!("{prefix} read {attempt}: {e}");
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+                Err(e) => panic!("{prefix}: {e}"),
             }
-            Err(e) => panic!("{e}"),
+        }
+        if attempt > 1 {
+            eprintln!("{prefix}: the broker matched the table at read {attempt}");
         }
     }
-    if attempt > 1 {
-        eprintln!("the broker matched the table at read {attempt}");
+    for r in [&mut relay, &mut dbz] {
+        wait_for("no unacknowledged events", Duration::from_secs(30), || {
+            r.metric("pubjson_relay_unacknowledged_events") == Some(0.0)
+        });
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
     }
-    wait_for("no unacknowledged events", Duration::from_secs(30), || {
-        relay.metric("pubjson_relay_unacknowledged_events") == Some(0.0)
-    });
-    assert!(
-        relay.terminate(Duration::from_secs(60)).success(),
-        "{}",
-        relay.log_text()
-    );
     pubjson_e2e::drop_slot(&mut client, "relay_kafka");
+    pubjson_e2e::drop_slot(&mut client, "relay_kafka_dbz");
 }
 
 /// Inserts in small transactions, read back: every row on one partition
@@ -231,6 +277,45 @@ fn at_least_once_across_a_drained_restart() {
 #[test]
 fn at_least_once_through_relay_kills_a_restart_and_a_frozen_broker() {
     run_kafka(Faults::Killed);
+}
+
+/// The Debezium format's records, their duplicates dropped by its rule
+/// (per partition and transaction), checked: no event twice, each key on
+/// one partition, records without a key (truncates) on partition 0, every
+/// transaction's `END` there, the replica rebuilt in commit order equal to
+/// `source`.
+fn check_kafka_debezium(records: Vec<Record>, source: &Rows) -> Result<(), String> {
+    let total = records.len();
+    let (kept, dropped) = drop_kafka_duplicates_by_transaction(records);
+    eprintln!("Debezium: {total} records, {dropped} duplicates dropped by the rule");
+    assert_no_duplicates(&kept);
+    let mut partition_of: HashMap<(String, String), i32> = HashMap::new();
+    for r in &kept {
+        match &r.key {
+            Some(k) => {
+                let p = *partition_of
+                    .entry((r.dest.clone(), k.clone()))
+                    .or_insert(r.partition);
+                assert_eq!(p, r.partition, "key {k} of {} on two partitions", r.dest);
+            }
+            None => assert_eq!(r.partition, 0, "a record without a key: {r:?}"),
+        }
+    }
+    let truncates = kept.iter().filter(|r| r.op() == "t").count();
+    let tombstones = kept.iter().filter(|r| r.tombstone).count();
+    assert!(truncates > 0 && tombstones > 0, "truncates {truncates}, tombstones {tombstones}");
+    let mut replica = build_debezium_replica(&kept, &|_| vec!["id".to_string()]);
+    let got = replica.remove("public.t").unwrap_or_default();
+    if *source == got {
+        return Ok(());
+    }
+    let missing: Vec<_> = source.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
+    let extra: Vec<_> = got.keys().filter(|k| !source.contains_key(*k)).take(5).collect();
+    Err(format!(
+        "the Debezium replica differs from t ({} rows, replica {}): missing {missing:?}, extra {extra:?}",
+        source.len(),
+        got.len()
+    ))
 }
 
 /// The records, their duplicates dropped by the rule, checked: no event
