@@ -383,3 +383,195 @@ fn check_kafka(records: Vec<Record>, source: &pubjson_e2e::relay::Rows) -> Resul
         missing.first().or(extra.first()).map(|k| about(k)).unwrap_or_default()
     ))
 }
+
+/// A Debezium format value as two decodings of the same WAL both write it:
+/// without the event's own `ts_ms`/`ts_us`/`ts_ns` (when it was written).
+fn without_write_time(mut value: serde_json::Value) -> serde_json::Value {
+    let envelope = match value.get_mut("payload") {
+        Some(p) if p.is_object() => p,
+        _ => &mut value,
+    };
+    if let Some(o) = envelope.as_object_mut() {
+        if o.contains_key("source") {
+            for k in ["ts_ms", "ts_us", "ts_ns"] {
+                o.remove(k);
+            }
+        }
+    }
+    value
+}
+
+/// The Debezium format's records reach Kafka and JetStream exactly as the
+/// slot writes them (a third slot, copied from the relays' at the same
+/// point, read with the same options): each line's `destination` is
+/// Kafka's topic and, mapped, the NATS subject (names that NATS refuses as
+/// they are: tables `.lead`, `tail.`, `x..y`); its key the record key
+/// (NATS: `Pubjson-Key`), byte for byte, schemas included; its value the
+/// payload; a null value a tombstone (Kafka: no value; NATS: empty, with
+/// `Pubjson-Tombstone`); a record without a key (a keyless table, a
+/// truncate) on partition 0; transaction records and messages on their
+/// topics. Kafka keeps each key's records in order, JetStream all of them.
+#[test]
+fn debezium_records_reach_kafka_and_jetstream_as_the_slot_writes_them() {
+    use pubjson_e2e::brokers::Nats;
+    use pubjson_e2e::relay::read_jetstream;
+    let server = pubjson_e2e::Server::main();
+    let db = "relay_dbz_keys";
+    let mut client = server.fresh_database(db);
+    client
+        .batch_execute(
+            r#"CREATE TABLE "Order Lines" (id int PRIMARY KEY, v text);
+               CREATE TABLE ".lead" (id int PRIMARY KEY);
+               CREATE TABLE "tail." (id int PRIMARY KEY);
+               CREATE TABLE "x..y" (a int, b int, PRIMARY KEY (a, b));
+               CREATE TABLE "a.b" (id int PRIMARY KEY);
+               CREATE TABLE nokey (v text);
+               ALTER TABLE nokey REPLICA IDENTITY FULL;"#,
+        )
+        .expect("tables");
+    for sql in [
+        "SELECT pg_create_logical_replication_slot('relay_dbzk', 'pubjson')",
+        "SELECT pg_copy_logical_replication_slot('relay_dbzk', 'relay_dbzn')",
+        "SELECT pg_copy_logical_replication_slot('relay_dbzk', 'relay_dbzp')",
+    ] {
+        client.batch_execute(sql).expect("slots at one point");
+    }
+    client
+        .batch_execute(
+            r#"BEGIN;
+               INSERT INTO "Order Lines" SELECT g, 'v' || g FROM generate_series(1, 40) g;
+               INSERT INTO ".lead" VALUES (1);
+               INSERT INTO "tail." VALUES (1);
+               INSERT INTO "x..y" VALUES (1, 2);
+               INSERT INTO "a.b" VALUES (1);
+               INSERT INTO nokey VALUES ('a'), ('b');
+               COMMIT;
+               UPDATE "Order Lines" SET id = 100 WHERE id = 1;
+               DELETE FROM "Order Lines" WHERE id = 2;
+               UPDATE "Order Lines" SET v = 'again' WHERE id = 3;
+               UPDATE nokey SET v = 'c' WHERE v = 'a';
+               SELECT pg_logical_emit_message(false, 'note', 'outside');
+               BEGIN;
+               SELECT pg_logical_emit_message(true, 'note', 'inside');
+               UPDATE "x..y" SET b = 3;
+               COMMIT;
+               TRUNCATE ".lead", nokey;"#,
+        )
+        .expect("workload");
+    let options = r#""topic.prefix" = "dbt"
+"provide.transaction.metadata" = "true"
+"skipped.operations" = "none""#;
+    let dir = scratch_dir("relay-dbz-keys");
+    let tansu = Tansu::start(&dir.join("tansu"));
+    let nats = Nats::start(&dir.join("nats"));
+    let conn = conninfo(&server, db);
+    let mut relays = [
+        RelayProcess::start(
+            &dir.join("kafka"),
+            &format!(
+                "[source]\nconninfo = \"{conn}\"\nslot = \"relay_dbzk\"\nformat = \"debezium\"\n[source.options]\n{options}\n[broker]\nkind = \"kafka\"\n[kafka]\nbrokers = \"{}\"\n",
+                tansu.bootstrap()
+            ),
+            &[],
+            &[],
+        ),
+        RelayProcess::start(
+            &dir.join("nats"),
+            &format!(
+                "[source]\nconninfo = \"{conn}\"\nslot = \"relay_dbzn\"\n[source.options]\n{options}\n[broker]\nkind = \"nats\"\n[nats]\nurl = \"{}\"\nstream = \"DBT\"\n",
+                nats.url()
+            ),
+            // The format from the command line.
+            &["--format", "debezium"],
+            &[],
+        ),
+    ];
+    for r in &mut relays {
+        r.wait_healthy(Duration::from_secs(120));
+    }
+    wait_caught_up(&mut client, "relay_dbzk", Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_dbzn", Duration::from_secs(60));
+    // What the slot writes: (destination, key, value) as the lines hold them.
+    let rows = client
+        .query(
+            "SELECT data FROM pg_logical_slot_peek_changes('relay_dbzp', NULL, NULL,
+               'format-version', 'debezium', 'topic.prefix', 'dbt',
+               'provide.transaction.metadata', 'true', 'skipped.operations', 'none')",
+            &[],
+        )
+        .expect("peek");
+    let mut expected = Vec::new();
+    for row in &rows {
+        for text in row.get::<_, &str>(0).split('\n') {
+            let line: BTreeMap<&str, &serde_json::value::RawValue> =
+                serde_json::from_str(text).expect("a Debezium line");
+            let (destination, key, value) = (line["destination"], line["key"], line["value"]);
+            let destination: String = serde_json::from_str(destination.get()).expect("topic");
+            let key = (key.get() != "null").then(|| key.get().to_string());
+            let value: serde_json::Value = serde_json::from_str(value.get()).expect("value");
+            expected.push((destination, key, value));
+        }
+    }
+    let topics: std::collections::BTreeSet<&str> =
+        expected.iter().map(|(d, _, _)| d.as_str()).collect();
+    for topic in [
+        "dbt.public.Order_Lines",
+        "dbt.public..lead",
+        "dbt.public.tail.",
+        "dbt.public.x..y",
+        "dbt.public.a.b",
+        "dbt.public.nokey",
+        "dbt.transaction",
+        "dbt.message",
+    ] {
+        assert!(topics.contains(topic), "{topic} among {topics:?}");
+    }
+    assert!(expected.len() > 60, "{} records", expected.len());
+    assert!(expected.iter().any(|(_, _, v)| v.is_null()), "tombstones");
+
+    // Kafka: per topic and key, the slot's records in its order.
+    let group = |list: Vec<(String, Option<String>, serde_json::Value)>| {
+        let mut by: BTreeMap<(String, Option<String>), Vec<serde_json::Value>> = BTreeMap::new();
+        for (d, k, v) in list {
+            by.entry((d, k)).or_default().push(without_write_time(v));
+        }
+        by
+    };
+    let records = read_kafka(&tansu.bootstrap(), "dbt.");
+    for r in &records {
+        assert_eq!(r.tombstone, r.raw.is_empty(), "{r:?}");
+        if r.key.is_none() {
+            assert_eq!(r.partition, 0, "without a key: partition 0: {r:?}");
+        }
+    }
+    let got = group(
+        records
+            .iter()
+            .map(|r| (r.dest.clone(), r.key.clone(), r.object.clone()))
+            .collect(),
+    );
+    assert_eq!(got, group(expected.clone()), "Kafka's records");
+
+    // JetStream: the same records in the slot's order, on subjects.
+    let subject = |topic: &str| match topic {
+        "dbt.public..lead" => "dbt.public.%.lead".to_string(),
+        "dbt.public.tail." => "dbt.public.tail.%".to_string(),
+        "dbt.public.x..y" => "dbt.public.x.%.y".to_string(),
+        other => other.to_string(),
+    };
+    let messages = read_jetstream(&nats.url(), "DBT");
+    assert_eq!(messages.len(), expected.len());
+    for (m, (d, k, v)) in messages.iter().zip(&expected) {
+        assert_eq!(m.dest, subject(d));
+        assert_eq!(&m.key, k, "{m:?}");
+        assert_eq!(m.tombstone, v.is_null(), "{m:?}");
+        assert_eq!(m.raw.is_empty(), v.is_null(), "{m:?}");
+        assert_eq!(without_write_time(m.object.clone()), without_write_time(v.clone()));
+    }
+    for r in &mut relays {
+        assert!(r.terminate(Duration::from_secs(60)).success(), "{}", r.log_text());
+    }
+    for slot in ["relay_dbzk", "relay_dbzn", "relay_dbzp"] {
+        pubjson_e2e::drop_slot(&mut client, slot);
+    }
+}

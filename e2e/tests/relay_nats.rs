@@ -421,6 +421,10 @@ fn refuses_bad_configuration_with_clear_messages() {
     let (code, out) = run_relay(&["--slot", "Bad-Name", "--broker", "nats"], &[], t);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("slot name \"Bad-Name\" is invalid"), "{out}");
+    // The Debezium format names its topics after topic.prefix: required.
+    let (code, out) = run(&["--broker", "nats", "--format", "debezium"], "relay_conf_x");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("needs topic.prefix"), "{out}");
     // A plugin option pubjson refuses: PostgreSQL's error, with its SQLSTATE.
     client
         .batch_execute("SELECT pg_create_logical_replication_slot('relay_conf_ok', 'pubjson')")
@@ -638,4 +642,105 @@ fn two_relays_on_disjoint_row_filters_make_the_whole_table() {
     }
     pubjson_e2e::drop_slot(&mut client, "relay_even");
     pubjson_e2e::drop_slot(&mut client, "relay_odd");
+}
+
+/// A relay that starts after JetStream's de-duplication window has passed
+/// reads where its events end in the stream and does not send them again:
+/// a second relay with the same id on a copy of the slot (so that it
+/// streams everything from the start again) leaves out every event the
+/// first stored and sends the rest once, in both formats.
+#[test]
+fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
+    let server = Server::main();
+    let db = "relay_gap";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    for (a, b) in [("relay_gap_a", "relay_gap_b"), ("relay_gapd_a", "relay_gapd_b")] {
+        client
+            .batch_execute(&format!(
+                "SELECT pg_create_logical_replication_slot('{a}', 'pubjson');
+                 SELECT pg_copy_logical_replication_slot('{a}', '{b}');"
+            ))
+            .expect("slots");
+    }
+    let dir = scratch_dir("relay-gap");
+    let nats = Nats::start(&dir.join("nats"));
+    // A window of 1 s: waiting it out is the outage.
+    let windowed = |config: String, id: &str| {
+        config
+            .replace("ack_timeout = \"10s\"", "ack_timeout = \"10s\"\nduplicate_window = \"1s\"")
+            .replace("[relay]\n", &format!("[relay]\nid = \"{id}\"\n"))
+    };
+    let v3 = |slot: &str| windowed(nats_config(&server, db, slot, &nats.url(), ""), "gap3");
+    let dbz = |slot: &str| {
+        windowed(
+            debezium_config(&server, db, slot, &nats.url(), "DBZ", "gap"),
+            "gapdbz",
+        )
+    };
+    let write = |c: &mut postgres::Client, from: i32, n: i32| {
+        for i in from..from + n {
+            c.batch_execute(&format!(
+                "BEGIN;
+                 INSERT INTO t VALUES ({i}, 0, 'v', 'x'), ({j}, 1, 'w', 'y');
+                 UPDATE t SET v = 'u' WHERE id = {i};
+                 UPDATE t SET id = {k} WHERE id = {j};
+                 DELETE FROM t WHERE id = {i} AND {i} % 3 = 0;
+                 COMMIT;",
+                j = i + 10_000,
+                k = i + 20_000
+            ))
+            .expect("transaction");
+        }
+    };
+    let mut first = [
+        RelayProcess::start(&dir.join("a3"), &v3("relay_gap_a"), &[], &[]),
+        RelayProcess::start(&dir.join("adbz"), &dbz("relay_gapd_a"), &[], &[]),
+    ];
+    for r in &mut first {
+        r.wait_healthy(Duration::from_secs(60));
+    }
+    write(&mut client, 1, 30);
+    wait_caught_up(&mut client, "relay_gap_a", Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_gapd_a", Duration::from_secs(60));
+    for r in &mut first {
+        assert!(r.terminate(Duration::from_secs(60)).success(), "{}", r.log_text());
+    }
+    let stored = [
+        read_jetstream(&nats.url(), "PUBJSON").len(),
+        read_jetstream(&nats.url(), "DBZ").len(),
+    ];
+    assert!(stored[0] > 100 && stored[1] > 100, "{stored:?}");
+    write(&mut client, 31, 10);
+    // Past the window: message ids no longer keep copies out.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut second = [
+        RelayProcess::start(&dir.join("b3"), &v3("relay_gap_b"), &[], &[]),
+        RelayProcess::start(&dir.join("bdbz"), &dbz("relay_gapd_b"), &[], &[]),
+    ];
+    for r in &mut second {
+        r.wait_healthy(Duration::from_secs(60));
+    }
+    wait_caught_up(&mut client, "relay_gap_b", Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_gapd_b", Duration::from_secs(60));
+    for (r, n) in second.iter_mut().zip(stored) {
+        assert!(r.log_text().contains("not sending them again"), "{}", r.log_text());
+        assert_eq!(
+            r.metric("pubjson_relay_skipped_events_total"),
+            Some(n as f64),
+            "every event the first relay stored left out"
+        );
+        assert!(r.terminate(Duration::from_secs(60)).success(), "{}", r.log_text());
+    }
+    let records = read_jetstream(&nats.url(), "PUBJSON");
+    assert_no_duplicates(&records);
+    assert_commit_order(&records);
+    compare(&build_replica(&records, &key_id), "t", &mut client);
+    let records = read_jetstream(&nats.url(), "DBZ");
+    assert_no_duplicates(&records);
+    assert_debezium_commit_order(&records);
+    compare(&build_debezium_replica(&records, &key_id), "t", &mut client);
+    for slot in ["relay_gap_a", "relay_gap_b", "relay_gapd_a", "relay_gapd_b"] {
+        pubjson_e2e::drop_slot(&mut client, slot);
+    }
 }
