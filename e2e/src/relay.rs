@@ -487,23 +487,23 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
 }
 
 /// Kafka's at-least-once duplicates, removed by the documented rule: in
-/// each partition, a record whose `(lsn, index)` is not after the last
-/// one kept is a duplicate. Returns the records kept and the number
+/// each partition, among one relay's records, a record whose
+/// `(lsn, index)` is not after the last one kept is a duplicate. Returns the records kept and the number
 /// dropped; panics if a dropped record is not a copy of one kept (the rule
 /// would then lose data).
 pub fn drop_kafka_duplicates(records: Vec<Record>) -> (Vec<Record>, usize) {
-    let mut last: HashMap<(String, i32), (u64, u32)> = HashMap::new();
-    let mut seen: HashMap<(String, i32, String), Value> = HashMap::new();
+    let mut last: HashMap<(String, i32, Option<String>), (u64, u32)> = HashMap::new();
+    let mut seen: HashMap<(String, i32, Option<String>, String), Value> = HashMap::new();
     let mut kept = Vec::new();
     let mut dropped = 0;
     for r in records {
         let pos = r
             .position()
             .unwrap_or_else(|| panic!("record without an event position: {r:?}"));
-        let part = (r.dest.clone(), r.partition);
+        let part = (r.dest.clone(), r.partition, r.relay.clone());
         let event = r.event.clone().unwrap_or_default();
         if last.get(&part).is_some_and(|l| pos <= *l) {
-            let earlier = seen.get(&(part.0.clone(), part.1, event.clone()));
+            let earlier = seen.get(&(part.0.clone(), part.1, part.2.clone(), event.clone()));
             assert_eq!(
                 earlier,
                 Some(&r.object),
@@ -513,7 +513,7 @@ pub fn drop_kafka_duplicates(records: Vec<Record>) -> (Vec<Record>, usize) {
             continue;
         }
         last.insert(part.clone(), pos);
-        seen.insert((part.0, part.1, event), r.object.clone());
+        seen.insert((part.0, part.1, part.2, event), r.object.clone());
         kept.push(r);
     }
     (kept, dropped)
@@ -704,7 +704,10 @@ pub fn build_debezium_replica(records: &[Record], key_of: &dyn Fn(&str) -> Vec<S
         return replica;
     }
     let mut by_xid: HashMap<&str, Vec<&Record>> = HashMap::new();
-    for r in records.iter().filter(|r| !matches!(r.op(), "BEGIN" | "END")) {
+    for r in records
+        .iter()
+        .filter(|r| !matches!(r.op(), "BEGIN" | "END"))
+    {
         if let Some(xid) = r.xid.as_deref() {
             by_xid.entry(xid).or_default().push(r);
         }

@@ -148,7 +148,10 @@ reconnect_max = "2s"
     // The broker read until its contents match the table (bounded): what
     // a partition exposes can trail what it acknowledged for a moment.
     for (prefix, check) in [
-        ("pubjson.relay_kafka.", check_kafka as fn(Vec<Record>, &Rows) -> Result<(), String>),
+        (
+            "pubjson.relay_kafka.",
+            check_kafka as fn(Vec<Record>, &Rows) -> Result<(), String>,
+        ),
         ("dbzk.", check_kafka_debezium),
     ] {
         let mut attempt = 0;
@@ -303,14 +306,25 @@ fn check_kafka_debezium(records: Vec<Record>, source: &Rows) -> Result<(), Strin
     }
     let truncates = kept.iter().filter(|r| r.op() == "t").count();
     let tombstones = kept.iter().filter(|r| r.tombstone).count();
-    assert!(truncates > 0 && tombstones > 0, "truncates {truncates}, tombstones {tombstones}");
+    assert!(
+        truncates > 0 && tombstones > 0,
+        "truncates {truncates}, tombstones {tombstones}"
+    );
     let mut replica = build_debezium_replica(&kept, &|_| vec!["id".to_string()]);
     let got = replica.remove("public.t").unwrap_or_default();
     if *source == got {
         return Ok(());
     }
-    let missing: Vec<_> = source.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !source.contains_key(*k)).take(5).collect();
+    let missing: Vec<_> = source
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !source.contains_key(*k))
+        .take(5)
+        .collect();
     Err(format!(
         "the Debezium replica differs from t ({} rows, replica {}): missing {missing:?}, extra {extra:?}",
         source.len(),
@@ -566,10 +580,17 @@ fn debezium_records_reach_kafka_and_jetstream_as_the_slot_writes_them() {
         assert_eq!(&m.key, k, "{m:?}");
         assert_eq!(m.tombstone, v.is_null(), "{m:?}");
         assert_eq!(m.raw.is_empty(), v.is_null(), "{m:?}");
-        assert_eq!(without_write_time(m.object.clone()), without_write_time(v.clone()));
+        assert_eq!(
+            without_write_time(m.object.clone()),
+            without_write_time(v.clone())
+        );
     }
     for r in &mut relays {
-        assert!(r.terminate(Duration::from_secs(60)).success(), "{}", r.log_text());
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
     }
     for slot in ["relay_dbzk", "relay_dbzn", "relay_dbzp"] {
         pubjson_e2e::drop_slot(&mut client, slot);

@@ -42,7 +42,14 @@ reconnect_max = "2s"
 /// A relay of the Debezium format (schemas and transaction records off,
 /// as Debezium's defaults; truncates on) into stream `stream`, topics
 /// under `prefix`.
-fn debezium_config(server: &Server, db: &str, slot: &str, url: &str, stream: &str, prefix: &str) -> String {
+fn debezium_config(
+    server: &Server,
+    db: &str,
+    slot: &str,
+    url: &str,
+    stream: &str,
+    prefix: &str,
+) -> String {
     format!(
         r#"
 [source]
@@ -76,7 +83,10 @@ fn assert_debezium_commit_order(records: &[Record]) {
     for r in records {
         if r.xid != xid {
             if let Some(x) = &r.xid {
-                assert!(transactions.insert(x.clone()), "transaction {x} in two places: {r:?}");
+                assert!(
+                    transactions.insert(x.clone()),
+                    "transaction {x} in two places: {r:?}"
+                );
             }
             xid = r.xid.clone();
             position = None;
@@ -89,7 +99,10 @@ fn assert_debezium_commit_order(records: &[Record]) {
             pair[0].as_ref().map(|c| c.parse::<u64>().expect("LSN"))
         });
         if let Some(Some(commit)) = sequence {
-            assert!(last_commit <= Some(commit), "{r:?} after commit {last_commit:?}");
+            assert!(
+                last_commit <= Some(commit),
+                "{r:?} after commit {last_commit:?}"
+            );
             last_commit = Some(commit);
         }
     }
@@ -272,7 +285,11 @@ fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
         dbz_records.iter().any(|r| r.op() == "t") && dbz_records.iter().any(|r| r.tombstone),
         "truncates and tombstones in the stream"
     );
-    compare(&build_debezium_replica(&dbz_records, &key_id), "t", &mut client);
+    compare(
+        &build_debezium_replica(&dbz_records, &key_id),
+        "t",
+        &mut client,
+    );
     // Every event the stream holds was counted once by the last relay or
     // an earlier one; none is waiting.
     for r in [&relay, &dbz] {
@@ -422,7 +439,10 @@ fn refuses_bad_configuration_with_clear_messages() {
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("slot name \"Bad-Name\" is invalid"), "{out}");
     // The Debezium format names its topics after topic.prefix: required.
-    let (code, out) = run(&["--broker", "nats", "--format", "debezium"], "relay_conf_x");
+    let (code, out) = run(
+        &["--broker", "nats", "--format", "debezium"],
+        "relay_conf_x",
+    );
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("needs topic.prefix"), "{out}");
     // A plugin option pubjson refuses: PostgreSQL's error, with its SQLSTATE.
@@ -655,7 +675,10 @@ fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
     let db = "relay_gap";
     let mut client = server.fresh_database(db);
     create_workload_table(&mut client, "t");
-    for (a, b) in [("relay_gap_a", "relay_gap_b"), ("relay_gapd_a", "relay_gapd_b")] {
+    for (a, b) in [
+        ("relay_gap_a", "relay_gap_b"),
+        ("relay_gapd_a", "relay_gapd_b"),
+    ] {
         client
             .batch_execute(&format!(
                 "SELECT pg_create_logical_replication_slot('{a}', 'pubjson');
@@ -668,7 +691,10 @@ fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
     // A window of 1 s: waiting it out is the outage.
     let windowed = |config: String, id: &str| {
         config
-            .replace("ack_timeout = \"10s\"", "ack_timeout = \"10s\"\nduplicate_window = \"1s\"")
+            .replace(
+                "ack_timeout = \"10s\"",
+                "ack_timeout = \"10s\"\nduplicate_window = \"1s\"",
+            )
             .replace("[relay]\n", &format!("[relay]\nid = \"{id}\"\n"))
     };
     let v3 = |slot: &str| windowed(nats_config(&server, db, slot, &nats.url(), ""), "gap3");
@@ -704,7 +730,11 @@ fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
     wait_caught_up(&mut client, "relay_gap_a", Duration::from_secs(60));
     wait_caught_up(&mut client, "relay_gapd_a", Duration::from_secs(60));
     for r in &mut first {
-        assert!(r.terminate(Duration::from_secs(60)).success(), "{}", r.log_text());
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
     }
     let stored = [
         read_jetstream(&nats.url(), "PUBJSON").len(),
@@ -724,13 +754,21 @@ fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
     wait_caught_up(&mut client, "relay_gap_b", Duration::from_secs(60));
     wait_caught_up(&mut client, "relay_gapd_b", Duration::from_secs(60));
     for (r, n) in second.iter_mut().zip(stored) {
-        assert!(r.log_text().contains("not sending them again"), "{}", r.log_text());
+        assert!(
+            r.log_text().contains("not sending them again"),
+            "{}",
+            r.log_text()
+        );
         assert_eq!(
             r.metric("pubjson_relay_skipped_events_total"),
             Some(n as f64),
             "every event the first relay stored left out"
         );
-        assert!(r.terminate(Duration::from_secs(60)).success(), "{}", r.log_text());
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
     }
     let records = read_jetstream(&nats.url(), "PUBJSON");
     assert_no_duplicates(&records);

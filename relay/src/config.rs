@@ -348,11 +348,26 @@ pub fn settings(file_text: Option<&str>, flags: &Flags) -> Result<Settings, Conf
         // Debezium names its own topics; pubjson delivers its events at
         // commit only.
         let topics = [
-            ("--topic / [topics] table", flags.topic.is_some() || file.topics.table.is_some()),
-            ("--transaction-topic / [topics] transactions", flags.transaction_topic.is_some() || file.topics.transactions.is_some()),
-            ("--message-topic / [topics] messages", flags.message_topic.is_some() || file.topics.messages.is_some()),
-            ("--ddl-topic / [topics] ddl", flags.ddl_topic.is_some() || file.topics.ddl.is_some()),
-            ("--relation-topic / [topics] relations", flags.relation_topic.is_some() || file.topics.relations.is_some()),
+            (
+                "--topic / [topics] table",
+                flags.topic.is_some() || file.topics.table.is_some(),
+            ),
+            (
+                "--transaction-topic / [topics] transactions",
+                flags.transaction_topic.is_some() || file.topics.transactions.is_some(),
+            ),
+            (
+                "--message-topic / [topics] messages",
+                flags.message_topic.is_some() || file.topics.messages.is_some(),
+            ),
+            (
+                "--ddl-topic / [topics] ddl",
+                flags.ddl_topic.is_some() || file.topics.ddl.is_some(),
+            ),
+            (
+                "--relation-topic / [topics] relations",
+                flags.relation_topic.is_some() || file.topics.relations.is_some(),
+            ),
         ];
         if let Some((name, _)) = topics.iter().find(|(_, set)| *set) {
             return Err(cerr(format!(

@@ -192,8 +192,12 @@ impl Debezium {
         out: &mut Vec<Event>,
     ) -> Result<(), FormatError> {
         let text = &payload[start..end];
-        let line: Line<'_> = serde_json::from_slice(text)
-            .map_err(|e| bad(&format!("is not a record of the Debezium format ({e})"), text))?;
+        let line: Line<'_> = serde_json::from_slice(text).map_err(|e| {
+            bad(
+                &format!("is not a record of the Debezium format ({e})"),
+                text,
+            )
+        })?;
         // Where key and value are in the message: published as they are.
         let base = payload.as_ptr() as usize;
         let range = |raw: &RawValue| {
@@ -233,7 +237,10 @@ impl Debezium {
         match (env.status.as_deref(), env.id.as_deref(), &env.source) {
             (Some(status @ ("BEGIN" | "END")), Some(id), _) => {
                 let (xid, lsn) = transaction_id(id).ok_or_else(|| {
-                    bad("is a transaction record with an id that is not XID:LSN", text)
+                    bad(
+                        "is a transaction record with an id that is not XID:LSN",
+                        text,
+                    )
                 })?;
                 ev.xid = Some(xid);
                 if status == "BEGIN" {
@@ -525,7 +532,9 @@ mod tests {
         // Keys and values as the line has them; no key for a keyless table.
         let first = PLAIN.lines().next().unwrap();
         assert!(first.contains(std::str::from_utf8(&evs[0].payload).unwrap()));
-        assert!(evs[0].payload.starts_with(br#"{"before":null,"after":{"id":1,"v":"a"}"#));
+        assert!(evs[0]
+            .payload
+            .starts_with(br#"{"before":null,"after":{"id":1,"v":"a"}"#));
         assert!(evs[0].payload.ends_with(b"}") && !evs[0].tombstone);
         assert_eq!(evs[8].key, None);
         assert_eq!(evs[8].dest, Dest::Named(Arc::from("shop.public.k")));
@@ -580,7 +589,10 @@ mod tests {
         assert!(!f.in_transaction());
         let mut plain = Debezium::new();
         read(&mut plain, &PLAIN.lines().take(2).collect::<Vec<_>>());
-        assert!(!plain.in_transaction(), "nothing marks the end: keepalives go");
+        assert!(
+            !plain.in_transaction(),
+            "nothing marks the end: keepalives go"
+        );
     }
 
     #[test]
@@ -654,10 +666,7 @@ mod tests {
             ]
         );
         assert!(opts(&[("format-version", "Debezium"), ("topic.prefix", "a")]).is_ok());
-        assert!(opts(&[])
-            .unwrap_err()
-            .0
-            .contains("needs topic.prefix"));
+        assert!(opts(&[]).unwrap_err().0.contains("needs topic.prefix"));
         assert!(opts(&[("topic.prefix", "a b")])
             .unwrap_err()
             .0
