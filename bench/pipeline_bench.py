@@ -35,7 +35,10 @@ Consumers:
   process), and a confluent-kafka consumer (PyPI, into Debezium's
   virtualenv) assigned every partition of the table's
   topic. The time ends when that consumer has every change. CPU is the
-  relay's process; the broker's is shown beside it. The relay's
+  relay's process; the broker's is shown beside it. With the Debezium
+  format (relay-nats-debezium, relay-kafka-debezium: schemas off,
+  tombstones off, as for Debezium here) the relay publishes each line's
+  value to Debezium's topic (NATS: its subject), counted by `op`. The relay's
   binary: $PUBJSON_RELAY_BIN, default target/e2e/pubjson-relay (scripts/bench.sh
   builds it); ports from $PUBJSON_BROKER_PORTS (FROM-TO) or free ones.
 
@@ -446,12 +449,16 @@ def http_ok(url):
 class NatsCounter:
     """Subscribes to the relay's subjects over NATS's text protocol and
     counts the I, U and D objects in the raw byte stream (a payload follows
-    the headers' blank line)."""
+    the headers' blank line); with `debezium`, the c, u and d values (one
+    `op` per value: the table has no column named op)."""
 
     KINDS = (b'\r\n\r\n{"action":"I"', b'\r\n\r\n{"action":"U"', b'\r\n\r\n{"action":"D"')
+    DEBEZIUM_KINDS = (b'"op":"c"', b'"op":"u"', b'"op":"d"')
 
-    def __init__(self, port, subject, expected):
+    def __init__(self, port, subject, expected, debezium=False):
         self.sock = socket.create_connection(("127.0.0.1", port))
+        if debezium:
+            self.KINDS = self.DEBEZIUM_KINDS
         self.expected = expected
         self.counts = [0, 0, 0]
         self.last = None
@@ -492,10 +499,13 @@ class NatsCounter:
 class Relay:
     """pubjson-relay into a broker of its own, with a consumer of that broker."""
 
-    def __init__(self, broker, python=None):
+    def __init__(self, broker, python=None, debezium=False):
         self.broker = broker
         self.python = python
+        self.debezium = debezium
         self.label = "pubjson-relay → JetStream" if broker == "nats" else "pubjson-relay → Kafka (tansu)"
+        if debezium:
+            self.label += ", debezium"
 
     def start_broker(self, scratch):
         log = open(os.path.join(scratch, f"{self.broker}.log"), "wb")
@@ -526,11 +536,14 @@ class Relay:
             sys.exit(f"{RELAY_BIN} is missing: cargo build -p pubjson-relay --profile e2e (scripts/bench.sh does)")
         psql(f"SELECT 1 FROM pg_create_logical_replication_slot('{SLOT}', 'pubjson')")
         broker, port = self.start_broker(scratch)
-        topic = f"pubjson.{DB}.public.t"
+        topic = "bench.public.t" if self.debezium else f"pubjson.{DB}.public.t"
         config = os.path.join(scratch, "relay.toml")
         with open(config, "w") as f:
             f.write(f'[source]\nconninfo = "host={os.environ.get("PGHOST")} port={os.environ.get("PGPORT")} '
                     f'user={os.environ.get("PGUSER", "postgres")} dbname={DB}"\nslot = "{SLOT}"\n')
+            if self.debezium:
+                f.write('format = "debezium"\n[source.options]\n"topic.prefix" = "bench"\n'
+                        '"schemas.enable" = "false"\n"tombstones.on.delete" = "false"\n')
             if self.broker == "nats":
                 f.write(f'[broker]\nkind = "nats"\n[nats]\nurl = "nats://127.0.0.1:{port}"\n')
             else:
@@ -540,12 +553,13 @@ class Relay:
         relay = None
         try:
             if self.broker == "nats":
-                consumer = NatsCounter(port, "pubjson.>", workload.changes)
+                consumer = NatsCounter(port, "bench.>" if self.debezium else "pubjson.>", workload.changes,
+                                       self.debezium)
                 poll = consumer.poll
             else:
                 consumer = subprocess.Popen(
                     [self.python, os.path.abspath(__file__), "--kafka-consumer", "--bootstrap", f"127.0.0.1:{port}",
-                     "--topic", topic, "--expect", str(workload.changes)],
+                     "--topic", topic, "--expect", str(workload.changes)] + (["--debezium"] if self.debezium else []),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(scratch, "consumer.log"), "wb"),
                     text=True)
                 reader = ChildReader(consumer)
@@ -579,7 +593,8 @@ class Relay:
 def kafka_consumer(args):
     """The Kafka consumer (run with the virtualenv's Python): every
     partition of --topic assigned from the start, records counted by
-    action; prints `done INSERTS UPDATES DELETES MONOTONIC_TIME 0`."""
+    action (--debezium: by `op`); prints `done INSERTS UPDATES DELETES
+    MONOTONIC_TIME 0`."""
     from confluent_kafka import Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "pipeline-bench",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 10})
@@ -591,12 +606,18 @@ def kafka_consumer(args):
         time.sleep(0.05)
     consumer.assign([TopicPartition(args.topic, p, 0) for p in topic.partitions])
     counts = {b"I": 0, b"U": 0, b"D": 0}
+    ops = {b"c": b"I", b"u": b"U", b"d": b"D"}
     total = 0
     while total < args.expect:
         for m in consumer.consume(10000, timeout=0.1):
-            if m.error():
+            if m.error() or m.value() is None:
                 continue
-            kind = m.value()[11:12]
+            if args.debezium:
+                value = m.value()
+                at = value.rfind(b'"op":"')
+                kind = ops.get(value[at + 6:at + 7]) if at >= 0 else None
+            else:
+                kind = m.value()[11:12]
             if kind in counts:
                 counts[kind] += 1
                 total += 1
@@ -638,11 +659,13 @@ def main():
     ap.add_argument("--changes", type=int, default=350000)
     ap.add_argument("--runs", type=int, default=3)
     consumers_known = ["debezium", "format3", "format3-unbatched", "format2", "pubjson-debezium",
-                       "pubjson-debezium-schemas", "relay-nats", "relay-kafka"]
+                       "pubjson-debezium-schemas", "relay-nats", "relay-kafka", "relay-nats-debezium",
+                       "relay-kafka-debezium"]
     ap.add_argument("--consumer", nargs="*", choices=consumers_known, default=consumers_known)
     ap.add_argument("--kafka-consumer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--topic", help=argparse.SUPPRESS)
+    ap.add_argument("--debezium", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--debezium-consumer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
@@ -676,6 +699,10 @@ def main():
             consumers.append(Relay("nats"))
         elif name == "relay-kafka":
             consumers.append(Relay("kafka", ensure_kafka_client()))
+        elif name == "relay-nats-debezium":
+            consumers.append(Relay("nats", debezium=True))
+        elif name == "relay-kafka-debezium":
+            consumers.append(Relay("kafka", ensure_kafka_client(), debezium=True))
     workload = Workload(args.changes)
     psql(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{SLOT}'",
          db="postgres")

@@ -1,7 +1,9 @@
 //! pubjson-relay as the suites run it (a process with a configuration
 //! file, its metrics and health endpoint), the brokers read back with real
 //! consumers (async-nats, rdkafka), and a replica of the source tables
-//! built from what the broker holds.
+//! built from what the broker holds: format 3's objects, or the Debezium
+//! format's values (`before`/`after`), each with its consumer's rule for
+//! Kafka's duplicates.
 //!
 //! The relay binary is the one cargo built beside the test binaries
 //! (`cargo build -p pubjson-relay --profile e2e`, which scripts/test.sh
@@ -263,11 +265,20 @@ pub struct Record {
     /// Subject (NATS) or topic (Kafka).
     pub dest: String,
     pub partition: i32,
+    /// Kafka's record key; NATS's `Pubjson-Key` header.
     pub key: Option<String>,
     /// The relay's `Pubjson-Event` header.
     pub event: Option<String>,
     pub relay: Option<String>,
+    /// The `Pubjson-Xid` header.
+    pub xid: Option<String>,
+    /// No value: Kafka's null, NATS's empty message with
+    /// `Pubjson-Tombstone` (the Debezium format's tombstone).
+    pub tombstone: bool,
+    /// The payload's JSON (null for a tombstone).
     pub object: Value,
+    /// The payload as it came.
+    pub raw: Vec<u8>,
 }
 
 impl Record {
@@ -280,6 +291,35 @@ impl Record {
     pub fn action(&self) -> &str {
         self.object["action"].as_str().unwrap_or("")
     }
+
+    /// The Debezium format's value without Kafka Connect's schema (its
+    /// `payload` when `schemas.enable` is on); null for a tombstone.
+    pub fn envelope(&self) -> &Value {
+        match (&self.object["schema"], &self.object["payload"]) {
+            (Value::Object(_), payload @ Value::Object(_)) => payload,
+            _ => &self.object,
+        }
+    }
+
+    /// The Debezium format's `op` (`c`, `u`, ...), or `BEGIN`/`END` of a
+    /// transaction record; "" for a tombstone.
+    pub fn op(&self) -> &str {
+        let e = self.envelope();
+        e["op"].as_str().or(e["status"].as_str()).unwrap_or("")
+    }
+}
+
+/// A broker message's payload as a record's JSON: empty is a tombstone.
+fn payload_json(where_: &str, payload: &[u8]) -> Value {
+    if payload.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(payload).unwrap_or_else(|e| {
+        panic!(
+            "message on {where_} is not JSON ({e}): {}",
+            String::from_utf8_lossy(payload)
+        )
+    })
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -324,16 +364,13 @@ pub fn read_jetstream(url: &str, stream: &str) -> Vec<Record> {
             out.push(Record {
                 dest: m.subject.to_string(),
                 partition: 0,
-                key: None,
+                key: header("Pubjson-Key"),
                 event: header("Pubjson-Event"),
                 relay: header("Pubjson-Relay"),
-                object: serde_json::from_slice(&m.payload).unwrap_or_else(|e| {
-                    panic!(
-                        "message on {} is not JSON ({e}): {}",
-                        m.subject,
-                        String::from_utf8_lossy(&m.payload)
-                    )
-                }),
+                xid: header("Pubjson-Xid"),
+                tombstone: header("Pubjson-Tombstone").as_deref() == Some("true"),
+                object: payload_json(m.subject.as_str(), &m.payload),
+                raw: m.payload.to_vec(),
             });
             let _ = m.ack().await;
         }
@@ -403,6 +440,7 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
         }
         let mut event = None;
         let mut relay = None;
+        let mut xid = None;
         if let Some(h) = m.headers() {
             for i in 0..h.count() {
                 let header = h.get(i);
@@ -412,17 +450,22 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
                 match header.key {
                     "pubjson-event" => event = value,
                     "pubjson-relay" => relay = value,
+                    "pubjson-xid" => xid = value,
                     _ => {}
                 }
             }
         }
+        let raw = m.payload().map(<[u8]>::to_vec);
         by_partition.entry(part.clone()).or_default().push(Record {
-            dest: part.0,
-            partition: part.1,
             key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
             event,
             relay,
-            object: serde_json::from_slice(m.payload().unwrap_or_default()).expect("JSON payload"),
+            xid,
+            tombstone: raw.is_none(),
+            object: payload_json(&part.0, raw.as_deref().unwrap_or_default()),
+            raw: raw.unwrap_or_default(),
+            dest: part.0,
+            partition: part.1,
         });
     }
     for ((topic, partition), records) in &by_partition {
@@ -444,23 +487,23 @@ pub fn read_kafka(bootstrap: &str, prefix: &str) -> Vec<Record> {
 }
 
 /// Kafka's at-least-once duplicates, removed by the documented rule: in
-/// each partition, a record whose `(lsn, index)` is not after the last
-/// one kept is a duplicate. Returns the records kept and the number
+/// each partition, among one relay's records, a record whose
+/// `(lsn, index)` is not after the last one kept is a duplicate. Returns the records kept and the number
 /// dropped; panics if a dropped record is not a copy of one kept (the rule
 /// would then lose data).
 pub fn drop_kafka_duplicates(records: Vec<Record>) -> (Vec<Record>, usize) {
-    let mut last: HashMap<(String, i32), (u64, u32)> = HashMap::new();
-    let mut seen: HashMap<(String, i32, String), Value> = HashMap::new();
+    let mut last: HashMap<(String, i32, Option<String>), (u64, u32)> = HashMap::new();
+    let mut seen: HashMap<(String, i32, Option<String>, String), Value> = HashMap::new();
     let mut kept = Vec::new();
     let mut dropped = 0;
     for r in records {
         let pos = r
             .position()
             .unwrap_or_else(|| panic!("record without an event position: {r:?}"));
-        let part = (r.dest.clone(), r.partition);
+        let part = (r.dest.clone(), r.partition, r.relay.clone());
         let event = r.event.clone().unwrap_or_default();
         if last.get(&part).is_some_and(|l| pos <= *l) {
-            let earlier = seen.get(&(part.0.clone(), part.1, event.clone()));
+            let earlier = seen.get(&(part.0.clone(), part.1, part.2.clone(), event.clone()));
             assert_eq!(
                 earlier,
                 Some(&r.object),
@@ -470,10 +513,65 @@ pub fn drop_kafka_duplicates(records: Vec<Record>) -> (Vec<Record>, usize) {
             continue;
         }
         last.insert(part.clone(), pos);
-        seen.insert((part.0, part.1, event), r.object.clone());
+        seen.insert((part.0, part.1, part.2, event), r.object.clone());
         kept.push(r);
     }
     (kept, dropped)
+}
+
+/// The Debezium format's Kafka duplicates, removed by its rule (its
+/// identities are in change order, so two transactions' events
+/// interleave): in each partition, per relay and transaction
+/// (`pubjson-xid`; records without it, messages outside transactions, are
+/// one group), a record whose `(lsn, index)` is not after the last one kept
+/// is a duplicate. Returns the records kept and the number dropped; panics
+/// if a dropped record is not a copy of one kept (but for what says when
+/// it was written, [`debezium_copy`]).
+pub fn drop_kafka_duplicates_by_transaction(records: Vec<Record>) -> (Vec<Record>, usize) {
+    type Group = (String, i32, Option<String>, Option<String>);
+    let mut last: HashMap<Group, (u64, u32)> = HashMap::new();
+    let mut seen: HashMap<(String, i32, Option<String>, String), Value> = HashMap::new();
+    let mut kept = Vec::new();
+    let mut dropped = 0;
+    for r in records {
+        let pos = r
+            .position()
+            .unwrap_or_else(|| panic!("record without an event position: {r:?}"));
+        let group = (r.dest.clone(), r.partition, r.relay.clone(), r.xid.clone());
+        let event = r.event.clone().unwrap_or_default();
+        let copy = (r.dest.clone(), r.partition, r.relay.clone(), event);
+        if last.get(&group).is_some_and(|l| pos <= *l) {
+            assert_eq!(
+                seen.get(&copy),
+                Some(&debezium_copy(&r)),
+                "a record the rule drops was not sent before: {r:?}"
+            );
+            dropped += 1;
+            continue;
+        }
+        last.insert(group, pos);
+        seen.insert(copy, debezium_copy(&r));
+        kept.push(r);
+    }
+    (kept, dropped)
+}
+
+/// A Debezium format record's value as a copy sent again has it: without
+/// the event's own `ts_ms`/`ts_us`/`ts_ns` (when it was written) and
+/// `source.sequence` (whose last commit a new session does not know).
+pub fn debezium_copy(r: &Record) -> Value {
+    let mut v = r.envelope().clone();
+    if let Some(o) = v.as_object_mut() {
+        if o.contains_key("source") {
+            for k in ["ts_ms", "ts_us", "ts_ns"] {
+                o.remove(k);
+            }
+        }
+        if let Some(source) = o.get_mut("source").and_then(Value::as_object_mut) {
+            source.remove("sequence");
+        }
+    }
+    v
 }
 
 /// Checks that no two records have the same identity (per relay and
@@ -581,6 +679,96 @@ fn apply(replica: &mut Replica, r: &Record, key_of: &dyn Fn(&str) -> Vec<String>
         }
         "T" => rows.clear(),
         _ => {}
+    }
+}
+
+/// The Debezium format's placeholder of an unchanged TOAST value.
+pub const UNAVAILABLE: &str = "__debezium_unavailable_value";
+
+/// The replica built from the Debezium format's records (without
+/// Kafka Connect's schemas): inserts and backfilled rows (`c`, `r`) put
+/// `after`, updates (`u`) merge it (a value left unchanged, the
+/// placeholder, keeps the one stored), deletes (`d`) remove `before`'s
+/// key, truncates (`t`) empty the table; tombstones and messages change
+/// nothing. With transaction records (`END`) among them, each
+/// transaction's events are applied at its `END`, in the order of the
+/// `END`s' commit positions (records read from several Kafka partitions);
+/// without, in the order given (a JetStream stream's, commit order).
+pub fn build_debezium_replica(records: &[Record], key_of: &dyn Fn(&str) -> Vec<String>) -> Replica {
+    let mut replica = Replica::new();
+    let ends: Vec<&Record> = records.iter().filter(|r| r.op() == "END").collect();
+    if ends.is_empty() {
+        for r in records {
+            apply_debezium(&mut replica, r, key_of);
+        }
+        return replica;
+    }
+    let mut by_xid: HashMap<&str, Vec<&Record>> = HashMap::new();
+    for r in records
+        .iter()
+        .filter(|r| !matches!(r.op(), "BEGIN" | "END"))
+    {
+        if let Some(xid) = r.xid.as_deref() {
+            by_xid.entry(xid).or_default().push(r);
+        }
+    }
+    let mut order: Vec<(u64, &str)> = ends
+        .iter()
+        .map(|r| {
+            let id = r.envelope()["id"].as_str().expect("END's id");
+            let (xid, lsn) = id.split_once(':').expect("XID:LSN");
+            (lsn.parse().expect("END's LSN"), xid)
+        })
+        .collect();
+    order.sort();
+    order.dedup();
+    for (_, xid) in order {
+        let mut events = by_xid.remove(xid).unwrap_or_default();
+        events.sort_by_key(|r| r.position());
+        for r in events {
+            apply_debezium(&mut replica, r, key_of);
+        }
+    }
+    replica
+}
+
+fn apply_debezium(replica: &mut Replica, r: &Record, key_of: &dyn Fn(&str) -> Vec<String>) {
+    let e = r.envelope();
+    let op = r.op();
+    if !matches!(op, "c" | "r" | "u" | "d" | "t") {
+        return;
+    }
+    let table = format!(
+        "{}.{}",
+        e["source"]["schema"].as_str().unwrap_or(""),
+        e["source"]["table"].as_str().unwrap_or("")
+    );
+    let cols = key_of(&table);
+    let rows = replica.entry(table).or_default();
+    match op {
+        "c" | "r" => {
+            rows.insert(key_text(&e["after"], &cols), e["after"].clone());
+        }
+        "u" => {
+            let after = &e["after"];
+            let key = key_text(after, &cols);
+            let mut row = rows.remove(&key).unwrap_or(Value::Null);
+            if !row.is_object() {
+                row = Value::Object(Default::default());
+            }
+            if let (Some(stored), Some(fields)) = (row.as_object_mut(), after.as_object()) {
+                for (k, v) in fields {
+                    if v.as_str() != Some(UNAVAILABLE) {
+                        stored.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            rows.insert(key, row);
+        }
+        "d" => {
+            rows.remove(&key_text(&e["before"], &cols));
+        }
+        _ => rows.clear(),
     }
 }
 

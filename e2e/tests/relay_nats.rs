@@ -1,15 +1,17 @@
 //! pubjson-relay into NATS JetStream (a real nats-server with file
 //! storage): exactly once through relay kills, broker restarts, an
 //! immediate PostgreSQL restart and a frozen broker, the replica read back
-//! from the stream equal to the table; an idle slot's WAL released; bad
-//! configurations refused; SIGTERM drains; the unreachable broker waited
-//! for; two relays on disjoint row filters. docs/relay.md describes the
-//! guarantee these tests prove.
+//! from the stream equal to the table, in format 3 and (a second relay on
+//! the same workload and faults) in the Debezium format; an idle slot's
+//! WAL released; bad configurations refused; SIGTERM drains; the
+//! unreachable broker waited for; two relays on disjoint row filters.
+//! docs/relay.md describes the guarantee these tests prove.
 
 use pubjson_e2e::brokers::Nats;
 use pubjson_e2e::relay::{
-    assert_no_duplicates, build_replica, conninfo, create_workload_table, read_jetstream,
-    run_relay, run_workload, seed, source_rows, wait_caught_up, RelayProcess, Replica, Workload,
+    assert_no_duplicates, build_debezium_replica, build_replica, conninfo, create_workload_table,
+    read_jetstream, run_relay, run_workload, seed, source_rows, wait_caught_up, Record,
+    RelayProcess, Replica, Workload,
 };
 use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng, Server};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +37,75 @@ reconnect_max = "2s"
 "#,
         conn = conninfo(server, db)
     )
+}
+
+/// A relay of the Debezium format (schemas and transaction records off,
+/// as Debezium's defaults; truncates on) into stream `stream`, topics
+/// under `prefix`.
+fn debezium_config(
+    server: &Server,
+    db: &str,
+    slot: &str,
+    url: &str,
+    stream: &str,
+    prefix: &str,
+) -> String {
+    format!(
+        r#"
+[source]
+conninfo = "{conn}"
+slot = "{slot}"
+create_slot = true
+format = "debezium"
+[source.options]
+"topic.prefix" = "{prefix}"
+"schemas.enable" = "false"
+"skipped.operations" = "none"
+[broker]
+kind = "nats"
+[nats]
+url = "{url}"
+stream = "{stream}"
+ack_timeout = "10s"
+[relay]
+reconnect_max = "2s"
+"#,
+        conn = conninfo(server, db)
+    )
+}
+
+/// The Debezium format's events in the stream in commit order: each
+/// transaction's together, in position order, and the transactions in
+/// the order of the last commit their `source.sequence` names.
+fn assert_debezium_commit_order(records: &[Record]) {
+    let mut transactions = std::collections::HashSet::new();
+    let (mut xid, mut position, mut last_commit) = (None, None, None);
+    for r in records {
+        if r.xid != xid {
+            if let Some(x) = &r.xid {
+                assert!(
+                    transactions.insert(x.clone()),
+                    "transaction {x} in two places: {r:?}"
+                );
+            }
+            xid = r.xid.clone();
+            position = None;
+        }
+        let p = r.position().unwrap_or_else(|| panic!("no identity: {r:?}"));
+        assert!(position < Some(p), "{r:?} after {position:?}");
+        position = Some(p);
+        let sequence = r.envelope()["source"]["sequence"].as_str().map(|s| {
+            let pair: Vec<Option<String>> = serde_json::from_str(s).expect("sequence");
+            pair[0].as_ref().map(|c| c.parse::<u64>().expect("LSN"))
+        });
+        if let Some(Some(commit)) = sequence {
+            assert!(
+                last_commit <= Some(commit),
+                "{r:?} after commit {last_commit:?}"
+            );
+            last_commit = Some(commit);
+        }
+    }
 }
 
 fn key_id(_: &str) -> Vec<String> {
@@ -131,7 +202,11 @@ fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
         "dbname=relay_nats options='-c logical_decoding_work_mem=64kB'",
     );
     let mut relay = RelayProcess::start(&dir.join("relay"), &config, &[], &[]);
+    // The Debezium format's relay beside it, through the same faults.
+    let dbz_config = debezium_config(&server, db, "relay_nats_dbz", &nats.url(), "DBZ", "dbz");
+    let mut dbz = RelayProcess::start(&dir.join("relay-dbz"), &dbz_config, &[], &[]);
     relay.wait_healthy(Duration::from_secs(120));
+    dbz.wait_healthy(Duration::from_secs(120));
 
     let seed = seed();
     let stop = AtomicBool::new(false);
@@ -157,25 +232,34 @@ fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
         for _ in 0..kills {
             std::thread::sleep(Duration::from_millis(200 + rng.below(1500)));
             relay.restart();
+            std::thread::sleep(Duration::from_millis(rng.below(500)));
+            dbz.restart();
         }
         relay.wait_healthy(Duration::from_secs(120));
+        dbz.wait_healthy(Duration::from_secs(120));
         // The broker restarts (JetStream keeps its file store).
         nats.restart();
         std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
         // PostgreSQL restarts without a checkpoint.
         cluster.pg_ctl_restart("immediate");
         relay.wait_healthy(Duration::from_secs(120));
+        dbz.wait_healthy(Duration::from_secs(120));
         // The broker unreachable for 30 s: frozen, its connections open.
         nats.freeze();
         let frozen = Instant::now();
         wait_for(
-            "the relay to report the frozen broker",
+            "the relays to report the frozen broker",
             Duration::from_secs(60),
-            || relay.get("/health").is_some_and(|(code, _)| code == 503),
+            || {
+                [&relay, &dbz]
+                    .iter()
+                    .all(|r| r.get("/health").is_some_and(|(code, _)| code == 503))
+            },
         );
         std::thread::sleep(Duration::from_secs(30).saturating_sub(frozen.elapsed()));
         nats.thaw();
         relay.wait_healthy(Duration::from_secs(120));
+        dbz.wait_healthy(Duration::from_secs(120));
         std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("workload")
@@ -187,23 +271,41 @@ fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
     );
     let mut client = server.connect_retrying(db, Duration::from_secs(60));
     wait_caught_up(&mut client, "relay_nats", Duration::from_secs(180));
+    wait_caught_up(&mut client, "relay_nats_dbz", Duration::from_secs(180));
     let records = read_jetstream(&nats.url(), "PUBJSON");
     assert_no_duplicates(&records);
     assert_commit_order(&records);
     compare(&build_replica(&records, &key_id), "t", &mut client);
+    // The Debezium format: every event once, in commit order, the table
+    // rebuilt from before/after (truncates included).
+    let dbz_records = read_jetstream(&nats.url(), "DBZ");
+    assert_no_duplicates(&dbz_records);
+    assert_debezium_commit_order(&dbz_records);
+    assert!(
+        dbz_records.iter().any(|r| r.op() == "t") && dbz_records.iter().any(|r| r.tombstone),
+        "truncates and tombstones in the stream"
+    );
+    compare(
+        &build_debezium_replica(&dbz_records, &key_id),
+        "t",
+        &mut client,
+    );
     // Every event the stream holds was counted once by the last relay or
     // an earlier one; none is waiting.
-    assert_eq!(
-        relay.metric("pubjson_relay_unacknowledged_events"),
-        Some(0.0)
-    );
+    for r in [&relay, &dbz] {
+        assert_eq!(r.metric("pubjson_relay_unacknowledged_events"), Some(0.0));
+    }
     wait_wal_released(&mut client, "relay_nats");
-    assert!(
-        relay.terminate(Duration::from_secs(60)).success(),
-        "{}",
-        relay.log_text()
-    );
+    wait_wal_released(&mut client, "relay_nats_dbz");
+    for r in [&mut relay, &mut dbz] {
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
+    }
     pubjson_e2e::drop_slot(&mut client, "relay_nats");
+    pubjson_e2e::drop_slot(&mut client, "relay_nats_dbz");
 }
 
 #[test]
@@ -336,6 +438,13 @@ fn refuses_bad_configuration_with_clear_messages() {
     let (code, out) = run_relay(&["--slot", "Bad-Name", "--broker", "nats"], &[], t);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("slot name \"Bad-Name\" is invalid"), "{out}");
+    // The Debezium format names its topics after topic.prefix: required.
+    let (code, out) = run(
+        &["--broker", "nats", "--format", "debezium"],
+        "relay_conf_x",
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("needs topic.prefix"), "{out}");
     // A plugin option pubjson refuses: PostgreSQL's error, with its SQLSTATE.
     client
         .batch_execute("SELECT pg_create_logical_replication_slot('relay_conf_ok', 'pubjson')")
@@ -553,4 +662,123 @@ fn two_relays_on_disjoint_row_filters_make_the_whole_table() {
     }
     pubjson_e2e::drop_slot(&mut client, "relay_even");
     pubjson_e2e::drop_slot(&mut client, "relay_odd");
+}
+
+/// A relay that starts after JetStream's de-duplication window has passed
+/// reads where its events end in the stream and does not send them again:
+/// a second relay with the same id on a copy of the slot (so that it
+/// streams everything from the start again) leaves out every event the
+/// first stored and sends the rest once, in both formats.
+#[test]
+fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
+    let server = Server::main();
+    let db = "relay_gap";
+    let mut client = server.fresh_database(db);
+    create_workload_table(&mut client, "t");
+    for (a, b) in [
+        ("relay_gap_a", "relay_gap_b"),
+        ("relay_gapd_a", "relay_gapd_b"),
+    ] {
+        client
+            .batch_execute(&format!(
+                "SELECT pg_create_logical_replication_slot('{a}', 'pubjson');
+                 SELECT pg_copy_logical_replication_slot('{a}', '{b}');"
+            ))
+            .expect("slots");
+    }
+    let dir = scratch_dir("relay-gap");
+    let nats = Nats::start(&dir.join("nats"));
+    // A window of 1 s: waiting it out is the outage.
+    let windowed = |config: String, id: &str| {
+        config
+            .replace(
+                "ack_timeout = \"10s\"",
+                "ack_timeout = \"10s\"\nduplicate_window = \"1s\"",
+            )
+            .replace("[relay]\n", &format!("[relay]\nid = \"{id}\"\n"))
+    };
+    let v3 = |slot: &str| windowed(nats_config(&server, db, slot, &nats.url(), ""), "gap3");
+    let dbz = |slot: &str| {
+        windowed(
+            debezium_config(&server, db, slot, &nats.url(), "DBZ", "gap"),
+            "gapdbz",
+        )
+    };
+    let write = |c: &mut postgres::Client, from: i32, n: i32| {
+        for i in from..from + n {
+            c.batch_execute(&format!(
+                "BEGIN;
+                 INSERT INTO t VALUES ({i}, 0, 'v', 'x'), ({j}, 1, 'w', 'y');
+                 UPDATE t SET v = 'u' WHERE id = {i};
+                 UPDATE t SET id = {k} WHERE id = {j};
+                 DELETE FROM t WHERE id = {i} AND {i} % 3 = 0;
+                 COMMIT;",
+                j = i + 10_000,
+                k = i + 20_000
+            ))
+            .expect("transaction");
+        }
+    };
+    let mut first = [
+        RelayProcess::start(&dir.join("a3"), &v3("relay_gap_a"), &[], &[]),
+        RelayProcess::start(&dir.join("adbz"), &dbz("relay_gapd_a"), &[], &[]),
+    ];
+    for r in &mut first {
+        r.wait_healthy(Duration::from_secs(60));
+    }
+    write(&mut client, 1, 30);
+    wait_caught_up(&mut client, "relay_gap_a", Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_gapd_a", Duration::from_secs(60));
+    for r in &mut first {
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
+    }
+    let stored = [
+        read_jetstream(&nats.url(), "PUBJSON").len(),
+        read_jetstream(&nats.url(), "DBZ").len(),
+    ];
+    assert!(stored[0] > 100 && stored[1] > 100, "{stored:?}");
+    write(&mut client, 31, 10);
+    // Past the window: message ids no longer keep copies out.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut second = [
+        RelayProcess::start(&dir.join("b3"), &v3("relay_gap_b"), &[], &[]),
+        RelayProcess::start(&dir.join("bdbz"), &dbz("relay_gapd_b"), &[], &[]),
+    ];
+    for r in &mut second {
+        r.wait_healthy(Duration::from_secs(60));
+    }
+    wait_caught_up(&mut client, "relay_gap_b", Duration::from_secs(60));
+    wait_caught_up(&mut client, "relay_gapd_b", Duration::from_secs(60));
+    for (r, n) in second.iter_mut().zip(stored) {
+        assert!(
+            r.log_text().contains("not sending them again"),
+            "{}",
+            r.log_text()
+        );
+        assert_eq!(
+            r.metric("pubjson_relay_skipped_events_total"),
+            Some(n as f64),
+            "every event the first relay stored left out"
+        );
+        assert!(
+            r.terminate(Duration::from_secs(60)).success(),
+            "{}",
+            r.log_text()
+        );
+    }
+    let records = read_jetstream(&nats.url(), "PUBJSON");
+    assert_no_duplicates(&records);
+    assert_commit_order(&records);
+    compare(&build_replica(&records, &key_id), "t", &mut client);
+    let records = read_jetstream(&nats.url(), "DBZ");
+    assert_no_duplicates(&records);
+    assert_debezium_commit_order(&records);
+    compare(&build_debezium_replica(&records, &key_id), "t", &mut client);
+    for slot in ["relay_gap_a", "relay_gap_b", "relay_gapd_a", "relay_gapd_b"] {
+        pubjson_e2e::drop_slot(&mut client, slot);
+    }
 }

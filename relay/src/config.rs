@@ -3,6 +3,7 @@
 //! flags and their `PUBJSON_RELAY_*` variables). The merge and the checks
 //! are pure; every setting is described in docs/relay.md.
 
+use crate::format::FormatKind;
 use crate::route::{Naming, Routes, Template};
 use clap::Parser;
 use serde::Deserialize;
@@ -48,6 +49,9 @@ pub struct Flags {
     /// Create the slot when it does not exist.
     #[arg(long, env = "PUBJSON_RELAY_CREATE_SLOT")]
     pub create_slot: Option<Option<bool>>,
+    /// The plugin's output format the relay reads: 3 or debezium.
+    #[arg(long, env = "PUBJSON_RELAY_FORMAT")]
+    pub format: Option<String>,
     /// A plugin option, NAME=VALUE (NAME alone: true); repeatable.
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
     pub options: Vec<String>,
@@ -119,6 +123,7 @@ pub struct SourceFile {
     pub slot: Option<String>,
     pub create_slot: Option<bool>,
     pub two_phase: Option<bool>,
+    pub format: Option<String>,
     #[serde(default)]
     pub options: BTreeMap<String, toml::Value>,
 }
@@ -224,6 +229,7 @@ pub struct Settings {
     pub slot: String,
     pub create_slot: bool,
     pub two_phase: bool,
+    pub format: FormatKind,
     pub options: Vec<(String, String)>,
     pub broker: BrokerKind,
     pub nats: Option<NatsSettings>,
@@ -322,6 +328,57 @@ pub fn settings(file_text: Option<&str>, flags: &Flags) -> Result<Settings, Conf
         let (k, v) = pair("--option", o, true)?;
         options.retain(|(name, _)| *name != k);
         options.push((k, v));
+    }
+    // The format: the setting, else the one format-version names, else 3.
+    let format_text = flags.format.clone().or(file.source.format);
+    let format = match &format_text {
+        Some(text) => FormatKind::parse(text).ok_or_else(|| {
+            cerr(format!(
+                "unknown format \"{text}\": the relay reads format 3 or debezium"
+            ))
+        })?,
+        None => options
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "format-version")
+            .and_then(|(_, v)| FormatKind::parse(v))
+            .unwrap_or(FormatKind::V3),
+    };
+    if format == FormatKind::Debezium {
+        // Debezium names its own topics; pubjson delivers its events at
+        // commit only.
+        let topics = [
+            (
+                "--topic / [topics] table",
+                flags.topic.is_some() || file.topics.table.is_some(),
+            ),
+            (
+                "--transaction-topic / [topics] transactions",
+                flags.transaction_topic.is_some() || file.topics.transactions.is_some(),
+            ),
+            (
+                "--message-topic / [topics] messages",
+                flags.message_topic.is_some() || file.topics.messages.is_some(),
+            ),
+            (
+                "--ddl-topic / [topics] ddl",
+                flags.ddl_topic.is_some() || file.topics.ddl.is_some(),
+            ),
+            (
+                "--relation-topic / [topics] relations",
+                flags.relation_topic.is_some() || file.topics.relations.is_some(),
+            ),
+        ];
+        if let Some((name, _)) = topics.iter().find(|(_, set)| *set) {
+            return Err(cerr(format!(
+                "{name} does not apply to the Debezium format: each record names its topic (<topic.prefix>.<schema>.<table>, <topic.prefix>.transaction, <topic.prefix>.message)"
+            )));
+        }
+        if file.source.two_phase == Some(true) {
+            return Err(cerr(
+                "[source] two_phase does not apply to the Debezium format: pubjson delivers every transaction at its commit (Debezium's events cannot take a change back)",
+            ));
+        }
     }
     let naming = match broker {
         BrokerKind::Nats => Naming::Nats,
@@ -489,6 +546,7 @@ pub fn settings(file_text: Option<&str>, flags: &Flags) -> Result<Settings, Conf
         slot,
         create_slot,
         two_phase: file.source.two_phase.unwrap_or(false),
+        format,
         options,
         broker,
         nats,
@@ -646,6 +704,46 @@ drain_timeout = "5s"
         )
         .unwrap();
         assert!(!s.create_slot);
+    }
+
+    #[test]
+    fn the_format_from_its_setting_or_format_version() {
+        let base = ["--slot", "s", "--broker", "kafka"];
+        let with = |extra: &[&str]| {
+            let mut a = base.to_vec();
+            a.extend_from_slice(extra);
+            settings(None, &flags(&a))
+        };
+        assert_eq!(with(&[]).unwrap().format, FormatKind::V3);
+        assert_eq!(
+            with(&["--format", "debezium"]).unwrap().format,
+            FormatKind::Debezium
+        );
+        assert_eq!(
+            with(&["-o", "format-version=debezium"]).unwrap().format,
+            FormatKind::Debezium
+        );
+        assert_eq!(
+            settings(Some("[source]\nformat = \"Debezium\""), &flags(&base))
+                .unwrap()
+                .format,
+            FormatKind::Debezium
+        );
+        assert!(with(&["--format", "2"])
+            .unwrap_err()
+            .0
+            .contains("unknown format \"2\""));
+        assert!(with(&["--format", "debezium", "--topic", "x.{table}"])
+            .unwrap_err()
+            .0
+            .contains("does not apply to the Debezium format"));
+        assert!(settings(
+            Some("[source]\ntwo_phase = true\nformat = \"debezium\""),
+            &flags(&base)
+        )
+        .unwrap_err()
+        .0
+        .contains("two_phase"));
     }
 
     #[test]

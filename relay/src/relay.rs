@@ -6,11 +6,11 @@
 
 use crate::config::{BrokerKind, Settings};
 use crate::conninfo::ConnInfo;
-use crate::format::{format3::Format3, Boundary, EventId, Format};
+use crate::format::{Boundary, EventId, Format, FormatKind};
 use crate::metrics::Metrics;
 use crate::pg::{quote_ident, PgConnection, PgError, Replication, ReplicationStream};
-use crate::route::{Naming, Router};
-use crate::sink::{stream_subjects, Acked, KafkaSink, NatsSink, Sink, SinkError};
+use crate::route::{nats_subject, Naming, Router};
+use crate::sink::{stream_subjects, Acked, KafkaSink, NatsSink, Sink, SinkError, Stored};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::collections::VecDeque;
 use std::fmt;
@@ -57,15 +57,75 @@ struct Done {
 
 type Pending = Pin<Box<dyn Future<Output = Result<Done, SinkError>> + Send>>;
 
+/// Events the stream already holds, found when the relay starts after an
+/// outage longer than JetStream's de-duplication window: not sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Nothing to leave out.
+    Nothing,
+    /// Format 3 (identities in commit order): committed events up to and
+    /// including this one.
+    Through(EventId),
+    /// The Debezium format (identities in change order): every event until
+    /// the one at `last`, the last stored, whose transaction began after
+    /// every transaction ending at or before `after` (its `Pubjson-After`)
+    /// was published. Sent again from a position at or before `after`,
+    /// the events before it are the ones stored, in the same order; a
+    /// boundary past `after` is the end of its transaction, where leaving
+    /// out stops in any case.
+    Until { last: (u64, u32), after: u64 },
+}
+
+impl Resume {
+    /// What the stream's last event of this relay says, for `format`.
+    pub fn from_stored(format: FormatKind, stored: &Stored) -> Resume {
+        let (lsn, index) = stored.event;
+        match (format, stored.after) {
+            (FormatKind::V3, _) => Resume::Through(EventId::Committed { lsn, index }),
+            (FormatKind::Debezium, Some(after)) => Resume::Until {
+                last: (lsn, index),
+                after,
+            },
+            // Without its header the event cannot be placed: send again.
+            (FormatKind::Debezium, None) => Resume::Nothing,
+        }
+    }
+
+    /// A session streams from `confirmed`: a transaction confirmed
+    /// already is not sent again, nothing of it to leave out.
+    pub fn session_from(self, confirmed: u64) -> Resume {
+        match self {
+            Resume::Until { after, .. } if confirmed > after => Resume::Nothing,
+            other => other,
+        }
+    }
+
+    /// Whether `id` (with `boundary`) is left out; moves past the end.
+    pub fn skips(&mut self, id: EventId, boundary: Option<&Boundary>) -> bool {
+        match (*self, id) {
+            (Resume::Through(upto), EventId::Committed { .. }) => id <= upto,
+            (Resume::Until { last, .. }, EventId::AtLsn { lsn, index }) if (lsn, index) == last => {
+                *self = Resume::Nothing;
+                true
+            }
+            (Resume::Until { after, .. }, _) if boundary.is_some_and(|b| b.lsn > after) => {
+                *self = Resume::Nothing;
+                false
+            }
+            (Resume::Until { .. }, EventId::AtLsn { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
 pub struct Relay {
     settings: Settings,
     ci: ConnInfo,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
     sink: Option<Arc<Sink>>,
-    /// Committed events up to here are in the broker already (found at
-    /// start; JetStream only).
-    skip_through: Option<EventId>,
+    /// Events in the broker already (found at start; JetStream only).
+    resume: Resume,
     scanned: bool,
     /// The position last confirmed to PostgreSQL.
     confirmed: u64,
@@ -84,7 +144,7 @@ impl Relay {
             metrics,
             shutdown,
             sink: None,
-            skip_through: None,
+            resume: Resume::Nothing,
             scanned: false,
             confirmed: 0,
         }
@@ -106,7 +166,7 @@ impl Relay {
     /// Runs until shutdown (Ok) or an error no retry can cure.
     pub async fn run(mut self) -> Result<(), Fatal> {
         // The format's options are checked before anything connects.
-        Format3::new(false)
+        self.format()
             .plugin_options(&self.settings.options)
             .map_err(|e| Fatal(e.0))?;
         let mut backoff = self.settings.reconnect_min;
@@ -187,7 +247,15 @@ impl Relay {
         }
     }
 
+    /// The format's reader (record keys for Kafka).
+    fn format(&self) -> Box<dyn Format> {
+        self.settings
+            .format
+            .build(self.settings.broker == BrokerKind::Kafka)
+    }
+
     async fn connect_sink(&mut self) -> Result<Sink, SinkError> {
+        let topic_prefix = self.format().topic_prefix(&self.settings.options);
         let s = &self.settings;
         match s.broker {
             BrokerKind::Nats => {
@@ -209,10 +277,14 @@ impl Relay {
                 }
                 // Placeholders other than schema and table are filled in
                 // per database: the stream covers their fixed prefixes.
-                let subjects = if nats.create_stream {
-                    stream_subjects(&templates)?
-                } else {
-                    Vec::new()
+                let subjects = match topic_prefix {
+                    _ if !nats.create_stream => Vec::new(),
+                    // The format's topics: the prefix, and what is under it.
+                    Some(prefix) => {
+                        let subject = nats_subject(&prefix);
+                        vec![subject.clone(), format!("{subject}.>")]
+                    }
+                    None => stream_subjects(&templates)?,
                 };
                 let sink = NatsSink::connect(
                     nats,
@@ -227,14 +299,17 @@ impl Relay {
                     // up to there are not sent again once JetStream's
                     // de-duplication window no longer covers them.
                     match sink.last_stored(&s.relay_id).await? {
-                        Some((id, stored)) => {
-                            let age = SystemTime::now().duration_since(stored).unwrap_or_default();
+                        Some(stored) => {
+                            let age = SystemTime::now()
+                                .duration_since(stored.stored)
+                                .unwrap_or_default();
+                            let id = stored.event;
                             // Within the window, message ids do the work
                             // (and also cover events stored out of order
                             // around a failure).
                             if age > sink.duplicate_window() * 9 / 10 {
                                 log::info!("the stream holds this relay's events up to {id:?} (stored {age:?} ago): not sending them again");
-                                self.skip_through = Some(id);
+                                self.resume = Resume::from_stored(s.format, &stored);
                             } else {
                                 log::info!("the stream holds this relay's events up to {id:?}; JetStream drops any sent again");
                             }
@@ -304,7 +379,7 @@ impl Relay {
         }
         if plugin != "pubjson" {
             return Err(SessionError::Fatal(format!(
-                "replication slot \"{slot}\" uses the output plugin \"{plugin}\", not pubjson: the relay reads pubjson's format 3 (create a slot with pubjson)"
+                "replication slot \"{slot}\" uses the output plugin \"{plugin}\", not pubjson: the relay reads pubjson's output (create a slot with pubjson)"
             )));
         }
         if database != current {
@@ -319,12 +394,15 @@ impl Relay {
         let mut conn = PgConnection::connect(&self.ci, "pubjson-relay").await?;
         let (slot_confirmed, database) = self.prepare_slot(&mut conn).await?;
         self.confirmed = self.confirmed.max(slot_confirmed);
-        let keys = self.settings.broker == BrokerKind::Kafka;
-        let mut format: Box<dyn Format> = Box::new(Format3::new(keys));
+        self.resume = self.resume.session_from(slot_confirmed);
+        let mut format = self.format();
         let options = format
             .plugin_options(&self.settings.options)
             .map_err(|e| SessionError::Fatal(e.0))?;
-        let naming = if keys { Naming::Kafka } else { Naming::Nats };
+        let naming = match self.settings.broker {
+            BrokerKind::Kafka => Naming::Kafka,
+            BrokerKind::Nats => Naming::Nats,
+        };
         let mut router = Router::new(
             self.settings.routes.clone(),
             naming,
@@ -335,8 +413,9 @@ impl Relay {
             .start_replication(&self.settings.slot, &options)
             .await?;
         log::info!(
-            "streaming slot \"{}\" of database \"{database}\" from {} ({})",
+            "streaming slot \"{}\" of database \"{database}\" in format {} from {} ({})",
             self.settings.slot,
+            self.settings.format.name(),
             crate::format::lsn_text(self.confirmed),
             stream.peer()
         );
@@ -371,6 +450,9 @@ impl Relay {
         // Commit times of the boundaries waiting for acknowledgements.
         let mut waiting_times: VecDeque<Option<SystemTime>> = VecDeque::new();
         let mut server_end = self.confirmed;
+        // Every transaction ending at or before this position has been
+        // sent (boundaries and keepalives seen): an event's `after`.
+        let mut frontier = self.confirmed;
         let mut events = Vec::new();
         let mut tick = tokio::time::interval(self.settings.status_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -439,6 +521,7 @@ impl Relay {
                         None => return Ok(SessionEnd::ServerEnded),
                         Some(Replication::Keepalive { wal_end, reply_requested }) => {
                             server_end = server_end.max(wal_end);
+                            frontier = frontier.max(wal_end);
                             self.metrics.received_lsn.set(server_end as i64);
                             // Everything decoded so far is acknowledged and no
                             // transaction is half sent: the server's position
@@ -459,13 +542,19 @@ impl Relay {
                             format
                                 .message(lsn, &payload, &mut events)
                                 .map_err(|e| SessionError::Fatal(format!("{e} (at {})", crate::format::lsn_text(lsn))))?;
-                            for ev in events.drain(..) {
+                            for mut ev in events.drain(..) {
                                 if let Some(b) = ev.boundary {
                                     waiting_times.push_back(b.commit_time);
                                 }
-                                let skip = matches!((ev.id, self.skip_through), (EventId::Committed { .. }, Some(upto)) if ev.id <= upto);
+                                let skip = self.resume.skips(ev.id, ev.boundary.as_ref());
                                 let dest = router.route(&ev.dest).map_err(|e| SessionError::Fatal(e.0))?;
                                 let boundary = ev.boundary;
+                                if let EventId::AtLsn { .. } = ev.id {
+                                    ev.after = Some(frontier);
+                                }
+                                if let Some(b) = boundary {
+                                    frontier = frontier.max(b.lsn);
+                                }
                                 match dest {
                                     Some(dest) if !skip => {
                                         let bytes = ev.payload.len() as u64;
@@ -538,4 +627,92 @@ fn explain_pg(e: &PgError, settings: &Settings) -> String {
         );
     }
     format!("PostgreSQL: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(lsn: u64, index: u32) -> EventId {
+        EventId::AtLsn { lsn, index }
+    }
+
+    fn boundary(lsn: u64) -> Boundary {
+        Boundary {
+            lsn,
+            commit_time: None,
+        }
+    }
+
+    fn stored(event: (u64, u32), after: Option<u64>) -> Stored {
+        Stored {
+            event,
+            after,
+            stored: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn format_3_leaves_out_what_is_at_or_before_the_last_stored() {
+        let mut r = Resume::from_stored(FormatKind::V3, &stored((0x200, 2), None));
+        let c = |lsn, index| EventId::Committed { lsn, index };
+        assert!(r.skips(c(0x100, 9), None));
+        assert!(r.skips(c(0x200, 2), Some(&boundary(0x230))));
+        assert!(!r.skips(c(0x200, 3), None));
+        assert!(!r.skips(c(0x300, 0), None));
+        assert!(!r.skips(EventId::None, None));
+        assert_eq!(r.session_from(0x500), r, "ordered: nothing to undo");
+    }
+
+    #[test]
+    fn debezium_leaves_out_events_until_the_last_stored() {
+        // The stream's last event is (0x250, 1), published after every
+        // transaction ending at or before 0x200 had been sent.
+        let last = stored((0x250, 1), Some(0x200));
+        let mut r = Resume::from_stored(FormatKind::Debezium, &last).session_from(0x180);
+        // Sent again from 0x180: a transaction that ended at 0x200
+        // (positions before the last one's, and after it: change order).
+        assert!(r.skips(at(0x190, 0), None));
+        assert!(r.skips(at(0x300, 0), None));
+        // Its end (a boundary event publishes nothing): confirmed as
+        // usual, and leaving out goes on.
+        assert!(!r.skips(EventId::None, Some(&boundary(0x200))));
+        assert_ne!(r, Resume::Nothing);
+        // Then the last one's transaction, up to that event.
+        assert!(r.skips(at(0x240, 0), None));
+        assert!(r.skips(at(0x250, 1), None));
+        assert_eq!(r, Resume::Nothing);
+        assert!(!r.skips(at(0x250, 2), None));
+        assert!(!r.skips(at(0x260, 0), Some(&boundary(0x270))));
+    }
+
+    #[test]
+    fn debezium_stops_leaving_out_at_the_end_of_the_last_ones_transaction() {
+        let last = stored((0x250, 1), Some(0x200));
+        let mut r = Resume::from_stored(FormatKind::Debezium, &last);
+        assert!(r.skips(at(0x240, 0), None));
+        // The event never came (other options): its transaction's end is
+        // past `after`; from there everything is sent.
+        assert!(!r.skips(at(0x290, EventId::END_INDEX), Some(&boundary(0x290))));
+        assert_eq!(r, Resume::Nothing);
+        assert!(!r.skips(at(0x300, 0), None));
+        let mut r = Resume::from_stored(FormatKind::Debezium, &last);
+        assert!(!r.skips(EventId::None, Some(&boundary(0x290))));
+        assert!(!r.skips(at(0x300, 0), None));
+    }
+
+    #[test]
+    fn debezium_leaves_out_nothing_when_the_transaction_was_confirmed() {
+        let last = stored((0x250, 1), Some(0x200));
+        let r = Resume::from_stored(FormatKind::Debezium, &last);
+        assert_eq!(r.session_from(0x200), r);
+        let mut later = r.session_from(0x201);
+        assert_eq!(later, Resume::Nothing);
+        assert!(!later.skips(at(0x300, 0), None));
+        // Without its Pubjson-After the event cannot be placed.
+        assert_eq!(
+            Resume::from_stored(FormatKind::Debezium, &stored((0x250, 1), None)),
+            Resume::Nothing
+        );
+    }
 }

@@ -7,6 +7,9 @@
 //! digits (`order items` → `order-20items`, `-` → `-2D`). The result is a
 //! valid NATS token (no `.`, `*`, `>` or blank) and valid in a Kafka topic
 //! name (`[A-Za-z0-9._-]`), and two names never give the same token.
+//!
+//! A destination the format names itself (the Debezium format's topic) is
+//! Kafka's topic as it is; its NATS subject is [`nats_subject`].
 
 use crate::format::{Dest, TableName};
 use std::collections::HashMap;
@@ -24,6 +27,44 @@ pub fn escape(name: &str) -> String {
         }
     }
     out
+}
+
+/// The NATS subject of a Kafka topic name: `.` separates tokens in both,
+/// so `shop.public.orders` stays `shop.public.orders` (and
+/// `shop.public.>` subscribes to a schema). What NATS refuses is written
+/// with `%`, which no topic name holds: an empty token (a name that starts
+/// or ends with `.`, or holds `..`) becomes `%`, and a byte outside
+/// `[A-Za-z0-9_-]` within a token `%` and two hex digits. Two topics never
+/// share a subject.
+pub fn nats_subject(topic: &str) -> String {
+    let mut out = String::with_capacity(topic.len());
+    for (i, token) in topic.split('.').enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        if token.is_empty() {
+            out.push('%');
+        }
+        for b in token.bytes() {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
+/// A topic name Kafka takes: 1 to 249 of `[A-Za-z0-9._-]`, not `.` or `..`.
+fn kafka_topic_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= KAFKA_MAX_TOPIC
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,6 +213,8 @@ pub struct Router {
     slot: String,
     fixed: [Option<Arc<str>>; 4],
     tables: HashMap<TableName, Arc<str>>,
+    /// Destinations named by the format, checked (Kafka) or mapped (NATS).
+    named: HashMap<Arc<str>, Arc<str>>,
     naming: Naming,
 }
 
@@ -194,6 +237,7 @@ impl Router {
             slot: slot.to_string(),
             fixed,
             tables: HashMap::new(),
+            named: HashMap::new(),
             naming,
         }
     }
@@ -220,6 +264,23 @@ impl Router {
             Dest::Messages => self.fixed[1].clone(),
             Dest::Ddl => self.fixed[2].clone(),
             Dest::Relations => self.fixed[3].clone(),
+            Dest::Named(topic) => {
+                if let Some(s) = self.named.get(topic) {
+                    return Ok(Some(s.clone()));
+                }
+                let s: Arc<str> = match self.naming {
+                    Naming::Kafka if kafka_topic_ok(topic) => topic.clone(),
+                    Naming::Kafka => {
+                        return Err(TemplateError(format!(
+                            "\"{topic}\" is not a Kafka topic name (1 to {KAFKA_MAX_TOPIC} letters, digits, '.', '_' and '-')"
+                        )))
+                    }
+                    Naming::Nats => Arc::from(nats_subject(topic)),
+                };
+                self.named.insert(topic.clone(), s.clone());
+                Some(s)
+            }
+            Dest::Nowhere => None,
         };
         Ok(name)
     }
@@ -270,6 +331,58 @@ mod tests {
         assert!(Template::parse("a/{table}", Naming::Kafka, true).is_err());
         assert!(Template::parse("cdc_{slot}-x.{table}", Naming::Kafka, true).is_ok());
         assert!(Template::parse("{", Naming::Kafka, true).is_err());
+    }
+
+    #[test]
+    fn topics_as_nats_subjects() {
+        assert_eq!(nats_subject("shop.public.orders"), "shop.public.orders");
+        assert_eq!(nats_subject("shop.public.a-b_C9"), "shop.public.a-b_C9");
+        // Empty tokens: a table `.x`, `x.`, `a..b`.
+        assert_eq!(nats_subject("shop.public..x"), "shop.public.%.x");
+        assert_eq!(nats_subject("shop.public.x."), "shop.public.x.%");
+        assert_eq!(nats_subject("shop.public.a...b"), "shop.public.a.%.%.b");
+        assert_eq!(nats_subject(".shop"), "%.shop");
+        // Outside Kafka's names (never from pubjson): escaped, not lost.
+        assert_eq!(nats_subject("a b.c*>"), "a%20b.c%2A%3E");
+        assert_eq!(nats_subject("%"), "%25");
+    }
+
+    proptest! {
+        #[test]
+        fn topic_subjects_are_valid_and_distinct(a in "[a-z._-]{0,8}", b in "[a-z._-]{0,8}") {
+            let (sa, sb) = (nats_subject(&a), nats_subject(&b));
+            prop_assert!(sa.split('.').all(|t| !t.is_empty() && !t.contains(['*', '>', ' '])));
+            prop_assert_eq!(a == b, sa == sb);
+        }
+    }
+
+    #[test]
+    fn named_destinations_checked_for_kafka_mapped_for_nats() {
+        let routes = || Routes {
+            table: Template::parse("p.{schema}.{table}", Naming::Kafka, true).unwrap(),
+            transactions: None,
+            messages: None,
+            ddl: None,
+            relations: None,
+        };
+        let mut kafka = Router::new(routes(), Naming::Kafka, "d", "s");
+        let named = |s: &str| Dest::Named(Arc::from(s));
+        assert_eq!(
+            &*kafka.route(&named("shop.public..x")).unwrap().unwrap(),
+            "shop.public..x"
+        );
+        assert!(kafka.route(&named("a b")).is_err());
+        assert!(kafka.route(&named(&"x".repeat(250))).is_err());
+        assert_eq!(kafka.route(&Dest::Nowhere).unwrap(), None);
+        let mut nats = Router::new(routes(), Naming::Nats, "d", "s");
+        assert_eq!(
+            &*nats.route(&named("shop.public..x")).unwrap().unwrap(),
+            "shop.public.%.x"
+        );
+        assert_eq!(
+            &*nats.route(&named("shop.public..x")).unwrap().unwrap(),
+            "shop.public.%.x"
+        );
     }
 
     #[test]

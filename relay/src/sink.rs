@@ -4,7 +4,7 @@
 //! PubAck, Kafka's delivery report).
 
 use crate::config::{KafkaSettings, NatsSettings};
-use crate::format::{parse_lsn, Event, EventId};
+use crate::format::{lsn_text, parse_lsn, Event};
 use crate::metrics::Metrics;
 use async_nats::jetstream::{self, context::PublishErrorKind, stream::StorageType};
 use async_nats::HeaderMap;
@@ -95,7 +95,7 @@ impl Sink {
 }
 
 /// The identity headers of an event: `Pubjson-Relay` and `Pubjson-Event`
-/// (its [`EventId::text`]); JetStream's `Nats-Msg-Id` is both.
+/// (its [`crate::format::EventId::text`]); JetStream's `Nats-Msg-Id` is both.
 fn id_text(ev: &Event) -> Option<String> {
     ev.id.text()
 }
@@ -247,6 +247,17 @@ impl NatsSink {
         if let Some(xid) = ev.xid {
             headers.insert("Pubjson-Xid", xid.to_string().as_str());
         }
+        // A record key (the Debezium format's) and a null value: NATS has
+        // neither, so headers carry them.
+        if let Some(key) = &ev.key {
+            headers.insert("Pubjson-Key", String::from_utf8_lossy(key).as_ref());
+        }
+        if ev.tombstone {
+            headers.insert("Pubjson-Tombstone", "true");
+        }
+        if let Some(after) = ev.after {
+            headers.insert("Pubjson-After", lsn_text(after).as_str());
+        }
         let publish = jetstream::message::PublishMessage::build()
             .payload(ev.payload.clone())
             .headers(headers);
@@ -265,13 +276,10 @@ impl NatsSink {
         }))
     }
 
-    /// The last event this relay stored in the stream, with the time the
-    /// stream stored it: read backwards from the stream's end, over at
-    /// most `recovery_scan` messages (other relays' included).
-    pub async fn last_stored(
-        &self,
-        relay_id: &str,
-    ) -> Result<Option<(EventId, SystemTime)>, SinkError> {
+    /// The last event this relay stored in the stream: read backwards
+    /// from the stream's end, over at most `recovery_scan` messages (other
+    /// relays' included).
+    pub async fn last_stored(&self, relay_id: &str) -> Result<Option<Stored>, SinkError> {
         let mut stream = self
             .js
             .get_stream(&self.stream)
@@ -298,14 +306,22 @@ impl NatsSink {
             match got {
                 Ok(m) => {
                     let mine = m.headers.get("Pubjson-Relay").map(|v| v.as_str()) == Some(relay_id);
-                    let id = m
+                    let event = m
                         .headers
                         .get("Pubjson-Event")
-                        .and_then(|v| parse_committed(v.as_str()));
-                    if let (true, Some(id)) = (mine, id) {
+                        .and_then(|v| parse_position(v.as_str()));
+                    if let (true, Some(event)) = (mine, event) {
                         let stored = SystemTime::UNIX_EPOCH
                             + Duration::from_nanos(m.time.unix_timestamp_nanos().max(0) as u64);
-                        return Ok(Some((id, stored)));
+                        let after = m
+                            .headers
+                            .get("Pubjson-After")
+                            .and_then(|v| parse_lsn(v.as_str()));
+                        return Ok(Some(Stored {
+                            event,
+                            after,
+                            stored,
+                        }));
                     }
                 }
                 // A deleted message: go on.
@@ -327,13 +343,23 @@ impl NatsSink {
     }
 }
 
-/// `X/Y:i` back to a committed event's identity.
-pub fn parse_committed(text: &str) -> Option<EventId> {
+/// The last event of a relay in the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    /// Its `Pubjson-Event`: `(lsn, index)`, read as the relay's format
+    /// numbers events ([`crate::format::EventId::Committed`] or
+    /// [`crate::format::EventId::AtLsn`]).
+    pub event: (u64, u32),
+    /// Its `Pubjson-After` ([`crate::format::EventId::AtLsn`] events).
+    pub after: Option<u64>,
+    /// When the stream stored it.
+    pub stored: SystemTime,
+}
+
+/// `X/Y:i` back to `(lsn, index)`.
+pub fn parse_position(text: &str) -> Option<(u64, u32)> {
     let (lsn, index) = text.split_once(':')?;
-    Some(EventId::Committed {
-        lsn: parse_lsn(lsn)?,
-        index: index.parse().ok()?,
-    })
+    Some((parse_lsn(lsn)?, index.parse().ok()?))
 }
 
 fn nats_publish_error(subject: &str, e: jetstream::context::PublishError) -> SinkError {
@@ -448,9 +474,11 @@ impl KafkaSink {
     ) -> Result<AckFuture, SinkError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
-            let mut record = FutureRecord::<[u8], [u8]>::to(topic)
-                .payload(&ev.payload[..])
-                .headers(headers.clone());
+            let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers.clone());
+            // A tombstone has no value at all (Kafka's null, not empty).
+            if !ev.tombstone {
+                record = record.payload(&ev.payload[..]);
+            }
             if let Some(k) = &ev.key {
                 record = record.key(&k[..]);
             }
@@ -507,7 +535,12 @@ impl KafkaSink {
             });
         }
         if !ev.all_partitions {
-            return self.send(topic, ev, &headers, None).await;
+            // A record without a key goes to partition 0, not to one the
+            // partitioner picks at random: sent again after a restart it
+            // lands where the first copy is, so the duplicate rule sees
+            // it, and a keyless table's changes keep their order.
+            let partition = ev.key.is_none().then_some(0);
+            return self.send(topic, ev, &headers, partition).await;
         }
         let n = self.partition_count(topic).await?;
         let mut acks = Vec::with_capacity(n as usize);
@@ -527,6 +560,7 @@ impl KafkaSink {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::format::EventId;
 
     #[test]
     fn subjects_of_templates() {
@@ -540,13 +574,11 @@ mod tests {
             vec!["pubjson.>".to_string(), "other.tx".to_string()]
         );
         assert!(stream_subjects(&["{database}.x"]).unwrap_err().permanent);
+        assert_eq!(parse_position("1/A:3"), Some(((1 << 32) | 10, 3)));
         assert_eq!(
-            parse_committed("1/A:3"),
-            Some(EventId::Committed {
-                lsn: (1 << 32) | 10,
-                index: 3
-            })
+            parse_position("0/A:4294967295"),
+            Some((10, EventId::END_INDEX))
         );
-        assert_eq!(parse_committed("s1:2:3"), None);
+        assert_eq!(parse_position("s1:2:3"), None);
     }
 }

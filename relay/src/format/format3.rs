@@ -9,7 +9,7 @@
 //! needs to). Changes of a streamed transaction are numbered per
 //! subtransaction from the block marked `first`.
 
-use super::{parse_lsn, Boundary, Dest, Event, EventId, Format, FormatError, TableName};
+use super::{lines, parse_lsn, Boundary, Dest, Event, EventId, Format, FormatError, TableName};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -164,12 +164,14 @@ impl Format3 {
         let mut ev = Event {
             dest: Dest::Transactions,
             payload: slice,
+            tombstone: false,
             id: EventId::None,
             key: None,
             xid: o.xid,
             all_partitions: false,
             boundary: None,
             action: "?",
+            after: None,
         };
         let action = o.action.as_ref();
         match action {
@@ -361,7 +363,7 @@ impl Format for Format3 {
             if k == "format-version" {
                 if v != "3" {
                     return Err(FormatError(format!(
-                        "the relay reads format-version 3; option format-version={v} is not supported"
+                        "the relay reads format-version 3 here; option format-version={v} is not supported (the relay's format setting picks 3 or debezium)"
                     )));
                 }
                 has_version = true;
@@ -390,16 +392,8 @@ impl Format for Format3 {
         payload: &Bytes,
         out: &mut Vec<Event>,
     ) -> Result<(), FormatError> {
-        let mut start = 0;
-        let bytes = &payload[..];
-        while start < bytes.len() {
-            let end = memchr_newline(&bytes[start..])
-                .map(|i| start + i)
-                .unwrap_or(bytes.len());
-            if end > start {
-                self.object(payload, start, end, out)?;
-            }
-            start = end + 1;
+        for (start, end) in lines(payload) {
+            self.object(payload, start, end, out)?;
         }
         Ok(())
     }
@@ -407,10 +401,6 @@ impl Format for Format3 {
     fn in_transaction(&self) -> bool {
         self.txn.is_some() || self.block.is_some()
     }
-}
-
-fn memchr_newline(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n')
 }
 
 #[cfg(test)]
