@@ -845,7 +845,8 @@ pub struct WorkloadStats {
 /// prepared) and, with `truncates`, a rare TRUNCATE; at most about 200
 /// transactions a second, so that a run's WAL stays small. Runs until `stop`
 /// (surviving server restarts: a failed transaction is counted and the
-/// next one goes on), then commits any prepared transaction a crash left.
+/// next one goes on), then commits any prepared transaction a crash left
+/// and inserts ten rows, so that the table is never empty at the end.
 pub fn run_workload(
     server: &Server,
     w: &Workload,
@@ -976,6 +977,12 @@ pub fn run_workload(
         c.batch_execute(&format!("COMMIT PREPARED '{g}'"))
             .expect("commit prepared");
     }
+    // Rows to compare at the end, whatever a late TRUNCATE left.
+    c.batch_execute(&format!(
+        "INSERT INTO {table} SELECT g, g % 4, 'end' || g, 'e' FROM generate_series({next_id}, {}) g ON CONFLICT DO NOTHING",
+        next_id + 9
+    ))
+    .expect("last rows");
     stats
 }
 

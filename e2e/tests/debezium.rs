@@ -1040,6 +1040,10 @@ fn table_shape(
     json!({"columns": cols, "key": key})
 }
 
+/// One DDL step's xid and the tables Debezium describes for it, with the
+/// publications and without.
+type ExpectedChange = (u32, Vec<Value>, Vec<Value>);
+
 /// DDL events as Debezium's schema change events (the shape of its other
 /// connectors; its PostgreSQL connector writes none), checked against the
 /// catalog through Debezium 3.6's own classes: after every statement,
@@ -1053,6 +1057,7 @@ fn table_shape(
 /// root, a column list) and without one. And the consumer docs/debezium.md
 /// describes, fed the records step by step, keeps a replica's tables equal
 /// to the source's.
+
 #[test]
 fn ddl_events() {
     let cluster = DebeziumCluster::start("debezium-ddl");
@@ -1113,7 +1118,7 @@ fn ddl_events() {
     let mut replicated = SchemaChangeReplica::default();
     // Per step: its xid, and the described tables, with the publications
     // and without.
-    let mut expected: Vec<(u32, Vec<Value>, Vec<Value>)> = Vec::new();
+    let mut expected: Vec<ExpectedChange> = Vec::new();
     let started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("time")
@@ -1214,7 +1219,7 @@ fn ddl_events() {
             .zip(&with)
             .filter(|(r, _)| r["destination"] == TOPIC_PREFIX)
             .collect();
-        let wanted: Vec<(usize, &(u32, Vec<Value>, Vec<Value>))> = expected
+        let wanted: Vec<(usize, &ExpectedChange)> = expected
             .iter()
             .enumerate()
             .filter(|(_, (_, p, a))| !(if published { p } else { a }).is_empty())
