@@ -20,6 +20,9 @@ use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let flags = config::Flags::parse();
     env_logger::Builder::from_env(env_logger::Env::new().filter_or("PUBJSON_RELAY_LOG", "info"))
