@@ -1057,7 +1057,6 @@ type ExpectedChange = (u32, Vec<Value>, Vec<Value>);
 /// root, a column list) and without one. And the consumer docs/debezium.md
 /// describes, fed the records step by step, keeps a replica's tables equal
 /// to the source's.
-
 #[test]
 fn ddl_events() {
     let cluster = DebeziumCluster::start("debezium-ddl");
