@@ -558,8 +558,25 @@ impl Relay {
                                 match dest {
                                     Some(dest) if !skip => {
                                         let bytes = ev.payload.len() as u64;
-                                        let ack = tokio::time::timeout(publish_timeout, sink.publish(&dest, &ev, &relay_id))
-                                            .await
+                                        // One message can hold more events than the
+                                        // client has permits for (a large transaction is
+                                        // published whole at its commit), and a waiting
+                                        // acknowledgement gives its permit back only when
+                                        // polled: acknowledgements are taken while the
+                                        // publish waits, or it would wait for them forever.
+                                        let publish = tokio::time::timeout(publish_timeout, sink.publish(&dest, &ev, &relay_id));
+                                        tokio::pin!(publish);
+                                        let started = loop {
+                                            tokio::select! {
+                                                biased;
+                                                started = &mut publish => break started,
+                                                Some(result) = pending.next(), if !pending.is_empty() => match result {
+                                                    Ok(done) => self.acknowledged(done, &mut waiting_times),
+                                                    Err(e) => return Err(SessionError::Broker(e)),
+                                                },
+                                            }
+                                        };
+                                        let ack = started
                                             .map_err(|_| SessionError::Broker(SinkError {
                                                 message: format!("publishing to {dest} did not start within {publish_timeout:?}"),
                                                 permanent: false,

@@ -192,8 +192,10 @@ impl NatsSink {
         let js = jetstream::context::ContextBuilder::new()
             .timeout(settings.ack_timeout)
             .ack_timeout(settings.ack_timeout)
-            // More permits than the relay ever has events in flight: it
-            // polls acknowledgements only between publishes.
+            // A publish waits for a permit beyond this many unacknowledged
+            // messages; the relay takes acknowledgements meanwhile (one
+            // replication message may hold many more events than
+            // max_in_flight, which bounds messages read ahead).
             .max_ack_inflight(max_in_flight + 1024)
             .build(client);
         let not_found = |e: &jetstream::context::GetStreamError| {
