@@ -38,6 +38,29 @@ pub use crate::model::{RelationRender, TypeName, TypeRendering};
 /// PostgreSQL's 1 GB allocation limit.
 pub const FLUSH_BYTES: usize = 16 * 1024 * 1024;
 
+/// The typed formats' reason to leave a change out: a row it must show
+/// and did not get (an INSERT or UPDATE without its new tuple, a DELETE
+/// without its old key), in wal2json's words. [`Format::skip_reason`] of
+/// format 3 and the Debezium format.
+#[inline]
+pub fn missing_tuple_reason(
+    kind: ChangeKind,
+    rel: &RelationMeta,
+    has_new: bool,
+    has_old: bool,
+) -> Option<String> {
+    let what = match kind {
+        ChangeKind::Insert | ChangeKind::Update if !has_new => "no tuple data for",
+        ChangeKind::Delete if !has_old => "no tuple identifier for",
+        _ => return None,
+    };
+    Some(format!(
+        "{what} {} in table {}",
+        kind.command(),
+        crate::text::encoding::qualified_name(rel)
+    ))
+}
+
 /// Drops an output buffer that a large transaction grew past
 /// [`FLUSH_BYTES`], once its content has been written.
 pub fn shrink_after_transaction(buf: &mut Vec<u8>) {

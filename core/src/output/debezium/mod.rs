@@ -43,11 +43,10 @@ use crate::model::{
 use crate::options::{DebeziumOptions, Options, PrefixPatterns};
 use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
-    Sink, StreamedCommit, TypeName, TypeRendering,
+    missing_tuple_reason, shrink_after_transaction, ChangeContext, DdlTable, FormatEvents,
+    OutputFormat, PreparedTxn, Sink, StreamedCommit, TypeName, TypeRendering,
 };
 use crate::protocol::ddl::DdlEvent;
-use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_u64};
 use column::{push_field_schema, Kind, PG_EPOCH_MICROS};
 
@@ -670,6 +669,23 @@ impl FormatDebezium {
         }
     }
 
+    /// `{"destination":...,"key":KEY` of a table's record: `null` for a
+    /// table without a key, else the key payload `key` (with schemas, in
+    /// its `{"schema":...,"payload":` envelope).
+    #[inline]
+    fn push_record_head(out: &mut Vec<u8>, table: &TableRender, key: &[u8], schemas: bool) {
+        out.extend_from_slice(&table.head);
+        if key.is_empty() {
+            out.extend_from_slice(b"null");
+        } else {
+            out.extend_from_slice(&table.key_open);
+            out.extend_from_slice(key);
+            if schemas {
+                out.push(b'}');
+            }
+        }
+    }
+
     /// One change record of a table (and its tombstone after a delete).
     #[allow(clippy::too_many_arguments)]
     fn change_record(
@@ -686,16 +702,7 @@ impl FormatDebezium {
         let block = self.count_event(sink, &table.collection, facts.lsn);
         let schemas = self.opts.schemas_enable;
         let mut out = std::mem::take(sink.buf());
-        out.extend_from_slice(&table.head);
-        if key.is_empty() {
-            out.extend_from_slice(b"null");
-        } else {
-            out.extend_from_slice(&table.key_open);
-            out.extend_from_slice(key);
-            if schemas {
-                out.push(b'}');
-            }
-        }
+        Self::push_record_head(&mut out, table, key, schemas);
         out.extend_from_slice(b",\"value\":");
         out.extend_from_slice(&table.value_open);
         out.extend_from_slice(b"{\"before\":");
@@ -725,16 +732,7 @@ impl FormatDebezium {
         self.end_record(sink, false);
         if op == b'd' && self.opts.tombstones_on_delete {
             let out = sink.buf();
-            out.extend_from_slice(&table.head);
-            if key.is_empty() {
-                out.extend_from_slice(b"null");
-            } else {
-                out.extend_from_slice(&table.key_open);
-                out.extend_from_slice(key);
-                if schemas {
-                    out.push(b'}');
-                }
-            }
+            Self::push_record_head(out, table, key, schemas);
             out.extend_from_slice(b",\"value\":null}");
             self.end_record(sink, false);
         }
@@ -812,16 +810,7 @@ impl OutputFormat for FormatDebezium {
         has_new: bool,
         has_old: bool,
     ) -> Option<String> {
-        let what = match kind {
-            ChangeKind::Insert | ChangeKind::Update if !has_new => "no tuple data for",
-            ChangeKind::Delete if !has_old => "no tuple identifier for",
-            _ => return None,
-        };
-        Some(format!(
-            "{what} {} in table {}",
-            kind.command(),
-            qualified_name(rel)
-        ))
+        missing_tuple_reason(kind, rel, has_new, has_old)
     }
 
     fn change(

@@ -36,11 +36,10 @@ use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
-    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
-    Sink, StreamedCommit, TypeName, TypeRendering,
+    missing_tuple_reason, shrink_after_transaction, ChangeContext, DdlTable, FormatEvents,
+    OutputFormat, PreparedTxn, Sink, StreamedCommit, TypeName, TypeRendering,
 };
 use crate::protocol::ddl::DdlEvent;
-use crate::text::encoding::qualified_name;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
 
 /// What format 3 renders once per relation (see [`RelationRender`]).
@@ -481,16 +480,7 @@ impl OutputFormat for Format3 {
         has_new: bool,
         has_old: bool,
     ) -> Option<String> {
-        let what = match kind {
-            ChangeKind::Insert | ChangeKind::Update if !has_new => "no tuple data for",
-            ChangeKind::Delete if !has_old => "no tuple identifier for",
-            _ => return None,
-        };
-        Some(format!(
-            "{what} {} in table {}",
-            kind.command(),
-            qualified_name(rel)
-        ))
+        missing_tuple_reason(kind, rel, has_new, has_old)
     }
 
     fn change(
