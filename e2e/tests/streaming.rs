@@ -1008,6 +1008,144 @@ fn immediate_streaming_of_small_transactions() {
     assert!(model == expected, "replayed data differs from the table");
 }
 
+/// A table whose column's type needs a catalog lookup to print each
+/// value the first time (an enum's label): decoding a change of a
+/// transaction that has rolled back fails in that lookup ("concurrent
+/// abort"), which PostgreSQL catches when it is streaming or preparing the
+/// transaction. Rows 1 and 4 commit; rows 2 and 3 roll back, 3 with the
+/// label no committed row printed before it. `prepared`: the rollback is a
+/// ROLLBACK PREPARED.
+fn rolled_back_while_decoded(db: &mut TestDb, prepared: bool) -> String {
+    let table = format!("{}.e", db.schema);
+    let mood = format!("{}.mood", db.schema);
+    let gid = format!("{}_rolled_back", db.schema);
+    db.exec(&format!(
+        "create type {mood} as enum ('calm', 'rare', 'late')"
+    ));
+    db.exec(&format!(
+        "create table {table} (id int primary key, m {mood}, z text)"
+    ));
+    let (end, rollback) = if prepared {
+        (
+            format!("prepare transaction '{gid}'"),
+            format!("rollback prepared '{gid}'"),
+        )
+    } else {
+        ("rollback".to_string(), "select 1".to_string())
+    };
+    db.run(&[
+        &format!("insert into {table} values (1, 'calm', 'kept')"),
+        &format!(
+            "begin; insert into {table} values (2, 'calm', 'rolled back'), (3, 'rare', 'rolled back'); {end}"
+        ),
+        &rollback,
+        &format!("insert into {table} values (4, 'late', 'kept')"),
+    ]);
+    db.flush_wal();
+    table
+}
+
+/// Every row of `lines` is JSON (format 3's rows: each line), and none
+/// shows `absent`.
+fn assert_whole_objects(lines: &[String], absent: &str) {
+    for line in lines.iter().flat_map(|l| l.split('\n')) {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}\n{lines:#?}"));
+        assert!(!line.contains(absent), "{absent}: {line}");
+    }
+}
+
+/// A streamed transaction that rolled back before it was decoded: the
+/// change whose decoding fails is left out whole, the block around it ends,
+/// and the objects batched before it stay (format 3 kept its batch in hand
+/// while writing a change, and an interrupted one lost the batch).
+#[test]
+fn a_change_cut_short_by_its_rollback_leaves_no_half_object() {
+    let mut db = TestDb::new("stream_cut");
+    pubjson_e2e::require_major!(
+        db.server_major(),
+        16,
+        "debug_logical_replication_streaming is new in PostgreSQL 16"
+    );
+    let slot = format!("{}_slot", db.schema);
+    let _guard = create_slot(&mut db, &slot, false);
+    let table = rolled_back_while_decoded(&mut db, false);
+    let upto = db.upto_lsn.clone().expect("flushed");
+    db.exec("set debug_logical_replication_streaming = immediate");
+    for options in [
+        "'format-version', '3', 'streaming', 'on'",
+        "'format-version', '3', 'streaming', 'on', 'batch-bytes', '0'",
+        "'format-version', '2', 'streaming', 'on'",
+        "'format-version', '1', 'streaming', 'on'",
+    ] {
+        let lines = changes(&mut db, "peek", &slot, &upto, options);
+        // Row 2 may be streamed before the rollback is seen; row 3 never.
+        assert_whole_objects(&lines, "rare");
+        let objects: Vec<Value> = lines
+            .iter()
+            .flat_map(|l| l.split('\n'))
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        let count = |action: &str| objects.iter().filter(|o| o["action"] == action).count();
+        // Every block that starts ends (format 1: a block is one document).
+        if !options.contains("'1'") {
+            assert_eq!(count("S"), count("E"), "{options}: {lines:#?}");
+        }
+        if db.server_major() < 18 {
+            // PostgreSQL 18 does not stream a transaction it knows aborted.
+            assert_eq!(count("A"), 1, "{options}: {lines:#?}");
+        }
+        let text = lines.join("\n");
+        for kept in ["calm", "late"] {
+            assert!(
+                text.contains(kept),
+                "{options}: row of {kept} missing: {lines:#?}"
+            );
+        }
+        // Format 3 describes the table before its next change.
+        if options.contains("'3'") {
+            let last_r = objects.iter().rposition(|o| o["action"] == "R");
+            let last_i = objects.iter().rposition(|o| o["action"] == "I");
+            assert!(last_r < last_i, "{options}: {lines:#?}");
+        }
+    }
+    db.exec("reset debug_logical_replication_streaming");
+    let ids = format!("select string_agg(id::text, ',' order by id) from {table}");
+    assert_eq!(one_string(&mut db.conn.client, &ids), "1,4");
+}
+
+/// A prepared transaction rolled back before its PREPARE is decoded: what
+/// PostgreSQL still delivers of it depends on what the session's caches
+/// hold (here the table's and the first label's are warm, the second
+/// label's is not), so pubjson writes none of its changes, in every
+/// session: its `P` counts none, and a session that starts cold writes the
+/// same.
+#[test]
+fn a_prepared_transaction_rolled_back_before_it_is_decoded_shows_no_changes() {
+    let (mut db, _, slot, _guard) = database_with_slot("twophase_gone", true);
+    rolled_back_while_decoded(&mut db, true);
+    let upto = db.upto_lsn.clone().expect("flushed");
+    for format in ["3", "2", "1"] {
+        let options = format!("'format-version', '{format}'");
+        let lines = changes(&mut db, "peek", &slot, &upto, &options);
+        assert_whole_objects(&lines, "rolled back");
+        let prepare = lines
+            .iter()
+            .find(|l| l.contains("\"action\":\"P\""))
+            .unwrap_or_else(|| panic!("no P: {lines:#?}"));
+        if format == "3" {
+            assert!(prepare.contains("\"changes\":0"), "{prepare}");
+        }
+        assert!(
+            lines.iter().any(|l| l.contains("\"action\":\"RP\"")),
+            "{lines:#?}"
+        );
+        // The same from a session whose caches know nothing yet.
+        db.conn = pubjson_e2e::connect();
+        let again = changes(&mut db, "peek", &slot, &upto, &options);
+        assert_eq!(again, lines, "format {format}");
+    }
+}
+
 /// Each `pg_logical_slot_get_changes` call is a decoding session of its
 /// own: a transaction still open where a call stops is streamed again from
 /// its first change by the next call (`"first":true`), and one that aborted

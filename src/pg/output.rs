@@ -216,6 +216,9 @@ pub struct OutputBuffer {
     pub text: OutputText,
     /// Bytes handed over since the statistics were last published.
     pub bytes_written: u64,
+    /// Writes handed over in this session: a mark taken before an item
+    /// tells whether the buffer still starts where it did.
+    pub writes: u64,
 }
 
 impl OutputBuffer {
@@ -224,6 +227,7 @@ impl OutputBuffer {
             buf: Vec::with_capacity(8192),
             text: OutputText::for_database(),
             bytes_written: 0,
+            writes: 0,
         }
     }
 
@@ -256,6 +260,7 @@ pub struct Output<'s, 'w> {
 impl Output<'_, '_> {
     fn count(&mut self, written: usize) {
         self.buffer.bytes_written += written as u64;
+        self.buffer.writes += 1;
         if let Some(bytes) = self.txn_bytes.as_deref_mut() {
             *bytes += written as u64;
         }

@@ -247,6 +247,14 @@ pub fn current_timestamp() -> i64 {
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
+/// Whether transaction `xid` has rolled back (`TransactionIdDidAbort`: the
+/// commit log says so; a prepared transaction, once ROLLBACK PREPARED ran).
+pub fn transaction_rolled_back(xid: u32) -> bool {
+    // SAFETY: a commit-log lookup, valid for any normal xid in any backend
+    // that has attached shared memory; decoding callbacks run in one.
+    unsafe { pg_sys::TransactionIdDidAbort(pg_sys::TransactionId::from(xid)) }
+}
+
 /// `dlist_foreach` with `dlist_container`: the elements of a doubly linked
 /// list whose `dlist_node` sits at byte `node_offset` of each element.
 ///

@@ -109,6 +109,7 @@ unsafe fn with_state<R>(
     // state is a separate allocation from the context the writer uses.
     unsafe {
         let state = &mut *((*ctx).output_plugin_private as *mut DecodingState);
+        state.emitter.recover_interrupted_item();
         let mut writer = Writer::new(ctx);
         f(state, &mut writer)
     }

@@ -12,7 +12,7 @@ use pubjson_core::output::format::{OutputFormat, Sink};
 use crate::pg::error;
 use crate::pg::handles::Txn;
 use crate::pg::output::{OutputBuffer, Writer};
-use crate::pg::port::{current_timestamp, timestamptz_text};
+use crate::pg::port::{current_timestamp, timestamptz_text, transaction_rolled_back};
 use crate::plugin::txn_records::{Transactions, TxnState};
 
 /// A block of an in-progress transaction being streamed.
@@ -21,6 +21,19 @@ struct StreamBlock {
     xid: u32,
     /// The block's start has been written (deferred like BEGIN).
     begun: bool,
+}
+
+/// Where the item being written started. PostgreSQL catches the ERROR
+/// that cuts an item short when its transaction rolls back while it is
+/// decoded at PREPARE or streamed (a catalog lookup fails: "concurrent
+/// abort", ReorderBufferProcessTXN) and goes on with the transaction's
+/// end, so what the item had written must go (see
+/// [`Emitter::recover_interrupted_item`]).
+struct ItemMark {
+    buf_len: usize,
+    /// `OutputBuffer::writes` then: a write since emptied the buffer.
+    writes: u64,
+    items_emitted: u64,
 }
 
 pub struct Emitter {
@@ -36,6 +49,8 @@ pub struct Emitter {
     include_timestamp: bool,
     /// Items written since the statistics were last published.
     items_written: u64,
+    /// The item being written, until it is complete.
+    open_item: Option<ItemMark>,
     /// Changes since the last progress update (PG15's keepalive logic;
     /// PostgreSQL 16+ updates progress itself).
     #[cfg(feature = "pg15")]
@@ -52,6 +67,7 @@ impl Emitter {
             skip_empty_xacts: opts.skip_empty_xacts,
             include_timestamp: opts.include_timestamp,
             items_written: 0,
+            open_item: None,
             #[cfg(feature = "pg15")]
             changes_since_progress: 0,
         }
@@ -240,22 +256,64 @@ impl Emitter {
     /// marker): its BEGIN (or block start) first, when not written yet;
     /// then what `f` writes, given the transaction's facts. Counts the item
     /// and its bytes, in the transaction's record and for the statistics.
+    ///
+    /// `None`, and nothing written, for a transaction decoded at PREPARE
+    /// that has rolled back since: what PostgreSQL still delivers of it
+    /// depends on what this session's caches hold (a catalog lookup for it
+    /// fails), so every session writes none of it, and its `P` counts
+    /// what was written before the rollback.
     pub fn item<R>(
         &mut self,
         writer: &mut Writer<'_>,
         f: impl FnOnce(&mut dyn OutputFormat, &mut dyn Sink, &TxnInfo) -> R,
-    ) -> R {
+    ) -> Option<R> {
+        match self.txns.current() {
+            Some(record) if record.prepared && transaction_rolled_back(record.info.xid) => {
+                return None
+            }
+            Some(_) => {}
+            None => error::internal("pubjson: a change was delivered outside its transaction"),
+        }
         self.ensure_begun(writer);
         let Some(record) = self.txns.current() else {
             error::internal("pubjson: a change was delivered outside its transaction");
         };
         Self::ensure_timestamp(self.include_timestamp, record);
+        self.open_item = Some(ItemMark {
+            buf_len: self.buffer.buf.len(),
+            writes: self.buffer.writes,
+            items_emitted: record.items_emitted,
+        });
         record.items_emitted += 1;
         self.items_written += 1;
-        f(
+        let written = f(
             &mut *self.format,
             &mut self.buffer.output(writer, Some(&mut record.bytes_emitted)),
             &record.info,
-        )
+        );
+        self.open_item = None;
+        Some(written)
+    }
+
+    /// Takes back an item that an ERROR cut short (see [`ItemMark`]): its
+    /// bytes not yet handed over, its count, and what the format noted.
+    /// Called as every callback starts; the ERROR cannot have been any
+    /// other, since any other ends the decoding session and its state.
+    pub fn recover_interrupted_item(&mut self) {
+        let Some(mark) = self.open_item.take() else {
+            return;
+        };
+        if self.buffer.writes == mark.writes {
+            self.buffer.buf.truncate(mark.buf_len);
+        } else {
+            // Handed over up to a complete object of the item (format 3's
+            // batch was full after an R object): the rest is the item's.
+            self.buffer.buf.clear();
+        }
+        if let Some(record) = self.txns.current() {
+            record.items_emitted = mark.items_emitted;
+        }
+        self.items_written = self.items_written.saturating_sub(1);
+        self.format.item_interrupted();
     }
 }

@@ -243,9 +243,9 @@ fn emit_change(state: &mut DecodingState, writer: &mut Writer<'_>, change: Chang
         format.change(sink, &change)
     });
     match written {
-        Ok(Some(warning)) => error::warn(warning),
-        Ok(None) => {}
-        Err(e) => Report::from(e).error(),
+        Some(Ok(Some(warning))) => error::warn(warning),
+        Some(Ok(None)) | None => {}
+        Some(Err(e)) => Report::from(e).error(),
     }
 }
 

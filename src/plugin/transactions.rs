@@ -130,6 +130,9 @@ pub fn stream_commit(
 /// belongs to a transaction the consumer has seen.
 pub fn begin_prepare(state: &mut DecodingState, writer: &mut Writer<'_>, txn: Txn<'_>) {
     state.emitter.start_txn(writer, txn, false);
+    if let Some(record) = state.emitter.records().current() {
+        record.prepared = true;
+    }
 }
 
 /// PREPARE TRANSACTION: the transaction's changes end (`streamed`: they were

@@ -19,6 +19,9 @@ pub struct TxnState {
     /// The BEGIN output has been written (at once, or deferred until the
     /// first emitted change when skip-empty-xacts is on).
     pub begun: bool,
+    /// Decoded at its PREPARE (two-phase): its items are left out once it
+    /// has rolled back (see `Emitter::item`).
+    pub prepared: bool,
     /// A streamed block of it has been written: its abort or commit must be
     /// reported, and its next block is not its first.
     pub streamed_output: bool,

@@ -210,6 +210,14 @@ pub trait OutputFormat {
     ) {
     }
 
+    /// The item being written (a change, a truncated table, a message, a
+    /// DDL event) was cut short by an ERROR that PostgreSQL caught: its
+    /// transaction rolled back while it was decoded at PREPARE or streamed.
+    /// The core has taken back the item's bytes not yet handed over; the
+    /// format forgets whatever it noted as written for the item (format
+    /// 3: the R objects it may have written before it).
+    fn item_interrupted(&mut self) {}
+
     /// A streamed block's first output; `first` when it is the first block
     /// of the transaction the consumer sees.
     fn stream_start(&mut self, sink: &mut dyn Sink, xid: u32, first: bool);

@@ -701,34 +701,33 @@ impl FormatDebezium {
     ) {
         let block = self.count_event(sink, &table.collection, facts.lsn);
         let schemas = self.opts.schemas_enable;
-        let mut out = std::mem::take(sink.buf());
-        Self::push_record_head(&mut out, table, key, schemas);
+        let out = sink.buf();
+        Self::push_record_head(out, table, key, schemas);
         out.extend_from_slice(b",\"value\":");
         out.extend_from_slice(&table.value_open);
         out.extend_from_slice(b"{\"before\":");
         match before {
-            Some((row, complete)) => self.push_row(&mut out, rel, table, row, complete, None),
+            Some((row, complete)) => self.push_row(out, rel, table, row, complete, None),
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b",\"after\":");
         match after {
-            Some((row, complete)) => self.push_row(&mut out, rel, table, row, complete, None),
+            Some((row, complete)) => self.push_row(out, rel, table, row, complete, None),
             None => out.extend_from_slice(b"null"),
         }
         out.push(b',');
-        self.push_source(&mut out, &facts);
+        self.push_source(out, &facts);
         out.push(b',');
-        Self::push_block(&mut out, block, facts.lsn);
+        Self::push_block(out, block, facts.lsn);
         out.extend_from_slice(b",\"op\":\"");
         out.push(op);
         out.push(b'"');
-        self.push_now(&mut out, true);
+        self.push_now(out, true);
         out.push(b'}');
         if schemas {
             out.push(b'}');
         }
         out.push(b'}');
-        *sink.buf() = out;
         self.end_record(sink, false);
         if op == b'd' && self.opts.tombstones_on_delete {
             let out = sink.buf();
@@ -1006,7 +1005,7 @@ impl OutputFormat for FormatDebezium {
             snapshot: "false",
         };
         let schemas = self.opts.schemas_enable;
-        let mut out = std::mem::take(sink.buf());
+        let out = sink.buf();
         out.extend_from_slice(b"{\"destination\":");
         out.extend_from_slice(&self.message_topic);
         out.extend_from_slice(b",\"key\":");
@@ -1016,7 +1015,7 @@ impl OutputFormat for FormatDebezium {
             out.extend_from_slice(b",\"payload\":");
         }
         out.extend_from_slice(b"{\"prefix\":");
-        push_json_string(&mut out, prefix);
+        push_json_string(out, prefix);
         out.push(b'}');
         if schemas {
             out.push(b'}');
@@ -1028,21 +1027,20 @@ impl OutputFormat for FormatDebezium {
             out.extend_from_slice(b",\"payload\":");
         }
         out.extend_from_slice(b"{\"op\":\"m\"");
-        self.push_now(&mut out, false);
+        self.push_now(out, false);
         out.push(b',');
-        self.push_source(&mut out, &facts);
+        self.push_source(out, &facts);
         out.push(b',');
-        Self::push_block(&mut out, block, lsn);
+        Self::push_block(out, block, lsn);
         out.extend_from_slice(b",\"message\":{\"prefix\":");
-        push_json_string(&mut out, prefix);
+        push_json_string(out, prefix);
         out.extend_from_slice(b",\"content\":");
-        column::push_bytes(&mut out, content);
+        column::push_bytes(out, content);
         out.extend_from_slice(b"}}");
         if schemas {
             out.push(b'}');
         }
         out.push(b'}');
-        *sink.buf() = out;
         self.end_record(sink, !transactional);
     }
 
@@ -1078,7 +1076,7 @@ impl OutputFormat for FormatDebezium {
             snapshot: "false",
         };
         let schemas = self.opts.schemas_enable;
-        let mut out = std::mem::take(sink.buf());
+        let out = sink.buf();
         out.extend_from_slice(b"{\"destination\":");
         out.extend_from_slice(&self.schema_change_topic);
         out.extend_from_slice(b",\"key\":");
@@ -1088,7 +1086,7 @@ impl OutputFormat for FormatDebezium {
             out.extend_from_slice(b",\"payload\":");
         }
         out.extend_from_slice(b"{\"databaseName\":");
-        push_json_string(&mut out, &self.opts.database);
+        push_json_string(out, &self.opts.database);
         out.push(b'}');
         if schemas {
             out.push(b'}');
@@ -1100,29 +1098,28 @@ impl OutputFormat for FormatDebezium {
             out.extend_from_slice(b",\"payload\":");
         }
         out.push(b'{');
-        self.push_source(&mut out, &facts);
+        self.push_source(out, &facts);
         out.extend_from_slice(b",\"ts_ms\":");
-        push_i64(&mut out, (self.clock)().div_euclid(1000));
+        push_i64(out, (self.clock)().div_euclid(1000));
         out.extend_from_slice(b",\"databaseName\":");
-        push_json_string(&mut out, &self.opts.database);
+        push_json_string(out, &self.opts.database);
         out.extend_from_slice(b",\"schemaName\":");
         match &schema {
-            Some(schema) => push_json_string(&mut out, schema),
+            Some(schema) => push_json_string(out, schema),
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b",\"ddl\":");
         match &event.command {
-            Some(command) => push_json_string(&mut out, command),
+            Some(command) => push_json_string(out, command),
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b",\"tableChanges\":");
-        schema_change::push_table_changes(&mut out, &changes);
+        schema_change::push_table_changes(out, &changes);
         out.push(b'}');
         if schemas {
             out.push(b'}');
         }
         out.push(b'}');
-        *sink.buf() = out;
         self.end_record(sink, false);
     }
 

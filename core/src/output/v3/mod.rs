@@ -51,8 +51,9 @@ pub struct V3Render {
     head: OnceCell<Vec<u8>>,
     /// The R object for the published columns it was made for.
     description: RefCell<Option<(Vec<bool>, Vec<u8>)>>,
-    /// The session's consumer has this relation's current R object.
-    announced: StdCell<bool>,
+    /// The session's consumer has this relation's current R object, as of
+    /// the format's `epoch` this holds (0: never).
+    announced: StdCell<u64>,
 }
 
 /// Format 3 for one decoding session's options.
@@ -64,6 +65,9 @@ pub struct Format3 {
     numbers_as_strings: bool,
     /// The last R object written per relation OID in this session.
     described: HashMap<u32, Vec<u8>>,
+    /// Bumped when an interrupted item may have taken back an R object:
+    /// every relation is then described again before its next change.
+    epoch: u64,
     /// Scratch: published columns of the current change.
     visible: Vec<bool>,
     /// Scratch: where each column's value is in the output (new, old),
@@ -82,6 +86,7 @@ impl Format3 {
             include_origin: opts.include_origin,
             numbers_as_strings: opts.numeric_data_types_as_string,
             described: HashMap::new(),
+            epoch: 1,
             visible: Vec::new(),
             spans: Vec::new(),
             r_object: Vec::new(),
@@ -269,9 +274,9 @@ impl Format3 {
             self.r_object.clear();
             relation_object(&mut self.r_object, rel, &self.visible);
             *description = Some((self.visible.clone(), std::mem::take(&mut self.r_object)));
-            render.announced.set(false);
+            render.announced.set(0);
         }
-        if render.announced.get() {
+        if render.announced.get() == self.epoch {
             return;
         }
         let Some((_, object)) = &*description else {
@@ -285,7 +290,7 @@ impl Format3 {
             self.end_object(sink, ObjectEnd::Within);
             self.described.insert(rel.relid, object.clone());
         }
-        render.announced.set(true);
+        render.announced.set(self.epoch);
     }
 
     /// Writes the `new` and `old` members.
@@ -442,6 +447,11 @@ impl OutputFormat for Format3 {
         }
     }
 
+    fn item_interrupted(&mut self) {
+        self.epoch += 1;
+        self.described.clear();
+    }
+
     fn begin(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, first_lsn: u64) {
         let out = sink.buf();
         out.extend_from_slice(b"{\"action\":\"B\"");
@@ -521,7 +531,9 @@ impl OutputFormat for Format3 {
             self.spans.resize(rel.columns.len(), (None, None));
         }
 
-        let mut out = std::mem::take(sink.buf());
+        // Written in place: an ERROR that PostgreSQL catches mid-object
+        // leaves the objects before it (see `OutputFormat::item_interrupted`).
+        let out = sink.buf();
         // Objects of the batch before this one stay if it fails.
         let start = out.len();
         out.extend_from_slice(b"{\"action\":\"");
@@ -531,7 +543,7 @@ impl OutputFormat for Format3 {
         });
         out.push(b'"');
         if let Some(xid) = header.stream_xid {
-            field_u64(&mut out, b"xid", xid as u64);
+            field_u64(out, b"xid", xid as u64);
         }
         if let Some(original) = header.transformed_from {
             out.extend_from_slice(b",\"transformedfrom\":\"");
@@ -540,14 +552,13 @@ impl OutputFormat for Format3 {
         }
         out.extend_from_slice(head);
         let mut unchanged = Vec::new();
-        let result = self.rows(&mut out, rel, keys, new, old, old_complete, &mut unchanged);
+        let result = self.rows(out, rel, keys, new, old, old_complete, &mut unchanged);
         if let Err(e) = result {
             out.truncate(start);
-            *sink.buf() = out;
             return Err(e);
         }
         if !unchanged.is_empty() {
-            column_list(&mut out, b"unchanged", rel, &unchanged);
+            column_list(out, b"unchanged", rel, &unchanged);
         }
         if let (true, Some(new), Some(old)) = (list_changed, new, old) {
             let changed: Vec<usize> = self
@@ -564,10 +575,9 @@ impl OutputFormat for Format3 {
                 })
                 .map(|(i, _)| i)
                 .collect();
-            column_list(&mut out, b"changed", rel, &changed);
+            column_list(out, b"changed", rel, &changed);
         }
         out.push(b'}');
-        *sink.buf() = out;
         self.end_object(sink, ObjectEnd::Within);
         Ok(None)
     }

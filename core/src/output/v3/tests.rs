@@ -671,6 +671,66 @@ fn full_identity_completes_toast_and_lists_changed_columns() {
     );
 }
 
+/// An item cut short by an ERROR PostgreSQL caught (its transaction
+/// rolled back while decoded): the core takes back the unsent bytes, R
+/// object included, and the format describes the relation again before
+/// its next change, cache entry unchanged.
+#[test]
+fn an_interrupted_item_describes_its_relation_again() {
+    let mut f = Format3::new(&unbatched());
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Default);
+    let insert = ChangeHeader::plain(ChangeKind::Insert);
+    let render = RelationRender::default();
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        insert,
+        Some(&mut row(1, "a", T::Null)),
+        None,
+    );
+    assert_eq!(
+        sink.written,
+        [R_DEFAULT.to_string(), sink.written[1].clone()]
+    );
+    // Without an interruption the relation is not described again.
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        insert,
+        Some(&mut row(2, "a", T::Null)),
+        None,
+    );
+    assert_eq!(sink.written.len(), 3);
+    f.item_interrupted();
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        insert,
+        Some(&mut row(3, "a", T::Null)),
+        None,
+    );
+    assert_eq!(sink.written[3], R_DEFAULT);
+    assert!(sink.written[4].contains(r#""id":3"#), "{}", sink.written[4]);
+    // Once.
+    change(
+        &mut f,
+        &mut sink,
+        &rel,
+        &render,
+        insert,
+        Some(&mut row(4, "a", T::Null)),
+        None,
+    );
+    assert_eq!(sink.written.len(), 6);
+}
+
 #[test]
 fn r_is_resent_exactly_when_the_description_changes() {
     let mut f = Format3::new(&unbatched());

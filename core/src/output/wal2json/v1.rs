@@ -634,16 +634,10 @@ impl OutputFormat for Format1 {
                 &fresh
             }
         };
-        self.nr_changes += 1;
-        self.v1_change(
-            sink.buf(),
-            self.nr_changes,
-            c.header,
-            c.rel,
-            cache,
-            c.new,
-            c.old,
-        )?;
+        // Counted once written: an interrupted change is not in the array.
+        let nr_changes = self.nr_changes + 1;
+        self.v1_change(sink.buf(), nr_changes, c.header, c.rel, cache, c.new, c.old)?;
+        self.nr_changes = nr_changes;
         if self.opts.write_in_chunks || sink.buf().len() >= FLUSH_BYTES {
             sink.write(self.opts.write_in_chunks);
         }
