@@ -329,6 +329,22 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// Creates JetStream stream `stream` at `url` storing `subjects` (file
+/// storage).
+pub fn create_jetstream_stream(url: &str, stream: &str, subjects: &[&str]) {
+    runtime().block_on(async {
+        let client = async_nats::connect(url).await.expect("connect to NATS");
+        let js = async_nats::jetstream::new(client);
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: stream.to_string(),
+            subjects: subjects.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        })
+        .await
+        .expect("create the stream");
+    })
+}
+
 /// Every message of JetStream stream `stream` at `url`, in stream order.
 pub fn read_jetstream(url: &str, stream: &str) -> Vec<Record> {
     use futures_util::StreamExt;

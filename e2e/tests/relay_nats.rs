@@ -9,9 +9,9 @@
 
 use pubjson_e2e::brokers::Nats;
 use pubjson_e2e::relay::{
-    assert_no_duplicates, build_debezium_replica, build_replica, conninfo, create_workload_table,
-    read_jetstream, run_relay, run_workload, seed, source_rows, wait_caught_up, Record,
-    RelayProcess, Replica, Workload,
+    assert_no_duplicates, build_debezium_replica, build_replica, conninfo, create_jetstream_stream,
+    create_workload_table, read_jetstream, run_relay, run_workload, seed, source_rows,
+    wait_caught_up, Record, RelayProcess, Replica, Workload,
 };
 use pubjson_e2e::{scratch_dir, soak, wait_for, Place, SeededRng, Server};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -461,6 +461,29 @@ fn refuses_bad_configuration_with_clear_messages() {
     for line in out.lines() {
         assert!(!line.contains("panicked"), "{out}");
     }
+    // A stream that exists but does not store the relay's subjects: found
+    // at the first publish (a restarted server's streams are not loaded
+    // yet for a moment: that is waited for, this is not).
+    create_jetstream_stream(&url, "NARROW", &["narrow.>"]);
+    client
+        .batch_execute("CREATE TABLE conf_t (id int PRIMARY KEY); INSERT INTO conf_t VALUES (1)")
+        .expect("a change");
+    let (code, out) = run(
+        &[
+            "--broker",
+            "nats",
+            "--nats-stream",
+            "NARROW",
+            "--topic",
+            "other.{schema}.{table}",
+        ],
+        "relay_conf_ok",
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("JetStream stream NARROW does not store subject other.public.conf_t"),
+        "{out}"
+    );
     pubjson_e2e::drop_slot(&mut client, "relay_conf_td");
     pubjson_e2e::drop_slot(&mut client, "relay_conf_ok");
 }

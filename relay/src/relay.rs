@@ -6,7 +6,7 @@
 
 use crate::config::{BrokerKind, Settings};
 use crate::conninfo::ConnInfo;
-use crate::format::{Boundary, EventId, Format, FormatKind};
+use crate::format::{Boundary, Event, EventId, Format, FormatKind};
 use crate::metrics::Metrics;
 use crate::pg::{quote_ident, PgConnection, PgError, Replication, ReplicationStream};
 use crate::route::{nats_subject, Naming, Router};
@@ -129,6 +129,15 @@ pub struct Relay {
     scanned: bool,
     /// The position last confirmed to PostgreSQL.
     confirmed: u64,
+    /// Events sent on a NATS connection the relay gave up, their
+    /// acknowledgement not received: the server may still store them
+    /// (from its socket buffers, a frozen server once it runs again) after
+    /// what the next connection sends. They are sent again first, in
+    /// order, so that each is stored once and in its place whatever
+    /// arrives when; the next session decodes the same events again after
+    /// them, but a prepared transaction rolled back meanwhile is decoded
+    /// without its changes, which then exist only here.
+    orphans: Vec<(Arc<str>, Event)>,
 }
 
 impl Relay {
@@ -147,6 +156,7 @@ impl Relay {
             resume: Resume::Nothing,
             scanned: false,
             confirmed: 0,
+            orphans: Vec::new(),
         }
     }
 
@@ -444,6 +454,83 @@ impl Relay {
             .sink
             .clone()
             .ok_or_else(|| SessionError::Fatal("no broker connection".into()))?;
+        self.send_orphans(&sink).await?;
+        // What each entry of the acknowledgement queue sent (NATS only).
+        let mut sent = VecDeque::new();
+        let result = self
+            .stream_events(stream, format, router, &sink, &mut sent)
+            .await;
+        if let (Err(SessionError::Broker(_)), Sink::Nats(_)) = (&result, &*sink) {
+            self.orphans = sent.into_iter().flatten().collect();
+        }
+        result
+    }
+
+    /// Sends [`Self::orphans`] again on the new connection and waits until
+    /// the broker has acknowledged every one.
+    async fn send_orphans(&mut self, sink: &Sink) -> Result<(), SessionError> {
+        if self.orphans.is_empty() {
+            return Ok(());
+        }
+        log::info!(
+            "sending again the {} events not acknowledged on the connection given up",
+            self.orphans.len()
+        );
+        let timeout = self.publish_timeout();
+        let mut acks: FuturesOrdered<crate::sink::AckFuture> = FuturesOrdered::new();
+        for (dest, ev) in &self.orphans {
+            let publish =
+                tokio::time::timeout(timeout, sink.publish(dest, ev, &self.settings.relay_id));
+            tokio::pin!(publish);
+            let started = loop {
+                tokio::select! {
+                    biased;
+                    started = &mut publish => break started,
+                    Some(result) = acks.next(), if !acks.is_empty() => {
+                        result.map_err(SessionError::Broker)?;
+                    }
+                }
+            };
+            let ack = started
+                .map_err(|_| {
+                    SessionError::Broker(SinkError {
+                        message: format!("publishing to {dest} did not start within {timeout:?}"),
+                        permanent: false,
+                    })
+                })?
+                .map_err(SessionError::Broker)?;
+            acks.push_back(ack);
+        }
+        while let Some(result) = acks.next().await {
+            result.map_err(SessionError::Broker)?;
+        }
+        self.orphans.clear();
+        Ok(())
+    }
+
+    /// How long a publish may wait to start (and JetStream for its
+    /// acknowledgement).
+    fn publish_timeout(&self) -> Duration {
+        match &self.settings.nats {
+            Some(n) => n.ack_timeout,
+            None => self
+                .settings
+                .kafka
+                .as_ref()
+                .map(|k| k.delivery_timeout)
+                .unwrap_or(Duration::from_secs(60)),
+        }
+    }
+
+    async fn stream_events(
+        &mut self,
+        stream: &mut ReplicationStream,
+        format: &mut dyn Format,
+        router: &mut Router,
+        sink: &Sink,
+        sent: &mut VecDeque<Option<(Arc<str>, Event)>>,
+    ) -> Result<SessionEnd, SessionError> {
+        let keep_sent = matches!(sink, Sink::Nats(_));
         let relay_id = self.settings.relay_id.clone();
         let max_in_flight = self.settings.max_in_flight;
         let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
@@ -458,15 +545,7 @@ impl Relay {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut shutdown = self.shutdown.clone();
         let mut sent_status = self.confirmed;
-        let publish_timeout = match &self.settings.nats {
-            Some(n) => n.ack_timeout,
-            None => self
-                .settings
-                .kafka
-                .as_ref()
-                .map(|k| k.delivery_timeout)
-                .unwrap_or(Duration::from_secs(60)),
-        };
+        let publish_timeout = self.publish_timeout();
         loop {
             tokio::select! {
                 biased;
@@ -496,6 +575,7 @@ impl Relay {
                         Ok(done) => self.acknowledged(done, &mut waiting_times),
                         Err(e) => return Err(SessionError::Broker(e)),
                     }
+                    sent.pop_front();
                     self.metrics.unacknowledged.set(pending.len() as i64);
                 }
                 _ = tick.tick() => {
@@ -564,18 +644,27 @@ impl Relay {
                                         // acknowledgement gives its permit back only when
                                         // polled: acknowledgements are taken while the
                                         // publish waits, or it would wait for them forever.
-                                        let publish = tokio::time::timeout(publish_timeout, sink.publish(&dest, &ev, &relay_id));
-                                        tokio::pin!(publish);
-                                        let started = loop {
-                                            tokio::select! {
-                                                biased;
-                                                started = &mut publish => break started,
-                                                Some(result) = pending.next(), if !pending.is_empty() => match result {
-                                                    Ok(done) => self.acknowledged(done, &mut waiting_times),
-                                                    Err(e) => return Err(SessionError::Broker(e)),
-                                                },
+                                        let started = {
+                                            let publish = tokio::time::timeout(publish_timeout, sink.publish(&dest, &ev, &relay_id));
+                                            tokio::pin!(publish);
+                                            loop {
+                                                tokio::select! {
+                                                    biased;
+                                                    started = &mut publish => break started,
+                                                    Some(result) = pending.next(), if !pending.is_empty() => match result {
+                                                        Ok(done) => {
+                                                            self.acknowledged(done, &mut waiting_times);
+                                                            sent.pop_front();
+                                                        }
+                                                        Err(e) => return Err(SessionError::Broker(e)),
+                                                    },
+                                                }
                                             }
                                         };
+                                        // Sent or perhaps sent: an orphan if the
+                                        // connection is given up before its
+                                        // acknowledgement.
+                                        sent.push_back(keep_sent.then(|| (dest.clone(), ev)));
                                         let ack = started
                                             .map_err(|_| SessionError::Broker(SinkError {
                                                 message: format!("publishing to {dest} did not start within {publish_timeout:?}"),
@@ -592,6 +681,7 @@ impl Relay {
                                             self.metrics.skipped.inc();
                                         }
                                         if boundary.is_some() {
+                                            sent.push_back(None);
                                             pending.push_back(Box::pin(async move {
                                                 Ok(Done { acked: None, events: 0, bytes: 0, boundary })
                                             }));

@@ -269,12 +269,17 @@ impl NatsSink {
             .await
             .map_err(|e| nats_publish_error(subject, e))?;
         let subject = subject.to_string();
+        let (js, stream) = (self.js.clone(), self.stream.clone());
         Ok(Box::pin(async move {
-            ack.await
-                .map(|a| Acked {
+            match ack.await {
+                Ok(a) => Ok(Acked {
                     duplicate: a.duplicate,
-                })
-                .map_err(|e| nats_publish_error(&subject, e))
+                }),
+                Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                    Err(missing_stream(&js, &stream, &subject).await)
+                }
+                Err(e) => Err(nats_publish_error(&subject, e)),
+            }
         }))
     }
 
@@ -362,6 +367,46 @@ pub struct Stored {
 pub fn parse_position(text: &str) -> Option<(u64, u32)> {
     let (lsn, index) = text.split_once(':')?;
     Some((parse_lsn(lsn)?, index.parse().ok()?))
+}
+
+/// No stream answered a publish to `subject`: a configuration error if
+/// the relay's stream does not cover it (or is gone), a transient one if
+/// it does (a restarted server answers before JetStream has loaded its
+/// streams).
+async fn missing_stream(js: &jetstream::Context, stream: &str, subject: &str) -> SinkError {
+    let subjects = match js.get_stream(stream).await {
+        Ok(mut s) => match s.info().await {
+            Ok(info) => info.config.subjects.clone(),
+            Err(e) => return transient(format!("JetStream stream {stream}: {e}")),
+        },
+        Err(e) => return transient(format!("JetStream stream {stream}: {e}")),
+    };
+    if subjects
+        .iter()
+        .any(|pattern| subject_matches(pattern, subject))
+    {
+        transient(format!(
+            "JetStream did not store {subject} yet (its stream {stream} is loading)"
+        ))
+    } else {
+        permanent(format!(
+            "JetStream stream {stream} does not store subject {subject} (its subjects: {subjects:?}): the stream's subjects must cover every subject the relay writes"
+        ))
+    }
+}
+
+/// NATS subject matching: `*` is one token, a final `>` one or more.
+fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut tokens = subject.split('.');
+    for p in pattern.split('.') {
+        match (p, tokens.next()) {
+            (">", Some(_)) => return true,
+            ("*", Some(_)) => {}
+            (p, Some(t)) if p == t => {}
+            _ => return false,
+        }
+    }
+    tokens.next().is_none()
 }
 
 fn nats_publish_error(subject: &str, e: jetstream::context::PublishError) -> SinkError {
@@ -563,6 +608,26 @@ impl KafkaSink {
 mod tests {
     use super::*;
     use crate::format::EventId;
+
+    #[test]
+    fn nats_subject_matching() {
+        for (pattern, subject, expected) in [
+            ("dbz.>", "dbz.public.t", true),
+            ("dbz.>", "dbz", false),
+            ("dbz.*.t", "dbz.public.t", true),
+            ("dbz.*", "dbz.public.t", false),
+            ("pubjson.db.tx", "pubjson.db.tx", true),
+            ("pubjson.db.tx", "pubjson.db.tx.more", false),
+            ("pubjson.db", "pubjson.db.tx", false),
+            (">", "a", true),
+        ] {
+            assert_eq!(
+                subject_matches(pattern, subject),
+                expected,
+                "{pattern} {subject}"
+            );
+        }
+    }
 
     #[test]
     fn subjects_of_templates() {

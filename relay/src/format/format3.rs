@@ -91,6 +91,21 @@ impl Format3 {
     }
 }
 
+/// The index of a transaction's end: a `C` follows its changes
+/// (`after_changes`); a `P` is the last index there is. A prepared
+/// transaction rolled back before its PREPARE was decoded shows fewer
+/// changes (pubjson writes none of them, an earlier session may have
+/// written them all), and its `P` must be the same event either way.
+pub const PREPARE_INDEX: u32 = u32::MAX;
+
+fn end_index(action: &str, after_changes: u32) -> u32 {
+    if action == "P" {
+        PREPARE_INDEX
+    } else {
+        after_changes
+    }
+}
+
 fn bad(what: &str, line: &[u8]) -> FormatError {
     let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
     FormatError(format!("format 3 object {what}: {shown}"))
@@ -212,7 +227,10 @@ impl Format3 {
                     index += 1;
                     out.push(change);
                 }
-                ev.id = EventId::Committed { lsn, index };
+                ev.id = EventId::Committed {
+                    lsn,
+                    index: end_index(action, index),
+                };
                 ev.boundary = Some(Boundary {
                     lsn: next,
                     commit_time: commit_time(&o),
@@ -227,7 +245,7 @@ impl Format3 {
                 let next = lsn_field(&o, o.nextlsn.as_ref(), "nextlsn", line)?;
                 ev.id = EventId::Committed {
                     lsn: txn.lsn,
-                    index: txn.next_index,
+                    index: end_index(action, txn.next_index),
                 };
                 ev.boundary = Some(Boundary {
                     lsn: next,
@@ -621,14 +639,43 @@ mod tests {
                 r#"{"action":"M","transactional":false,"lsn":"0/700","prefix":"p","content":"x"}"#,
             ],
         );
-        assert_eq!(
-            evs[2].id,
-            EventId::Committed {
-                lsn: 0x500,
-                index: 2
-            }
-        );
+        let prepare = EventId::Committed {
+            lsn: 0x500,
+            index: PREPARE_INDEX,
+        };
+        assert_eq!(evs[2].id, prepare);
         assert_eq!(evs[2].boundary.unwrap().lsn, 0x540);
+        // Decoded again after its ROLLBACK PREPARED (a new session): no
+        // changes, the same P; streamed, the same too.
+        f.session_start();
+        let again = run(
+            &mut f,
+            &[
+                r#"{"action":"B","xid":3,"lsn":"0/500","timestamp":"2026-12-03T05:08:36Z"}"#,
+                r#"{"action":"P","xid":3,"gid":"g","lsn":"0/500","nextlsn":"0/540","timestamp":"2026-12-03T05:08:36Z","streamed":false,"changes":0}"#,
+            ],
+        );
+        assert_eq!(again[1].id, prepare);
+        f.session_start();
+        let streamed = run(
+            &mut f,
+            &[
+                r#"{"action":"S","xid":3,"first":true}"#,
+                r#"{"action":"I","xid":3,"relid":5,"schema":"public","table":"t","new":{"id":1}}"#,
+                r#"{"action":"E","xid":3}"#,
+                r#"{"action":"P","xid":3,"gid":"g","lsn":"0/500","nextlsn":"0/540","timestamp":"2026-12-03T05:08:36Z","streamed":true,"changes":1}"#,
+            ],
+        );
+        assert_eq!(
+            streamed.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [
+                EventId::Committed {
+                    lsn: 0x500,
+                    index: 1
+                },
+                prepare
+            ]
+        );
         assert_eq!(
             evs[3].id,
             EventId::Committed {
