@@ -5,7 +5,9 @@
 # package of its own:
 #   scripts/deb-relay.sh  ->  target/debian/pubjson-relay_VERSION_amd64.deb
 #   /usr/bin/pubjson-relay
-#   /usr/share/doc/pubjson-relay/copyright, changelog.gz, relay.md.gz
+#   /usr/share/doc/pubjson-relay/copyright, changelog.gz, relay.md.gz,
+#   THIRD-PARTY-LICENSES.gz (the crates it links in, librdkafka and
+#   mimalloc among them: scripts/bundled-licenses.py)
 # The binary is cargo's `e2e` profile build (opt-level 3 like release,
 # without the fat LTO only the extension's library wants): the one the
 # end-to-end suites test. Checks the package (files, fields, that the
@@ -35,6 +37,10 @@ strip --remove-section=.comment --remove-section=.note "$root/usr/bin/pubjson-re
 {
   echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
   echo "Upstream-Name: pubjson"
+  echo "Comment: The binary links in Rust crates and the C libraries librdkafka"
+  echo " and mimalloc, under their own licenses (MIT, Apache-2.0, BSD and"
+  echo " others): /usr/share/doc/$name/THIRD-PARTY-LICENSES.gz lists each with"
+  echo " its license and notice files."
   echo
   echo "Files: *"
   echo "Copyright: $(sed -n 's/^Copyright (c) //p' LICENSE | head -n 1)"
@@ -43,6 +49,7 @@ strip --remove-section=.comment --remove-section=.note "$root/usr/bin/pubjson-re
 } > "$doc/copyright"
 gzip -9n < packaging/debian/changelog > "$doc/changelog.gz"
 gzip -9n < docs/relay.md > "$doc/relay.md.gz"
+scripts/bundled-licenses.py pubjson-relay | gzip -9n > "$doc/THIRD-PARTY-LICENSES.gz"
 # Its manual is docs/relay.md and --help.
 echo "$name: no-manual-page [usr/bin/pubjson-relay]" > "$root/usr/share/lintian/overrides/$name"
 find "$root/usr/share" -type f -exec chmod 0644 {} +
@@ -82,9 +89,14 @@ fail() { echo "ERROR: $deb: $*" >&2; exit 1; }
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version field"
 listing=$(dpkg-deb -c "$deb")
 grep -q ' ./usr/bin/pubjson-relay$' <<< "$listing" || fail "no /usr/bin/pubjson-relay"
+grep -q " ./usr/share/doc/$name/THIRD-PARTY-LICENSES.gz\$" <<< "$listing" || fail "no THIRD-PARTY-LICENSES.gz"
 check=$(mktemp -d)
 dpkg-deb -x "$deb" "$check"
 "$check/usr/bin/pubjson-relay" --version | grep -q "^pubjson-relay $version\$" || fail "the packaged binary does not run"
+licenses=$(zcat "$check/usr/share/doc/$name/THIRD-PARTY-LICENSES.gz")
+for bundled in '^rdkafka-sys .*: MIT$' '^--- librdkafka/LICENSE$' '^--- c_src/mimalloc/.*LICENSE$'; do
+  grep -q "$bundled" <<< "$licenses" || fail "THIRD-PARTY-LICENSES.gz has no line $bundled"
+done
 rm -rf "$check"
 if command -v lintian >/dev/null; then
   report=$(lintian --display-info --tag-display-limit 0 "$deb" 2>&1 |
