@@ -51,7 +51,7 @@ expected=$(
     echo "/usr/lib/postgresql/$PG_MAJOR/lib/pubjson.so"
     echo "/usr/share/postgresql/$PG_MAJOR/extension/pubjson.control"
     for f in sql/pubjson--*.sql sql/pubjson--*.control; do echo "/usr/share/postgresql/$PG_MAJOR/extension/$(basename "$f")"; done
-    for f in README.md.gz changelog.gz copyright; do echo "/usr/share/doc/$name/$f"; done
+    for f in README.md.gz changelog.gz copyright THIRD-PARTY-LICENSES.gz; do echo "/usr/share/doc/$name/$f"; done
     for f in docs/*.md; do echo "/usr/share/doc/$name/docs/$(basename "$f").gz"; done
     for f in monitoring/*; do echo "/usr/share/doc/$name/examples/$(basename "$f")"; done
   } | sort
@@ -71,6 +71,8 @@ done
 grep -q "^default_version = '$version'" "$contents/usr/share/postgresql/$PG_MAJOR/extension/pubjson.control" \
   || fail "the packaged control file does not name default_version $version"
 grep -q '^License: PostgreSQL' "$contents/usr/share/doc/$name/copyright" || fail "copyright"
+licenses=$(zcat "$contents/usr/share/doc/$name/THIRD-PARTY-LICENSES.gz")
+grep -q '^pgrx .*: MIT$' <<< "$licenses" || fail "THIRD-PARTY-LICENSES.gz does not list pgrx"
 for f in monitoring/*; do
   cmp -s "$f" "$contents/usr/share/doc/$name/examples/$(basename "$f")" || fail "packaged $f differs"
 done

@@ -8,6 +8,8 @@
 #       pubjson--*.control (every file of sql/: each version's install
 #       script, the upgrade scripts, older versions' control files)
 #   /usr/share/doc/postgresql-NN-pubjson/copyright, changelog.gz, README.md.gz, docs/*.md.gz,
+#       THIRD-PARTY-LICENSES.gz (the crates the library links in:
+#       scripts/bundled-licenses.py),
 #       examples/ (monitoring/: the Prometheus exporter's query file, the
 #       alerting rules and their tests, docs/monitoring.md)
 # It depends on postgresql-NN at the minor version of the server headers it
@@ -60,6 +62,9 @@ install -m 0644 "$built_ext"/pubjson.control "$built_ext"/pubjson--*.sql "$built
 {
   echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
   echo "Upstream-Name: pubjson"
+  echo "Comment: The library links in Rust crates under their own licenses"
+  echo " (MIT, Apache-2.0 and others): THIRD-PARTY-LICENSES.gz in this"
+  echo " directory lists each with its license and notice files."
   echo
   echo "Files: *"
   echo "Copyright: $(sed -n 's/^Copyright (c) //p' LICENSE | head -n 1)"
@@ -68,6 +73,7 @@ install -m 0644 "$built_ext"/pubjson.control "$built_ext"/pubjson--*.sql "$built
 } > "$doc/copyright"
 gzip -9n < packaging/debian/changelog > "$doc/changelog.gz"
 gzip -9n < README.md > "$doc/README.md.gz"
+scripts/bundled-licenses.py pubjson | gzip -9n > "$doc/THIRD-PARTY-LICENSES.gz"
 # The README links into docs/: the documents go along.
 mkdir -p "$doc/docs"
 for f in docs/*.md; do gzip -9n < "$f" > "$doc/docs/$(basename "$f").gz"; done
