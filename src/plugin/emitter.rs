@@ -267,12 +267,9 @@ impl Emitter {
         writer: &mut Writer<'_>,
         f: impl FnOnce(&mut dyn OutputFormat, &mut dyn Sink, &TxnInfo) -> R,
     ) -> Option<R> {
-        match self.txns.current() {
-            Some(record) if record.prepared && transaction_rolled_back(record.info.xid) => {
-                return None
-            }
-            Some(_) => {}
-            None => error::internal("pubjson: a change was delivered outside its transaction"),
+        let rolled_back = |r: &mut TxnState| r.prepared && transaction_rolled_back(r.info.xid);
+        if self.txns.current().is_some_and(rolled_back) {
+            return None;
         }
         self.ensure_begun(writer);
         let Some(record) = self.txns.current() else {
