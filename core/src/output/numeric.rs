@@ -102,36 +102,72 @@ pub fn numeric_unscaled(body: &[u8], scale: Option<usize>) -> Option<(i128, usiz
     {
         return None;
     }
-    let digit_at = |i: i32| -> i128 {
+    // 64-bit arithmetic holds the usual numbers (18 digits) and costs a
+    // fraction of 128-bit's.
+    let v = match magnitude::<u64>(digits, weight, dscale, scale) {
+        Some(v) => v as i128,
+        None => i128::try_from(magnitude::<u128>(digits, weight, dscale, scale)?).ok()?,
+    };
+    Some((if negative { -v } else { v }, scale))
+}
+
+/// An unsigned integer type [`magnitude`] accumulates digits in.
+trait Magnitude: Copy {
+    const ZERO: Self;
+    /// `self * mul + add`, `None` on overflow.
+    fn mul_add(self, mul: u32, add: u32) -> Option<Self>;
+}
+
+impl Magnitude for u64 {
+    const ZERO: Self = 0;
+    fn mul_add(self, mul: u32, add: u32) -> Option<Self> {
+        self.checked_mul(mul as u64)?.checked_add(add as u64)
+    }
+}
+
+impl Magnitude for u128 {
+    const ZERO: Self = 0;
+    fn mul_add(self, mul: u32, add: u32) -> Option<Self> {
+        self.checked_mul(mul as u128)?.checked_add(add as u128)
+    }
+}
+
+/// [`numeric_unscaled`]'s integer without its sign, `None` when `M`
+/// cannot hold it. The digits are checked to be below 10000.
+fn magnitude<M: Magnitude>(
+    digits: Digits<'_>,
+    weight: i32,
+    dscale: usize,
+    scale: usize,
+) -> Option<M> {
+    let digit_at = |i: i32| -> u32 {
         if i >= 0 && (i as usize) < digits.len() {
-            digits.get(i as usize) as i128
+            digits.get(i as usize) as u32
         } else {
             0
         }
     };
     // The integer groups, then the fraction's up to the display scale (the
     // last one cut to its digits inside it, as the text is).
-    let mut v: i128 = 0;
+    let mut v = M::ZERO;
     for g in 0..=weight {
-        v = v.checked_mul(10000)?.checked_add(digit_at(g))?;
+        v = v.mul_add(10000, digit_at(g))?;
     }
     let mut d = weight + 1;
     let mut left = dscale;
     while left >= NBASE_DIGITS {
-        v = v.checked_mul(10000)?.checked_add(digit_at(d))?;
+        v = v.mul_add(10000, digit_at(d))?;
         d += 1;
         left -= NBASE_DIGITS;
     }
     if left > 0 {
-        let cut = 10i128.pow((NBASE_DIGITS - left) as u32);
-        v = v
-            .checked_mul(10i128.pow(left as u32))?
-            .checked_add(digit_at(d) / cut)?;
+        let cut = 10u32.pow((NBASE_DIGITS - left) as u32);
+        v = v.mul_add(10u32.pow(left as u32), digit_at(d) / cut)?;
     }
     for _ in dscale..scale {
-        v = v.checked_mul(10)?;
+        v = v.mul_add(10, 0)?;
     }
-    Some((if negative { -v } else { v }, scale))
+    Some(v)
 }
 
 /// The base-10000 digits, read in place (no copy, no allocation).

@@ -18,7 +18,7 @@ use crate::options::{
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::jsonb::jsonb_json_string;
 use crate::output::numeric::{numeric_text, numeric_unscaled};
-use crate::text::json::{push_i64, push_json_string};
+use crate::text::json::{push_i64, push_json_string, DIGIT_PAIRS};
 
 /// Lends `f` a buffer kept between calls (cleared): a value's digits,
 /// read and rewritten, without an allocation per value.
@@ -633,18 +633,14 @@ fn push_numeric_unscaled(out: &mut Vec<u8>, body: &[u8], scale: Option<u32>) -> 
 /// An i128 as Java's `BigInteger.toByteArray()` (the fewest big-endian
 /// two's-complement bytes), in base64.
 fn push_i128_bytes(out: &mut Vec<u8>, v: i128) {
-    let bytes = v.to_be_bytes();
-    // Fewest bytes: drop sign-extension bytes the next byte repeats.
-    let mut from = 0;
-    while from < 15 {
-        let (b, next) = (bytes[from], bytes[from + 1]);
-        if (b == 0 && next & 0x80 == 0) || (b == 0xFF && next & 0x80 != 0) {
-            from += 1;
-        } else {
-            break;
-        }
-    }
-    push_bytes(out, &bytes[from..]);
+    // The bits that only repeat the sign, then one sign bit at least.
+    let repeated = if v < 0 {
+        (!v).leading_zeros()
+    } else {
+        v.leading_zeros()
+    } as usize;
+    let len = ((128 - repeated) / 8 + 1).min(16);
+    push_bytes(out, &v.to_be_bytes()[16 - len..]);
 }
 
 /// A finite double as a JSON number (Rust's shortest digits; `1.0`, not
@@ -825,13 +821,13 @@ fn push_zoned_timestamp(out: &mut Vec<u8>, ts: i64, precision: u32) -> bool {
     // "...:SSZ": put the fraction before the Z.
     out.pop();
     if precision > 0 {
-        let micros = ts.rem_euclid(1_000_000) as u32;
-        let mut frac = [0u8; 6];
-        for (i, d) in frac.iter_mut().enumerate() {
-            *d = b'0' + (micros / 10u32.pow(5 - i as u32) % 10) as u8;
+        let micros = (ts - whole) as usize;
+        let pairs = [micros / 10000, micros / 100 % 100, micros % 100];
+        let mut frac = [b'.'; 7];
+        for (n, pair) in pairs.into_iter().enumerate() {
+            frac[1 + 2 * n..3 + 2 * n].copy_from_slice(&DIGIT_PAIRS[pair]);
         }
-        out.push(b'.');
-        out.extend_from_slice(&frac[..precision.min(6) as usize]);
+        out.extend_from_slice(&frac[..1 + precision.min(6) as usize]);
     }
     out.extend_from_slice(b"Z\"");
     true

@@ -34,6 +34,7 @@ pub mod schema_change;
 mod tests;
 
 use std::cell::RefCell;
+use std::ops::Range;
 use std::rc::Rc;
 
 use crate::model::{
@@ -84,7 +85,7 @@ struct TableRender {
     head: Vec<u8>,
     /// The columns in the events (unknown types may be left out).
     columns: Vec<ColumnPlan>,
-    /// `"name":` per column of `columns`.
+    /// `,"name":` per column of `columns`.
     keys: Vec<Vec<u8>>,
     /// Indexes into `columns` of the primary key's columns; empty: no key.
     key_columns: Vec<usize>,
@@ -173,7 +174,8 @@ impl TableRender {
         let keys = columns
             .iter()
             .map(|p| {
-                let mut key = rel.columns[p.index].name_json.clone();
+                let mut key = b",".to_vec();
+                key.extend_from_slice(&rel.columns[p.index].name_json);
                 key.push(b':');
                 key
             })
@@ -276,7 +278,8 @@ struct SourceFacts<'a> {
     lsn: u64,
     /// `,"schema":..,"table":..` or empty names (a message).
     table: &'a [u8],
-    snapshot: &'static str,
+    /// A backfilled row: `snapshot` `incremental`, else `false`.
+    incremental: bool,
 }
 
 /// `,"ts_ms":..,"ts_us":..,"ts_ns":..` of `micros` since 1970 (`all`:
@@ -314,8 +317,8 @@ fn push_times(out: &mut Vec<u8>, micros: i64, all: bool) {
 #[derive(Default)]
 struct SourceCache {
     /// What it was made for: transaction id, commit time, previous commit
-    /// and `snapshot`; `None`: not made yet.
-    made_for: Option<(Option<u32>, i64, Option<u64>, &'static str)>,
+    /// and whether `snapshot` is `incremental`; `None`: not made yet.
+    made_for: Option<(Option<u32>, i64, Option<u64>, bool)>,
     /// `"source":{"version":...,"sequence":"[<previous>,\"`
     head: Vec<u8>,
     /// `\"]","ts_us":..,"ts_ns":..`
@@ -338,6 +341,12 @@ pub struct FormatDebezium {
     /// The `source` block's bytes that stay the same from one event to the
     /// next (made again when what they show changes).
     source_cache: RefCell<SourceCache>,
+    /// `,"ts_ms":..,"ts_us":..,"ts_ns":..` of the change events in the
+    /// batch being filled: one clock reading per output message, taken
+    /// when its first change is written (reading and formatting the time
+    /// per event was 4% of the instructions of a peek of the benchmark's
+    /// mixed workload).
+    batch_time: Vec<u8>,
     /// `"<prefix>.transaction"`, `"<prefix>.message"` as JSON strings.
     txn_topic: Vec<u8>,
     message_topic: Vec<u8>,
@@ -373,6 +382,7 @@ impl FormatDebezium {
             last_commit_lsn: None,
             last_commit_time: 0,
             source_cache: RefCell::new(SourceCache::default()),
+            batch_time: Vec::new(),
             txn_topic,
             message_topic,
             message_schema: message_value_schema(),
@@ -403,17 +413,22 @@ impl FormatDebezium {
         }
     }
 
-    /// `,"ts_ms":..,"ts_us":..,"ts_ns":..` of now (`all`: else `ts_ms`
-    /// alone, as in a message's value).
-    fn push_now(&self, out: &mut Vec<u8>, all: bool) {
-        push_times(out, (self.clock)(), all);
+    /// `,"ts_ms":..` of now, as in a message's value.
+    fn push_now_ms(&self, out: &mut Vec<u8>) {
+        push_times(out, (self.clock)(), false);
     }
 
     /// `"source":{...}`: the cached bytes of the transaction, the event's
-    /// LSN (formatted once, written twice) and table.
-    fn push_source(&self, out: &mut Vec<u8>, facts: &SourceFacts<'_>) {
+    /// LSN (formatted once, written twice) and table. Returns where the
+    /// LSN's digits are in `out`, for the `transaction` block's id.
+    fn push_source(&self, out: &mut Vec<u8>, facts: &SourceFacts<'_>) -> Range<usize> {
         let mut cache = self.source_cache.borrow_mut();
-        let key = (facts.txid, facts.time, self.last_commit_lsn, facts.snapshot);
+        let key = (
+            facts.txid,
+            facts.time,
+            self.last_commit_lsn,
+            facts.incremental,
+        );
         if cache.made_for != Some(key) {
             self.make_source_cache(&mut cache, facts);
             cache.made_for = Some(key);
@@ -425,8 +440,9 @@ impl FormatDebezium {
         out.extend_from_slice(&cache.times);
         out.extend_from_slice(facts.table);
         out.extend_from_slice(&cache.txid);
-        out.extend_from_within(lsn);
+        out.extend_from_within(lsn.clone());
         out.extend_from_slice(b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null}");
+        lsn
     }
 
     fn make_source_cache(&self, cache: &mut SourceCache, facts: &SourceFacts<'_>) {
@@ -440,7 +456,11 @@ impl FormatDebezium {
         head.extend_from_slice(b",\"ts_ms\":");
         push_i64(head, unix.div_euclid(1000));
         head.extend_from_slice(b",\"snapshot\":\"");
-        head.extend_from_slice(facts.snapshot.as_bytes());
+        head.extend_from_slice(if facts.incremental {
+            b"incremental"
+        } else {
+            b"false"
+        });
         head.extend_from_slice(b"\",\"db\":");
         push_json_string(head, &self.opts.database);
         head.extend_from_slice(b",\"sequence\":\"[");
@@ -589,12 +609,16 @@ impl FormatDebezium {
         metadata.then_some((txn.xid, txn.events, order))
     }
 
-    /// `"transaction":...` of an event at `lsn` ([`Self::count_event`]).
-    fn push_block(out: &mut Vec<u8>, block: Option<(u32, u64, u64)>, lsn: u64) {
+    /// `"transaction":...` of an event ([`Self::count_event`]) whose
+    /// LSN's digits are at `lsn` in `out` (written by [`Self::push_source`]).
+    fn push_block(out: &mut Vec<u8>, block: Option<(u32, u64, u64)>, lsn: Range<usize>) {
         match block {
             Some((xid, total, order)) => {
-                out.extend_from_slice(b"\"transaction\":{\"id\":");
-                Self::push_txn_id(out, xid, lsn);
+                out.extend_from_slice(b"\"transaction\":{\"id\":\"");
+                push_u64(out, xid as u64);
+                out.push(b':');
+                out.extend_from_within(lsn);
+                out.push(b'"');
                 out.extend_from_slice(b",\"total_order\":");
                 push_u64(out, total);
                 out.extend_from_slice(b",\"data_collection_order\":");
@@ -634,11 +658,9 @@ impl FormatDebezium {
                 },
                 cell => (cell, Some(row)),
             };
-            if !first {
-                out.push(b',');
-            }
+            // The first column's without its comma.
+            out.extend_from_slice(&table.keys[i][first as usize..]);
             first = false;
-            out.extend_from_slice(&table.keys[i]);
             match cell {
                 (CellValue::Value(value), Some(source)) => {
                     let text = || source.text(col).to_vec();
@@ -699,6 +721,10 @@ impl FormatDebezium {
         after: Option<(&dyn TupleValues, Option<&dyn TupleValues>)>,
         facts: SourceFacts<'_>,
     ) {
+        if sink.buf().is_empty() || self.batch_time.is_empty() {
+            self.batch_time.clear();
+            push_times(&mut self.batch_time, (self.clock)(), true);
+        }
         let block = self.count_event(sink, &table.collection, facts.lsn);
         let schemas = self.opts.schemas_enable;
         let out = sink.buf();
@@ -716,13 +742,13 @@ impl FormatDebezium {
             None => out.extend_from_slice(b"null"),
         }
         out.push(b',');
-        self.push_source(out, &facts);
+        let lsn = self.push_source(out, &facts);
         out.push(b',');
-        Self::push_block(out, block, facts.lsn);
+        Self::push_block(out, block, lsn);
         out.extend_from_slice(b",\"op\":\"");
         out.push(op);
         out.push(b'"');
-        self.push_now(out, true);
+        out.extend_from_slice(&self.batch_time);
         out.push(b'}');
         if schemas {
             out.push(b'}');
@@ -848,7 +874,7 @@ impl OutputFormat for FormatDebezium {
             time: c.txn.commit_time,
             lsn: c.lsn,
             table: &table.source_table,
-            snapshot: if backfill { "incremental" } else { "false" },
+            incremental: backfill,
         };
         let old_complete = rel.identity == ReplicaIdentity::Full;
         let mut new_key = std::mem::take(&mut self.new_key);
@@ -957,7 +983,7 @@ impl OutputFormat for FormatDebezium {
             time: txn.commit_time,
             lsn,
             table: &table.source_table,
-            snapshot: "false",
+            incremental: false,
         };
         self.change_record(sink, rel, &table, b't', b"", None, None, facts);
     }
@@ -1002,7 +1028,7 @@ impl OutputFormat for FormatDebezium {
             },
             lsn,
             table: b",\"schema\":\"\",\"table\":\"\"",
-            snapshot: "false",
+            incremental: false,
         };
         let schemas = self.opts.schemas_enable;
         let out = sink.buf();
@@ -1027,9 +1053,9 @@ impl OutputFormat for FormatDebezium {
             out.extend_from_slice(b",\"payload\":");
         }
         out.extend_from_slice(b"{\"op\":\"m\"");
-        self.push_now(out, false);
+        self.push_now_ms(out);
         out.push(b',');
-        self.push_source(out, &facts);
+        let lsn = self.push_source(out, &facts);
         out.push(b',');
         Self::push_block(out, block, lsn);
         out.extend_from_slice(b",\"message\":{\"prefix\":");
@@ -1073,7 +1099,7 @@ impl OutputFormat for FormatDebezium {
             time,
             lsn,
             table: &source_table,
-            snapshot: "false",
+            incremental: false,
         };
         let schemas = self.opts.schemas_enable;
         let out = sink.buf();

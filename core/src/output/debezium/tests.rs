@@ -1514,3 +1514,70 @@ fn message_prefix_patterns_match_whole_prefixes_ignoring_case() {
         ]
     );
 }
+
+thread_local! {
+    static TICKS: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// A clock one microsecond further at each reading.
+fn ticking_clock() -> i64 {
+    TICKS.with(|t| {
+        t.set(t.get() + 1);
+        1_800_000_000_000_000 + t.get()
+    })
+}
+
+#[test]
+fn change_events_of_one_output_message_share_one_clock_reading() {
+    let mut o = Options {
+        format_version: crate::options::FORMAT_DEBEZIUM,
+        // Room for two events per message, not three.
+        batching: Batching::UpTo(700),
+        ..Options::default()
+    };
+    o.debezium = opts();
+    o.debezium.schemas_enable = false;
+    let mut f = FormatDebezium::with_clock(&o, ticking_clock);
+    let mut sink = Messages::default();
+    let rel = relation(ReplicaIdentity::Default, true);
+    let render = RelationRender::default();
+    f.begin(&mut sink, &txn(), 100);
+    for (i, lsn) in [100, 200, 300, 400, 500].into_iter().enumerate() {
+        let row = Row(vec![C::Int(i as i64), C::Text("x")]);
+        change(
+            &mut f,
+            &mut sink,
+            &rel,
+            &render,
+            ChangeKind::Insert,
+            lsn,
+            Some(&row),
+            None,
+        );
+    }
+    f.commit(&mut sink, &txn(), 600, 5);
+    let times: Vec<Vec<i64>> = sink
+        .written
+        .iter()
+        .map(|m| {
+            m.split('\n')
+                .map(|line| {
+                    serde_json::from_str::<Json>(line).unwrap()["value"]["ts_us"]
+                        .as_i64()
+                        .unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        times.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![2, 2, 1]
+    );
+    for (m, message) in times.iter().enumerate() {
+        // One reading per message, a later one for each next message.
+        assert!(message.iter().all(|&t| t == message[0]), "{times:?}");
+        if m > 0 {
+            assert!(message[0] > times[m - 1][0], "{times:?}");
+        }
+    }
+}
