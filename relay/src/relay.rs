@@ -479,26 +479,8 @@ impl Relay {
         let timeout = self.publish_timeout();
         let mut acks: FuturesOrdered<crate::sink::AckFuture> = FuturesOrdered::new();
         for (dest, ev) in &self.orphans {
-            let publish =
-                tokio::time::timeout(timeout, sink.publish(dest, ev, &self.settings.relay_id));
-            tokio::pin!(publish);
-            let started = loop {
-                tokio::select! {
-                    biased;
-                    started = &mut publish => break started,
-                    Some(result) = acks.next(), if !acks.is_empty() => {
-                        result.map_err(SessionError::Broker)?;
-                    }
-                }
-            };
-            let ack = started
-                .map_err(|_| {
-                    SessionError::Broker(SinkError {
-                        message: format!("publishing to {dest} did not start within {timeout:?}"),
-                        permanent: false,
-                    })
-                })?
-                .map_err(SessionError::Broker)?;
+            let relay_id = &self.settings.relay_id;
+            let ack = start_publish(sink, dest, ev, relay_id, timeout, &mut acks, |_| {}).await??;
             acks.push_back(ack);
         }
         while let Some(result) = acks.next().await {
@@ -638,39 +620,16 @@ impl Relay {
                                 match dest {
                                     Some(dest) if !skip => {
                                         let bytes = ev.payload.len() as u64;
-                                        // One message can hold more events than the
-                                        // client has permits for (a large transaction is
-                                        // published whole at its commit), and a waiting
-                                        // acknowledgement gives its permit back only when
-                                        // polled: acknowledgements are taken while the
-                                        // publish waits, or it would wait for them forever.
-                                        let started = {
-                                            let publish = tokio::time::timeout(publish_timeout, sink.publish(&dest, &ev, &relay_id));
-                                            tokio::pin!(publish);
-                                            loop {
-                                                tokio::select! {
-                                                    biased;
-                                                    started = &mut publish => break started,
-                                                    Some(result) = pending.next(), if !pending.is_empty() => match result {
-                                                        Ok(done) => {
-                                                            self.acknowledged(done, &mut waiting_times);
-                                                            sent.pop_front();
-                                                        }
-                                                        Err(e) => return Err(SessionError::Broker(e)),
-                                                    },
-                                                }
-                                            }
-                                        };
+                                        let started = start_publish(sink, &dest, &ev, &relay_id, publish_timeout, &mut pending, |done| {
+                                            self.acknowledged(done, &mut waiting_times);
+                                            sent.pop_front();
+                                        })
+                                        .await?;
                                         // Sent or perhaps sent: an orphan if the
                                         // connection is given up before its
                                         // acknowledgement.
                                         sent.push_back(keep_sent.then(|| (dest.clone(), ev)));
-                                        let ack = started
-                                            .map_err(|_| SessionError::Broker(SinkError {
-                                                message: format!("publishing to {dest} did not start within {publish_timeout:?}"),
-                                                permanent: false,
-                                            }))?
-                                            .map_err(SessionError::Broker)?;
+                                        let ack = started?;
                                         pending.push_back(Box::pin(async move {
                                             let acked = ack.await?;
                                             Ok(Done { acked: Some(acked), events: 1, bytes, boundary })
@@ -714,6 +673,42 @@ impl Relay {
             }
         }
     }
+}
+
+/// Starts publishing `ev` to `dest` within `timeout`, handing the
+/// acknowledgements of `acks` that come meanwhile to `on_ack`. One message
+/// can hold more events than the client has permits for (a large
+/// transaction is published whole at its commit), and a waiting
+/// acknowledgement gives its permit back only when polled: without this
+/// the publish would wait for them forever. `Err`: an acknowledgement
+/// failed; `Ok(Err)`: this publish did not start (it may have been sent).
+async fn start_publish<T>(
+    sink: &Sink,
+    dest: &str,
+    ev: &Event,
+    relay_id: &str,
+    timeout: Duration,
+    acks: &mut FuturesOrdered<impl Future<Output = Result<T, SinkError>>>,
+    mut on_ack: impl FnMut(T),
+) -> Result<Result<crate::sink::AckFuture, SessionError>, SessionError> {
+    let publish = tokio::time::timeout(timeout, sink.publish(dest, ev, relay_id));
+    tokio::pin!(publish);
+    let started = loop {
+        tokio::select! {
+            biased;
+            started = &mut publish => break started,
+            Some(result) = acks.next(), if !acks.is_empty() => {
+                on_ack(result.map_err(SessionError::Broker)?);
+            }
+        }
+    };
+    Ok(match started {
+        Ok(started) => started.map_err(SessionError::Broker),
+        Err(_) => Err(SessionError::Broker(SinkError {
+            message: format!("publishing to {dest} did not start within {timeout:?}"),
+            permanent: false,
+        })),
+    })
 }
 
 /// A permanent PostgreSQL error, with what to do about it.

@@ -682,52 +682,24 @@ fn an_interrupted_item_describes_its_relation_again() {
     let rel = relation(ReplicaIdentity::Default);
     let insert = ChangeHeader::plain(ChangeKind::Insert);
     let render = RelationRender::default();
-    change(
-        &mut f,
-        &mut sink,
-        &rel,
-        &render,
-        insert,
-        Some(&mut row(1, "a", T::Null)),
-        None,
-    );
+    let insert_row = |f: &mut Format3, sink: &mut Messages, id| {
+        let mut new = row(id, "a", T::Null);
+        change(f, sink, &rel, &render, insert, Some(&mut new), None);
+    };
+    insert_row(&mut f, &mut sink, 1);
     assert_eq!(
         sink.written,
         [R_DEFAULT.to_string(), sink.written[1].clone()]
     );
     // Without an interruption the relation is not described again.
-    change(
-        &mut f,
-        &mut sink,
-        &rel,
-        &render,
-        insert,
-        Some(&mut row(2, "a", T::Null)),
-        None,
-    );
+    insert_row(&mut f, &mut sink, 2);
     assert_eq!(sink.written.len(), 3);
     f.item_interrupted();
-    change(
-        &mut f,
-        &mut sink,
-        &rel,
-        &render,
-        insert,
-        Some(&mut row(3, "a", T::Null)),
-        None,
-    );
+    insert_row(&mut f, &mut sink, 3);
     assert_eq!(sink.written[3], R_DEFAULT);
     assert!(sink.written[4].contains(r#""id":3"#), "{}", sink.written[4]);
     // Once.
-    change(
-        &mut f,
-        &mut sink,
-        &rel,
-        &render,
-        insert,
-        Some(&mut row(4, "a", T::Null)),
-        None,
-    );
+    insert_row(&mut f, &mut sink, 4);
     assert_eq!(sink.written.len(), 6);
 }
 
