@@ -490,12 +490,12 @@ impl FormatDebezium {
     }
 
     /// `"xid:lsn"` as a JSON string: Debezium's transaction id (the LSN
-    /// is the event's own).
-    fn push_txn_id(out: &mut Vec<u8>, xid: u32, lsn: u64) {
+    /// is the event's own, written by `push_lsn`).
+    fn push_txn_id(out: &mut Vec<u8>, xid: u32, push_lsn: impl FnOnce(&mut Vec<u8>)) {
         out.push(b'"');
         push_u64(out, xid as u64);
         out.push(b':');
-        push_u64(out, lsn);
+        push_lsn(out);
         out.push(b'"');
     }
 
@@ -511,7 +511,7 @@ impl FormatDebezium {
             out.extend_from_slice(b",\"payload\":");
         }
         out.extend_from_slice(b"{\"id\":");
-        Self::push_txn_id(out, txn.xid, lsn);
+        Self::push_txn_id(out, txn.xid, |out| push_u64(out, lsn));
         out.push(b'}');
         if schemas {
             out.push(b'}');
@@ -527,7 +527,7 @@ impl FormatDebezium {
         } else {
             b"{\"status\":\"BEGIN\",\"id\":"
         });
-        Self::push_txn_id(out, txn.xid, lsn);
+        Self::push_txn_id(out, txn.xid, |out| push_u64(out, lsn));
         if end {
             out.extend_from_slice(b",\"event_count\":");
             push_u64(out, txn.events);
@@ -614,11 +614,8 @@ impl FormatDebezium {
     fn push_block(out: &mut Vec<u8>, block: Option<(u32, u64, u64)>, lsn: Range<usize>) {
         match block {
             Some((xid, total, order)) => {
-                out.extend_from_slice(b"\"transaction\":{\"id\":\"");
-                push_u64(out, xid as u64);
-                out.push(b':');
-                out.extend_from_within(lsn);
-                out.push(b'"');
+                out.extend_from_slice(b"\"transaction\":{\"id\":");
+                Self::push_txn_id(out, xid, |out| out.extend_from_within(lsn));
                 out.extend_from_slice(b",\"total_order\":");
                 push_u64(out, total);
                 out.extend_from_slice(b",\"data_collection_order\":");

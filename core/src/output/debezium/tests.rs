@@ -601,6 +601,10 @@ fn clock() -> i64 {
 }
 
 fn format(configure: impl FnOnce(&mut Options)) -> FormatDebezium {
+    format_with_clock(clock, configure)
+}
+
+fn format_with_clock(clock: Clock, configure: impl FnOnce(&mut Options)) -> FormatDebezium {
     let mut o = Options {
         format_version: crate::options::FORMAT_DEBEZIUM,
         batching: Batching::Off,
@@ -1529,15 +1533,11 @@ fn ticking_clock() -> i64 {
 
 #[test]
 fn change_events_of_one_output_message_share_one_clock_reading() {
-    let mut o = Options {
-        format_version: crate::options::FORMAT_DEBEZIUM,
+    let mut f = format_with_clock(ticking_clock, |o| {
+        o.debezium.schemas_enable = false;
         // Room for two events per message, not three.
-        batching: Batching::UpTo(700),
-        ..Options::default()
-    };
-    o.debezium = opts();
-    o.debezium.schemas_enable = false;
-    let mut f = FormatDebezium::with_clock(&o, ticking_clock);
+        o.batching = Batching::UpTo(700);
+    });
     let mut sink = Messages::default();
     let rel = relation(ReplicaIdentity::Default, true);
     let render = RelationRender::default();
