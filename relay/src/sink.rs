@@ -523,22 +523,24 @@ impl KafkaSink {
         &self,
         topic: &str,
         ev: &Event,
-        headers: &OwnedHeaders,
+        headers: OwnedHeaders,
         partition: Option<i32>,
     ) -> Result<AckFuture, SinkError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers);
+        // A tombstone has no value at all (Kafka's null, not empty).
+        if !ev.tombstone {
+            record = record.payload(&ev.payload[..]);
+        }
+        if let Some(k) = &ev.key {
+            record = record.key(&k[..]);
+        }
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
         loop {
-            let mut record = FutureRecord::<[u8], [u8]>::to(topic).headers(headers.clone());
-            // A tombstone has no value at all (Kafka's null, not empty).
-            if !ev.tombstone {
-                record = record.payload(&ev.payload[..]);
-            }
-            if let Some(k) = &ev.key {
-                record = record.key(&k[..]);
-            }
-            if let Some(p) = partition {
-                record = record.partition(p);
-            }
+            // A record the producer did not take comes back, to be offered
+            // again (its headers are not copied per attempt).
             match self.producer.send_result(record) {
                 Ok(delivery) => {
                     let topic = topic.to_string();
@@ -550,10 +552,11 @@ impl KafkaSink {
                         }
                     }));
                 }
-                Err((e, _)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
+                Err((e, back)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
                     if tokio::time::Instant::now() > deadline {
                         return Err(transient(format!("Kafka producer queue full for {:?}", self.timeout)));
                     }
+                    record = back;
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
                 Err((e, _)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::MessageSizeTooLarge) => {
@@ -594,12 +597,12 @@ impl KafkaSink {
             // lands where the first copy is, so the duplicate rule sees
             // it, and a keyless table's changes keep their order.
             let partition = ev.key.is_none().then_some(0);
-            return self.send(topic, ev, &headers, partition).await;
+            return self.send(topic, ev, headers, partition).await;
         }
         let n = self.partition_count(topic).await?;
         let mut acks = Vec::with_capacity(n as usize);
         for p in 0..n {
-            acks.push(self.send(topic, ev, &headers, Some(p)).await?);
+            acks.push(self.send(topic, ev, headers.clone(), Some(p)).await?);
         }
         Ok(Box::pin(async move {
             for a in acks {
