@@ -369,12 +369,35 @@ pub struct RelationRender(OnceCell<Box<dyn Any>>);
 
 impl RelationRender {
     /// The format's rendering cache `T` for this relation, made on first
-    /// use. A session has one format, so one `T`; `None` if the relation
-    /// was rendered with another type first (only tests mix formats).
-    pub fn get<T: Default + 'static>(&self) -> Option<&T> {
-        self.0
+    /// use. A session has one format, so one `T`; a fresh `T` for this
+    /// change alone if the relation was rendered with another type first
+    /// (only tests mix formats).
+    pub fn get<T: Default + 'static>(&self) -> Rendering<'_, T> {
+        match self
+            .0
             .get_or_init(|| Box::new(T::default()))
             .downcast_ref::<T>()
+        {
+            Some(cached) => Rendering::Cached(cached),
+            None => Rendering::Fresh(T::default()),
+        }
+    }
+}
+
+/// A format's rendering cache for one change ([`RelationRender::get`]).
+pub enum Rendering<'a, T> {
+    Cached(&'a T),
+    Fresh(T),
+}
+
+impl<T> std::ops::Deref for Rendering<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match self {
+            Rendering::Cached(t) => t,
+            Rendering::Fresh(t) => t,
+        }
     }
 }
 
@@ -485,5 +508,28 @@ impl ChangeHeader {
             stream_xid,
             source: ChangeSource::Wal,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RelationRender, Rendering};
+    use std::cell::Cell;
+
+    #[derive(Default)]
+    struct Counter(Cell<u32>);
+
+    #[test]
+    fn a_relations_rendering_is_made_once_and_kept() {
+        let render = RelationRender::default();
+        render.get::<Counter>().0.set(7);
+        assert!(matches!(render.get::<Counter>(), Rendering::Cached(_)));
+        assert_eq!(render.get::<Counter>().0.get(), 7);
+        // Another format's type (tests only) gets a fresh one each time,
+        // and the first type's cache stays.
+        let other = render.get::<String>();
+        assert!(matches!(other, Rendering::Fresh(_)));
+        assert!(other.is_empty());
+        assert_eq!(render.get::<Counter>().0.get(), 7);
     }
 }

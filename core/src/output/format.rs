@@ -40,8 +40,8 @@ pub const FLUSH_BYTES: usize = 16 * 1024 * 1024;
 
 /// The typed formats' reason to leave a change out: a row it must show
 /// and did not get (an INSERT or UPDATE without its new tuple, a DELETE
-/// without its old key), in wal2json's words. [`Format::skip_reason`] of
-/// format 3 and the Debezium format.
+/// without its old key), in wal2json's words: [`Format::skip_reason`]
+/// unless a format says otherwise (formats 1 and 2 do).
 #[inline]
 pub fn missing_tuple_reason(
     kind: ChangeKind,
@@ -145,14 +145,17 @@ pub trait OutputFormat {
     /// as the core's record of the transaction counts them.
     fn commit(&mut self, sink: &mut dyn Sink, txn: &TxnInfo, commit_lsn: u64, changes: u64);
 
-    /// Why the format leaves a change out (wal2json's WARNING), if it does.
+    /// Why the format leaves a change out (wal2json's WARNING), if it does:
+    /// by default the typed formats' rule, [`missing_tuple_reason`].
     fn skip_reason(
         &self,
         kind: ChangeKind,
         rel: &RelationMeta,
         has_new: bool,
         has_old: bool,
-    ) -> Option<String>;
+    ) -> Option<String> {
+        missing_tuple_reason(kind, rel, has_new, has_old)
+    }
 
     /// One INSERT/UPDATE/DELETE that [`Self::skip_reason`] let through.
     /// Returns a WARNING to raise after it is written.

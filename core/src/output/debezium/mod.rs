@@ -44,8 +44,8 @@ use crate::model::{
 use crate::options::{DebeziumOptions, Options, PrefixPatterns};
 use crate::output::control::TwoPhaseEvent;
 use crate::output::format::{
-    missing_tuple_reason, shrink_after_transaction, ChangeContext, DdlTable, FormatEvents,
-    OutputFormat, PreparedTxn, Sink, StreamedCommit, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
+    Sink, StreamedCommit, TypeName, TypeRendering,
 };
 use crate::protocol::ddl::DdlEvent;
 use crate::text::json::{push_i64, push_json_string, push_u64};
@@ -825,29 +825,12 @@ impl OutputFormat for FormatDebezium {
         shrink_after_transaction(sink.buf());
     }
 
-    fn skip_reason(
-        &self,
-        kind: ChangeKind,
-        rel: &RelationMeta,
-        has_new: bool,
-        has_old: bool,
-    ) -> Option<String> {
-        missing_tuple_reason(kind, rel, has_new, has_old)
-    }
-
     fn change(
         &mut self,
         sink: &mut dyn Sink,
         c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
-        let fresh;
-        let render = match c.render.get::<DebeziumRender>() {
-            Some(render) => render,
-            None => {
-                fresh = DebeziumRender::default();
-                &fresh
-            }
-        };
+        let render = c.render.get::<DebeziumRender>();
         let rel = c.rel;
         let Some(row) = c.new.or(c.old) else {
             return Ok(None);

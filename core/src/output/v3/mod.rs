@@ -36,8 +36,8 @@ use crate::options::Options;
 use crate::output::control::{self, TwoPhaseEvent};
 use crate::output::datetime::push_iso8601_timestamp;
 use crate::output::format::{
-    missing_tuple_reason, shrink_after_transaction, ChangeContext, DdlTable, FormatEvents,
-    OutputFormat, PreparedTxn, Sink, StreamedCommit, TypeName, TypeRendering,
+    shrink_after_transaction, ChangeContext, DdlTable, FormatEvents, OutputFormat, PreparedTxn,
+    Sink, StreamedCommit, TypeName, TypeRendering,
 };
 use crate::protocol::ddl::DdlEvent;
 use crate::text::json::{push_i64, push_json_string, push_lsn, push_u64};
@@ -483,32 +483,15 @@ impl OutputFormat for Format3 {
         shrink_after_transaction(sink.buf());
     }
 
-    fn skip_reason(
-        &self,
-        kind: ChangeKind,
-        rel: &RelationMeta,
-        has_new: bool,
-        has_old: bool,
-    ) -> Option<String> {
-        missing_tuple_reason(kind, rel, has_new, has_old)
-    }
-
     fn change(
         &mut self,
         sink: &mut dyn Sink,
         c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
         let (header, rel, new, old) = (c.header, c.rel, c.new, c.old);
-        let fresh;
-        let render = match c.render.get::<V3Render>() {
-            Some(render) => render,
-            None => {
-                fresh = V3Render::default();
-                &fresh
-            }
-        };
+        let render = c.render.get::<V3Render>();
         if let Some(row) = new.or(old) {
-            self.announce(sink, rel, render, row);
+            self.announce(sink, rel, &render, row);
         }
         let keys = render.keys.get_or_init(|| {
             rel.columns

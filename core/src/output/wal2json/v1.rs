@@ -626,17 +626,18 @@ impl OutputFormat for Format1 {
         sink: &mut dyn Sink,
         c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
-        let fresh;
-        let cache = match c.render.get::<Rendered>() {
-            Some(cache) => cache,
-            None => {
-                fresh = Rendered::default();
-                &fresh
-            }
-        };
+        let cache = c.render.get::<Rendered>();
         // Counted once written: an interrupted change is not in the array.
         let nr_changes = self.nr_changes + 1;
-        self.v1_change(sink.buf(), nr_changes, c.header, c.rel, cache, c.new, c.old)?;
+        self.v1_change(
+            sink.buf(),
+            nr_changes,
+            c.header,
+            c.rel,
+            &cache,
+            c.new,
+            c.old,
+        )?;
         self.nr_changes = nr_changes;
         if self.opts.write_in_chunks || sink.buf().len() >= FLUSH_BYTES {
             sink.write(self.opts.write_in_chunks);

@@ -479,21 +479,14 @@ impl OutputFormat for Format2 {
         sink: &mut dyn Sink,
         c: &ChangeContext<'_>,
     ) -> Result<Option<String>, EncodeError> {
-        let fresh;
-        let cache = match c.render.get::<Rendered>() {
-            Some(cache) => cache,
-            None => {
-                fresh = Rendered::default();
-                &fresh
-            }
-        };
+        let cache = c.render.get::<Rendered>();
         let warning = self.v2_change(
             sink.buf(),
             c.txn,
             c.lsn,
             c.header,
             c.rel,
-            cache,
+            &cache,
             c.new,
             c.old,
         )?;
