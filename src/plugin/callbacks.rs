@@ -46,9 +46,9 @@ pub unsafe extern "C-unwind" fn _PG_output_plugin_init(cb: *mut pg_sys::OutputPl
     cb.filter_by_origin_cb = Some(filter_by_origin);
     cb.stream_start_cb = Some(stream_start);
     cb.stream_stop_cb = Some(stream_stop);
-    cb.stream_change_cb = Some(stream_change);
-    cb.stream_truncate_cb = Some(stream_truncate);
-    cb.stream_message_cb = Some(stream_message);
+    cb.stream_change_cb = Some(change);
+    cb.stream_truncate_cb = Some(truncate);
+    cb.stream_message_cb = Some(message);
     cb.stream_abort_cb = Some(stream_abort);
     cb.stream_commit_cb = Some(stream_commit);
     cb.stream_prepare_cb = Some(stream_prepare);
@@ -231,30 +231,8 @@ unsafe extern "C-unwind" fn commit_txn(
     }
 }
 
-/// change_cb and stream_change_cb.
-///
-/// # Safety
-/// The callback's arguments: `ctx` is the running decoding context (startup
-/// has run), `relation` an open relation and `change` the change being
-/// replayed, all valid until the callback returns.
-unsafe fn change_common(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    relation: pg_sys::Relation,
-    change: *mut pg_sys::ReorderBufferChange,
-    streamed: bool,
-) {
-    // SAFETY: the handles and the lent state are used only inside this
-    // call, while the relation is open and the change and the context are
-    // valid, as the caller promises: what Rel::new, Change::new and
-    // with_state require.
-    unsafe {
-        let (relation, change) = (Rel::new(relation), Change::new(change));
-        with_state(ctx, |s, w| {
-            events::decode_change(s, w, relation, change, streamed)
-        })
-    }
-}
-
+/// change_cb and stream_change_cb (the block being decoded tells them
+/// apart, see [`events::decode_change`]).
 #[pg_guard]
 unsafe extern "C-unwind" fn change(
     ctx: *mut pg_sys::LogicalDecodingContext,
@@ -262,51 +240,18 @@ unsafe extern "C-unwind" fn change(
     relation: pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: change_cb's arguments: `ctx` is the running decoding context, whose startup callback
-    // has run; `relation` is the changed relation, which ReorderBufferProcessTXN opened and keeps
-    // open, and `change` the change being replayed, freed only after the callback returns.
-    unsafe { change_common(ctx, relation, change, false) }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn stream_change(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    _txn: *mut pg_sys::ReorderBufferTXN,
-    relation: pg_sys::Relation,
-    change: *mut pg_sys::ReorderBufferChange,
-) {
-    // SAFETY: stream_change_cb's arguments, with change_cb's guarantees: `ctx` is the running
-    // decoding context, whose startup callback has run; `relation` is open and `change` not freed
-    // until the callback returns.
-    unsafe { change_common(ctx, relation, change, true) }
-}
-
-/// truncate_cb and stream_truncate_cb.
-///
-/// # Safety
-/// The callback's arguments: `ctx` is the running decoding context (startup
-/// has run), `relations` an array of `nrelations` open relations and
-/// `change` the TRUNCATE being replayed, all valid until the callback
-/// returns.
-unsafe fn truncate_common(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    nrelations: i32,
-    relations: *mut pg_sys::Relation,
-    change: *mut pg_sys::ReorderBufferChange,
-    streamed: bool,
-) {
-    // SAFETY: the handles and the lent state are used only inside this
-    // call, while the caller promises the array of `nrelations` open
-    // relations, the change and the context are valid: what Rel::slice,
+    // SAFETY: (stream_)change_cb's arguments: `ctx` is the running decoding context, whose startup
+    // callback has run; `relation` is the changed relation, which ReorderBufferProcessTXN opened
+    // and keeps open, and `change` the change being replayed, freed only after the callback
+    // returns. The handles and the lent state are used only inside this call: what Rel::new,
     // Change::new and with_state require.
     unsafe {
-        let (relations, change) = (Rel::slice(relations, nrelations), Change::new(change));
-        with_state(ctx, |s, w| {
-            events::decode_truncate(s, w, &relations, change, streamed)
-        })
+        let (relation, change) = (Rel::new(relation), Change::new(change));
+        with_state(ctx, |s, w| events::decode_change(s, w, relation, change))
     }
 }
 
+/// truncate_cb and stream_truncate_cb.
 #[pg_guard]
 unsafe extern "C-unwind" fn truncate(
     ctx: *mut pg_sys::LogicalDecodingContext,
@@ -315,75 +260,20 @@ unsafe extern "C-unwind" fn truncate(
     relations: *mut pg_sys::Relation,
     change: *mut pg_sys::ReorderBufferChange,
 ) {
-    // SAFETY: truncate_cb's arguments: `ctx` is the running decoding context, whose startup
-    // callback has run; `relations` is ReorderBufferProcessTXN's array of `nrelations` relations it
-    // opened for the callback, and `change` the TRUNCATE being replayed, both kept until the
-    // callback returns.
-    unsafe { truncate_common(ctx, nrelations, relations, change, false) }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn stream_truncate(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    _txn: *mut pg_sys::ReorderBufferTXN,
-    nrelations: i32,
-    relations: *mut pg_sys::Relation,
-    change: *mut pg_sys::ReorderBufferChange,
-) {
-    // SAFETY: stream_truncate_cb's arguments, with truncate_cb's guarantees: `ctx` is the running
-    // decoding context, whose startup callback has run; `relations` holds `nrelations` open
-    // relations and `change` is not freed until the callback returns.
-    unsafe { truncate_common(ctx, nrelations, relations, change, true) }
-}
-
-/// message_cb and stream_message_cb.
-///
-/// # Safety
-/// The callback's arguments: `ctx` is the running decoding context (startup
-/// has run), `txn` NULL or the message's transaction, `prefix` a
-/// NUL-terminated string and `content` `content_size` bytes, all valid until
-/// the callback returns.
-#[allow(clippy::too_many_arguments)]
-unsafe fn message_common(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    txn: *mut pg_sys::ReorderBufferTXN,
-    lsn: pg_sys::XLogRecPtr,
-    transactional: bool,
-    prefix: *const c_char,
-    content_size: pg_sys::Size,
-    content: *const c_char,
-    streamed: bool,
-) {
-    // SAFETY: the handles, the message's bytes and the lent state are used
-    // only inside this call, with what the caller promises: a non-NULL
-    // `txn` is the message's transaction (Txn::new), `prefix` is
-    // NUL-terminated and `content` has `content_size` bytes
-    // (message_parts), `ctx` is the running context (with_state), and a
-    // transactional message's callback runs inside its transaction's
-    // replay (InCallback::of_transactional_message).
+    // SAFETY: (stream_)truncate_cb's arguments: `ctx` is the running decoding context, whose
+    // startup callback has run; `relations` is ReorderBufferProcessTXN's array of `nrelations`
+    // relations it opened for the callback, and `change` the TRUNCATE being replayed, both kept
+    // until the callback returns. The handles and the lent state are used only inside this call:
+    // what Rel::slice, Change::new and with_state require.
     unsafe {
-        let txn = (!txn.is_null()).then(|| Txn::new(txn));
-        // A transactional message is replayed inside its transaction.
-        let catalog = txn
-            .filter(|_| transactional)
-            .map(|txn| InCallback::of_transactional_message(txn));
-        let (prefix, content) = message_parts(prefix, content, content_size);
+        let (relations, change) = (Rel::slice(relations, nrelations), Change::new(change));
         with_state(ctx, |s, w| {
-            events::decode_message(
-                s,
-                w,
-                txn,
-                catalog,
-                lsn,
-                transactional,
-                prefix,
-                content,
-                streamed,
-            )
+            events::decode_truncate(s, w, &relations, change)
         })
     }
 }
 
+/// message_cb and stream_message_cb.
 #[pg_guard]
 unsafe extern "C-unwind" fn message(
     ctx: *mut pg_sys::LogicalDecodingContext,
@@ -394,48 +284,22 @@ unsafe extern "C-unwind" fn message(
     content_size: pg_sys::Size,
     content: *const c_char,
 ) {
-    // SAFETY: message_cb's arguments: `ctx` is the running decoding context, whose startup callback
-    // has run; `txn` is NULL for a non-transactional message, else the message's transaction;
-    // `prefix` is NUL-terminated and `content` has `content_size` bytes, both kept (in the WAL
-    // record or the queued change) until the callback returns.
+    // SAFETY: (stream_)message_cb's arguments: `ctx` is the running decoding context, whose
+    // startup callback has run; `txn` is NULL for a non-transactional message, else the
+    // message's transaction (Txn::new); `prefix` is NUL-terminated and `content` has
+    // `content_size` bytes, both kept (in the WAL record or the queued change) until the callback
+    // returns (message_parts). A transactional message's callback runs inside its transaction's
+    // replay (InCallback::of_transactional_message). All are used only inside this call.
     unsafe {
-        message_common(
-            ctx,
-            txn,
-            lsn,
-            transactional,
-            prefix,
-            content_size,
-            content,
-            false,
-        )
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn stream_message(
-    ctx: *mut pg_sys::LogicalDecodingContext,
-    txn: *mut pg_sys::ReorderBufferTXN,
-    lsn: pg_sys::XLogRecPtr,
-    transactional: bool,
-    prefix: *const c_char,
-    content_size: pg_sys::Size,
-    content: *const c_char,
-) {
-    // SAFETY: stream_message_cb's arguments, with message_cb's guarantees: `ctx` is the running
-    // decoding context, whose startup callback has run; `txn` is NULL or the message's transaction;
-    // `prefix` and the `content_size` bytes of `content` stay until the callback returns.
-    unsafe {
-        message_common(
-            ctx,
-            txn,
-            lsn,
-            transactional,
-            prefix,
-            content_size,
-            content,
-            true,
-        )
+        let txn = (!txn.is_null()).then(|| Txn::new(txn));
+        // A transactional message is replayed inside its transaction.
+        let catalog = txn
+            .filter(|_| transactional)
+            .map(|txn| InCallback::of_transactional_message(txn));
+        let (prefix, content) = message_parts(prefix, content, content_size);
+        with_state(ctx, |s, w| {
+            events::decode_message(s, w, txn, catalog, lsn, transactional, prefix, content)
+        })
     }
 }
 

@@ -24,20 +24,22 @@ use crate::pg::reorder::Reorder;
 use crate::pg::tuple::Row;
 use crate::plugin::state::DecodingState;
 
-/// An INSERT/UPDATE/DELETE, committed (`streamed` false) or in a streamed block.
+/// An INSERT/UPDATE/DELETE, committed or in a streamed block (change_cb
+/// and stream_change_cb: which one, the block being decoded says, as
+/// pgoutput's `in_streaming` does).
 pub fn decode_change(
     state: &mut DecodingState,
     writer: &mut Writer<'_>,
     relation: Rel<'_>,
     change: Change<'_>,
-    streamed: bool,
 ) {
     state.emitter.update_progress(writer, false);
     let Some(kind) = change.kind() else {
         return;
     };
     state.count_seen(1, true);
-    if state.emitter.in_block() {
+    let streamed = state.emitter.in_block();
+    if streamed {
         if let Some(record) = state.emitter.records().current() {
             // Sent now: the live view counts it as decoded, no longer held.
             record.changes_streamed += 1;
@@ -250,18 +252,18 @@ fn emit_change(state: &mut DecodingState, writer: &mut Writer<'_>, change: Chang
 }
 
 /// A TRUNCATE of one or more relations: each truncated table is one change
-/// (format 2 writes one object per table), routed on its own.
+/// (format 2 writes one object per table), routed on its own. Committed or
+/// in a streamed block, as [`decode_change`].
 pub fn decode_truncate(
     state: &mut DecodingState,
     writer: &mut Writer<'_>,
     relations: &[Rel<'_>],
     change: Change<'_>,
-    streamed: bool,
 ) {
     state.emitter.update_progress(writer, false);
     state.count_seen(relations.len() as u64, true);
     let lsn = change.lsn();
-    let stream_xid = streamed.then(|| change.xid());
+    let stream_xid = state.emitter.in_block().then(|| change.xid());
     state.relations.collect_garbage();
     state.change_memory.run(|| {
         for &relation in relations {
@@ -282,7 +284,10 @@ pub fn decode_truncate(
 }
 
 /// A logical decoding message (pg_logical_emit_message). `catalog` is set
-/// for a transactional one (its callback may read the catalogs).
+/// for a transactional one (its callback may read the catalogs). A
+/// transactional one is committed or in a streamed block, as
+/// [`decode_change`]; a non-transactional one is decoded as its record is
+/// read, never inside a block.
 #[allow(clippy::too_many_arguments)]
 pub fn decode_message(
     state: &mut DecodingState,
@@ -293,9 +298,9 @@ pub fn decode_message(
     transactional: bool,
     prefix: &[u8],
     content: &[u8],
-    streamed: bool,
 ) {
     state.emitter.update_progress(writer, false);
+    let streamed = state.emitter.in_block();
     if transactional && prefix == backfill::PREFIX {
         if let (Some(txn), Some(catalog)) = (txn, catalog) {
             let stream_xid = streamed.then(|| txn.xid());
