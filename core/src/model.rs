@@ -379,7 +379,7 @@ impl RelationRender {
             .downcast_ref::<T>()
         {
             Some(cached) => Rendering::Cached(cached),
-            None => Rendering::Fresh(T::default()),
+            None => Rendering::Fresh(Box::default()),
         }
     }
 }
@@ -387,7 +387,8 @@ impl RelationRender {
 /// A format's rendering cache for one change ([`RelationRender::get`]).
 pub enum Rendering<'a, T> {
     Cached(&'a T),
-    Fresh(T),
+    /// Boxed: the common case stays two words, whatever `T`'s size.
+    Fresh(Box<T>),
 }
 
 impl<T> std::ops::Deref for Rendering<'_, T> {
