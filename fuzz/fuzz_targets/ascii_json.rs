@@ -4,21 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
 use pubjson_core::text::json::json_string;
+use pubjson_fuzz::Latin1;
 
 /// LATIN1: every byte is the code point of the same number.
-struct Latin1;
-impl ToUtf8 for Latin1 {
-    fn convert(&mut self, src: &[u8], out: &mut Vec<u8>) -> usize {
-        out.extend_from_slice(
-            src.iter()
-                .map(|&b| b as char)
-                .collect::<String>()
-                .as_bytes(),
-        );
-        src.len()
-    }
-}
-
 /// A double-byte encoding (EUC-like): pairs of bytes in A1..FE map to CJK
 /// characters (some beyond the BMP); anything else stops the conversion.
 struct Pairs;

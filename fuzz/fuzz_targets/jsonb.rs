@@ -5,20 +5,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use pubjson_core::output::jsonb::{jsonb_compact, jsonb_json_string};
-use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
-
-struct Latin1;
-impl ToUtf8 for Latin1 {
-    fn convert(&mut self, src: &[u8], out: &mut Vec<u8>) -> usize {
-        out.extend_from_slice(
-            src.iter()
-                .map(|&b| b as char)
-                .collect::<String>()
-                .as_bytes(),
-        );
-        src.len()
-    }
-}
+use pubjson_core::text::encoding::push_ascii_json;
+use pubjson_fuzz::Latin1;
 
 fn assert_json(doc: &[u8]) {
     if let Err(e) = serde_json::from_slice::<serde_json::Value>(doc) {

@@ -6,28 +6,8 @@
 use libfuzzer_sys::fuzz_target;
 use pubjson_core::model::Value;
 use pubjson_core::output::v3::value::{push_value, Style};
-use pubjson_core::text::encoding::{push_ascii_json, ToUtf8};
-
-struct Latin1;
-impl ToUtf8 for Latin1 {
-    fn convert(&mut self, src: &[u8], out: &mut Vec<u8>) -> usize {
-        out.extend_from_slice(
-            src.iter()
-                .map(|&b| b as char)
-                .collect::<String>()
-                .as_bytes(),
-        );
-        src.len()
-    }
-}
-
-fn word(bytes: &[u8]) -> i64 {
-    let mut w = [0u8; 8];
-    for (d, s) in w.iter_mut().zip(bytes) {
-        *d = *s;
-    }
-    i64::from_le_bytes(w)
-}
+use pubjson_core::text::encoding::push_ascii_json;
+use pubjson_fuzz::{word, Latin1};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
